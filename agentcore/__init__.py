@@ -1,0 +1,1 @@
+"""agentcore: one agent run."""

@@ -1,0 +1,36 @@
+"""The agentcore error hierarchy."""
+
+from __future__ import annotations
+
+
+class AgentCoreError(Exception):
+    """Base class of every error agentcore raises."""
+
+
+class ConfigurationError(AgentCoreError):
+    """An Agent or tool was configured wrongly; raised at construction, never mid-run."""
+
+
+class ModelError(AgentCoreError):
+    """A model call failed in a way the model adapter understood.
+
+    Adapters raise the subclasses below so the loop can decide what to retry.
+    """
+
+
+class TransientModelError(ModelError):
+    """A model call failed for a reason that may pass (HTTP 429, 5xx, a timeout).
+
+    The loop retries it with exponential backoff and jitter.
+
+    Attributes:
+      retry_after: Seconds the server asked to wait before retrying, if it said.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ContextTooLongError(ModelError):
+    """The model refused the request because the conversation is too long for it."""

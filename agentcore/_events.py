@@ -1,0 +1,71 @@
+"""Lifecycle events of one run."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+
+import attrs
+
+from ._gate import GateDecision
+from ._messages import Message, ToolCall, Usage
+from ._summary import RunSummary
+
+
+class EventKind(enum.StrEnum):
+    """What an :class:`Event` reports."""
+
+    agent_start = "agent_start"
+    turn_start = "turn_start"
+    model_request = "model_request"
+    model_delta = "model_delta"
+    model_response = "model_response"
+    tool_start = "tool_start"
+    gate_decision = "gate_decision"
+    tool_end = "tool_end"
+    tool_skipped = "tool_skipped"
+    retry = "retry"
+    error = "error"
+    steering_injected = "steering_injected"
+    follow_up_queued = "follow_up_queued"
+    interrupt_received = "interrupt_received"
+    context_compressed = "context_compressed"
+    agent_end = "agent_end"
+
+
+@attrs.frozen(slots=True)
+class Event:
+    """One thing a run did, in the order it did it.
+
+    Attributes:
+      kind: What happened.
+      run_id: The run that emitted it.
+      agent_id: That run's agent id.
+      turn: The turn it belongs to (0 before the first turn).
+      text: The input (agent_start), a text delta (model_delta), a tool result
+        (tool_end), an error or retry reason, or a note.
+      message: The assistant message (model_response) or the injected message.
+      call: The tool call (tool_start, gate_decision, tool_end, tool_skipped).
+      decision: The gate's decision (gate_decision).
+      is_error: Whether a tool result (tool_end) is an error.
+      usage: Tokens of a model call (model_response).
+      summary: The run summary (agent_end).
+      attempt: The attempt number (retry).
+    """
+
+    kind: EventKind
+    run_id: str = ""
+    agent_id: str = ""
+    turn: int = 0
+    text: str = ""
+    message: Message | None = None
+    call: ToolCall | None = None
+    decision: GateDecision | None = None
+    is_error: bool = False
+    usage: Usage | None = None
+    summary: RunSummary | None = None
+    attempt: int = 0
+
+
+#: Where a run sends its events; awaiting it may block (backpressure).
+EventSink = Callable[[Event], Awaitable[None]]

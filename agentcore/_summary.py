@@ -1,0 +1,51 @@
+"""How a run ended: :class:`EndReason` and :class:`RunSummary`."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from ._messages import Usage
+
+
+class EndReason(enum.StrEnum):
+    """Why a run ended."""
+
+    stop = "stop"
+    """The model answered without tool calls."""
+    max_turns = "max_turns"
+    """The turn limit was reached before a final answer."""
+    aborted = "aborted"
+    """The run was cancelled (hard abort)."""
+    timeout = "timeout"
+    """A wall-clock or idle limit ended the run."""
+    error = "error"
+    """The model (or the audit sink) failed."""
+    interrupted = "interrupted"
+    """A graceful interrupt ended the run after a summarising model call."""
+
+
+@attrs.frozen(slots=True)
+class RunSummary:
+    """What one run did.
+
+    Attributes:
+      turns: Model calls made (a turn is one model call and its tool calls).
+      tool_calls: Tool calls the model asked for.
+      tool_errors: Tool calls that produced an error result other than a denial.
+      denied: Tool calls the gate denied.
+      usage: Tokens used by this run's own model calls.
+      end_reason: Why the run ended.
+      error: The error text when the run ended ``error`` or ``timeout``, else ``None``.
+      duration: Seconds from start to end on trio's clock.
+    """
+
+    turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    denied: int = 0
+    usage: Usage = Usage()
+    end_reason: EndReason = EndReason.stop
+    error: str | None = None
+    duration: float = 0.0

@@ -1,0 +1,1 @@
+"""ledger: a tamper-evident audit trail."""

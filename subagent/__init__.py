@@ -1,0 +1,1 @@
+"""subagent: run LLM subagents on trio."""
