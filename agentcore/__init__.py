@@ -1,1 +1,37 @@
-"""agentcore: one agent run."""
+"""agentcore: one agent run — messages, model and tool protocols, the turn loop, the gate."""
+
+from ._errors import AgentCoreError as AgentCoreError
+from ._errors import ConfigurationError as ConfigurationError
+from ._errors import ContextTooLongError as ContextTooLongError
+from ._errors import ModelError as ModelError
+from ._errors import TransientModelError as TransientModelError
+from ._events import Event as Event
+from ._events import EventKind as EventKind
+from ._events import EventSink as EventSink
+from ._gate import ApprovalGate as ApprovalGate
+from ._gate import Approver as Approver
+from ._gate import GateDecision as GateDecision
+from ._gate import GateRequest as GateRequest
+from ._gate import ToolGate as ToolGate
+from ._gate import allow_all as allow_all
+from ._gate import deny_all as deny_all
+from ._gate import read_only as read_only
+from ._messages import AgentPath as AgentPath
+from ._messages import Message as Message
+from ._messages import ModelRequest as ModelRequest
+from ._messages import ModelResponse as ModelResponse
+from ._messages import Role as Role
+from ._messages import ToolCall as ToolCall
+from ._messages import ToolSpec as ToolSpec
+from ._messages import Usage as Usage
+from ._models import ChatModel as ChatModel
+from ._models import DeltaSink as DeltaSink
+from ._models import StreamingChatModel as StreamingChatModel
+from ._summary import EndReason as EndReason
+from ._summary import RunSummary as RunSummary
+from ._tools import FunctionTool as FunctionTool
+from ._tools import Liveness as Liveness
+from ._tools import Tool as Tool
+from ._tools import is_read_only as is_read_only
+from ._tools import liveness_of as liveness_of
+from ._tools import tool_spec as tool_spec
