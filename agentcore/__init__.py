@@ -1,5 +1,6 @@
 """agentcore: one agent run — messages, model and tool protocols, the turn loop, the gate."""
 
+from ._agent import Agent as Agent
 from ._errors import AgentCoreError as AgentCoreError
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import ContextTooLongError as ContextTooLongError
@@ -27,6 +28,10 @@ from ._messages import Usage as Usage
 from ._models import ChatModel as ChatModel
 from ._models import DeltaSink as DeltaSink
 from ._models import StreamingChatModel as StreamingChatModel
+from ._run import Run as Run
+from ._run import RunResult as RunResult
+from ._run import ToolOutcome as ToolOutcome
+from ._run import current_run as current_run
 from ._summary import EndReason as EndReason
 from ._summary import RunSummary as RunSummary
 from ._tools import FunctionTool as FunctionTool

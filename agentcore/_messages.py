@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -12,6 +12,18 @@ ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
 #: An AgentPath: the segments naming a run from the root, e.g. ``("root/0001", "web/0002")``.
 AgentPath = tuple[str, ...]
+
+
+def _calls(value: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    return tuple(value)
+
+
+def _messages(value: Iterable[Message]) -> tuple[Message, ...]:
+    return tuple(value)
+
+
+def _specs(value: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:
+    return tuple(value)
 
 
 def _check_role(_inst: object, _attr: object, value: str) -> None:
@@ -48,7 +60,7 @@ class Message:
 
     role: Role = attrs.field(validator=_check_role)
     content: str = ""
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=tuple)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=_calls)
     tool_call_id: str | None = None
     is_error: bool = False
 
@@ -86,8 +98,8 @@ class ToolSpec:
 class ModelRequest:
     """One model call's input: the conversation so far and the tools offered."""
 
-    messages: tuple[Message, ...] = attrs.field(converter=tuple)
-    tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=tuple)
+    messages: tuple[Message, ...] = attrs.field(converter=_messages)
+    tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_specs)
 
 
 @attrs.frozen(slots=True)
