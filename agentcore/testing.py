@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeAlias
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import attrs
 import trio
@@ -175,7 +175,7 @@ class RecordingTool:
                  block: bool = False) -> None:
         self.name = name
         self.description = description or f"the {name} test tool"
-        self.parameters = {"type": "object", "properties": {}}
+        self.parameters: Mapping[str, Any] = {"type": "object", "properties": {}}
         self.read_only = read_only
         self._behaviour = behaviour
         self._delay = delay
