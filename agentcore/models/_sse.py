@@ -4,8 +4,8 @@ Both model APIs stream their replies as server-sent events. The parser follows t
 WHATWG "event stream interpretation" rules: lines end in CRLF, LF or CR; a line
 starting with ``:`` is a comment; ``field: value`` lines set ``data`` (multi-line
 data is joined with LF), ``event``, ``id`` and ``retry``; a blank line dispatches the
-event; an event without data is not dispatched; an unfinished event at the end of
-the stream is dropped.
+event; an event without data is not dispatched. At the end of the stream
+(:meth:`SSEParser.end`) an event missing only its blank line is still dispatched.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class SSEParser:
             self._started = True
             if text.startswith("\ufeff"):
                 text = text[1:]
-        if self._pending_cr:
+        if self._pending_cr and text:
             # A CR ended the previous chunk; an LF starting this one is part of that CRLF.
             self._pending_cr = False
             if text.startswith("\n"):
@@ -83,6 +83,18 @@ class SSEParser:
         self._buffer = buffer[start:]
         return events
 
+    def end(self) -> list[ServerSentEvent]:
+        """Close the stream and return its last event, if any.
+
+        Lenient where servers are sloppy: an event whose final blank line is missing is
+        still dispatched; a last line cut off before its line ending is dropped, since
+        the connection may have been lost in the middle of it.
+        """
+        self._buffer = ""
+        self._pending_cr = False
+        event = self._dispatch()
+        return [] if event is None else [event]
+
     def _line(self, line: str) -> ServerSentEvent | None:
         if not line:
             return self._dispatch()
@@ -99,9 +111,8 @@ class SSEParser:
         elif name == "id":
             if "\0" not in value:
                 self._last_id = value
-        elif name == "retry":
-            if value.isascii() and value.isdigit():
-                self._retry = int(value)
+        elif name == "retry" and value.isascii() and value.isdigit():
+            self._retry = int(value)
         return None
 
     def _dispatch(self) -> ServerSentEvent | None:
@@ -122,4 +133,5 @@ class SSEParser:
 
 def parse_events(text: str) -> list[ServerSentEvent]:
     """All the events of a complete event stream ``text``. Never raises."""
-    return SSEParser().feed(text)
+    parser = SSEParser()
+    return parser.feed(text) + parser.end()

@@ -1,0 +1,33 @@
+"""Model adapters: real chat APIs over HTTP, a replay-file model, and model spec strings.
+
+``OpenAIChatModel`` and ``AnthropicChatModel`` need httpx (``pip install
+'subagent[models]'``); they are imported on first use, so ``resolve_model`` and
+``ReplayModel`` work without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._replay import ReplayModel as ReplayModel
+from ._resolve import SCHEMES as SCHEMES
+from ._resolve import resolve_model as resolve_model
+
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicChatModel as AnthropicChatModel
+    from ._openai import OpenAIChatModel as OpenAIChatModel
+
+__all__ = ["SCHEMES", "AnthropicChatModel", "OpenAIChatModel", "ReplayModel", "resolve_model"]
+
+
+def __getattr__(name: str) -> Any:
+    # The HTTP adapters import httpx; importing them lazily keeps it optional.
+    if name == "OpenAIChatModel":
+        from ._openai import OpenAIChatModel
+
+        return OpenAIChatModel
+    if name == "AnthropicChatModel":
+        from ._anthropic import AnthropicChatModel
+
+        return AnthropicChatModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,364 @@
+"""A ChatModel on the Anthropic messages API."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import httpx
+
+from .._errors import ModelError
+from .._messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from .._models import DeltaSink
+from ._http import (
+    ApiError,
+    Endpoint,
+    Malformed,
+    api_error_to_exception,
+    as_object,
+    error_from_object,
+    event_json,
+    field,
+    malformed_response,
+    mask,
+    post_event_stream,
+    post_json,
+    stream_ended_early,
+)
+from ._sse import ServerSentEvent
+
+DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"
+
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+}
+
+
+def _env_key() -> str:
+    return os.environ.get("ANTHROPIC_API_KEY", "")
+
+
+def _env_base_url() -> str:
+    return os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_ANTHROPIC_BASE_URL
+
+
+@attrs.frozen(eq=False)
+class AnthropicChatModel:
+    """A :class:`~agentcore.StreamingChatModel` speaking the Anthropic messages API.
+
+    System messages go to the request's ``system``; tool results become ``tool_result``
+    blocks of a user message (consecutive ones merged into one message). Each call
+    opens its own HTTP connection unless a caller-owned ``client`` is given. The
+    adapter does not retry: it raises :class:`~agentcore.TransientModelError` (with
+    ``retry_after`` from ``Retry-After``) for 408, 409, 429, 5xx (529 overloaded
+    included), timeouts and dropped connections; the agent loop retries those.
+
+    Args:
+      model: The model name, e.g. ``claude-sonnet-4-5``.
+      api_key: The key; defaults to ``$ANTHROPIC_API_KEY``. Never shown in reprs or
+        error messages.
+      base_url: Defaults to ``$ANTHROPIC_BASE_URL``, else ``https://api.anthropic.com``.
+      connect_timeout: Seconds to establish a connection.
+      read_timeout: Seconds to wait for each chunk of the reply.
+      max_tokens: The reply's token limit (the API requires one).
+      temperature: The sampling temperature, if any.
+      client: A caller-owned ``httpx.AsyncClient`` to reuse connections; our timeouts
+        still apply to each request.
+    """
+
+    model: str
+    api_key: str = attrs.field(kw_only=True, factory=_env_key, repr=mask)
+    base_url: str = attrs.field(kw_only=True, factory=_env_base_url)
+    connect_timeout: float = attrs.field(kw_only=True, default=10.0)
+    read_timeout: float = attrs.field(kw_only=True, default=120.0)
+    max_tokens: int = attrs.field(kw_only=True, default=4096)
+    temperature: float | None = attrs.field(kw_only=True, default=None)
+    client: httpx.AsyncClient | None = attrs.field(kw_only=True, default=None)
+
+    @property
+    def _endpoint(self) -> Endpoint:
+        return Endpoint(
+            api="Anthropic",
+            secret=self.api_key,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            is_context_error=is_anthropic_context_error,
+            client=self.client,
+        )
+
+    @property
+    def _url(self) -> str:
+        return self.base_url.rstrip("/") + "/v1/messages"
+
+    def _headers(self, *, stream: bool) -> dict[str, str]:
+        if not self.api_key:
+            raise ModelError(
+                "No Anthropic API key: pass api_key= or set the ANTHROPIC_API_KEY variable"
+            )
+        return {
+            "x-api-key": self.api_key,
+            "anthropic-version": ANTHROPIC_VERSION,
+            "Accept": "text/event-stream" if stream else "application/json",
+        }
+
+    def request_body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        """The JSON body of a messages request for ``request``."""
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens}
+        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        if system:
+            body["system"] = system
+        body["messages"] = anthropic_messages(request.messages)
+        if request.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+                for t in request.tools
+            ]
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if stream:
+            body["stream"] = True
+        return body
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The model's reply to ``request``. A checkpoint.
+
+        Raises:
+          TransientModelError: worth retrying (429, 5xx, timeout, dropped connection).
+          ContextTooLongError: the conversation is too long for the model.
+          ModelError: any other failure, including a malformed reply or a missing key.
+        """
+        endpoint = self._endpoint
+        payload = await post_json(
+            endpoint,
+            self._url,
+            self._headers(stream=False),
+            self.request_body(request, stream=False),
+        )
+        try:
+            return parse_anthropic_response(payload)
+        except Malformed as exc:
+            raise malformed_response(endpoint, exc) from None
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        """The model's reply to ``request``, streamed: ``on_delta`` is awaited with each
+        text delta as it arrives. A checkpoint. Raises as :meth:`complete`."""
+        endpoint = self._endpoint
+        state = AnthropicStreamState()
+
+        async def on_event(event: ServerSentEvent) -> bool:
+            data = event_json(event)
+            if data.get("type", event.event) == "error":
+                error = field(data, "error", dict, "error event")
+                raise api_error_to_exception(endpoint, error_from_object(None, error))
+            delta = state.feed(data)
+            if delta:
+                await on_delta(delta)
+            return state.stopped
+
+        ended = await post_event_stream(
+            endpoint,
+            self._url,
+            self._headers(stream=True),
+            self.request_body(request, stream=True),
+            on_event,
+        )
+        if not ended and state.stop_reason is None:
+            raise stream_ended_early(endpoint)
+        try:
+            return state.response()
+        except Malformed as exc:
+            raise malformed_response(endpoint, exc) from None
+
+
+def is_anthropic_context_error(error: ApiError) -> bool:
+    """Whether the Anthropic API said the conversation is too long."""
+    message = error.message.lower()
+    return error.status in (400, 413, None) and (
+        "prompt is too long" in message or "exceed context limit" in message
+    )
+
+
+def _tool_input(arguments: str) -> dict[str, Any]:
+    # The API wants an object; arguments that are not a JSON object are sent as {}.
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _blocks(message: Message) -> list[dict[str, Any]]:
+    if message.role == "tool":
+        return [
+            {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id or "",
+                "content": message.content,
+                "is_error": message.is_error,
+            }
+        ]
+    blocks: list[dict[str, Any]] = []
+    if message.content:
+        blocks.append({"type": "text", "text": message.content})
+    for call in message.tool_calls:
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": _tool_input(call.arguments),
+            }
+        )
+    return blocks
+
+
+def anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """The non-system ``messages`` in the messages-API format.
+
+    Tool messages become ``tool_result`` blocks of a user message; consecutive user-side
+    messages are merged into one, tool results first (as the API requires). Messages
+    with nothing to say (empty text, no tool calls) are left out: the API refuses them.
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = _blocks(message)
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    for entry in out:
+        if entry["role"] == "user":
+            entry["content"].sort(key=lambda b: b["type"] != "tool_result")
+    return out
+
+
+def stop_reason(reason: str | None) -> str:
+    """Our finish reason for an Anthropic ``stop_reason`` (unknown ones pass through)."""
+    if reason is None:
+        return "stop"
+    return _STOP_REASONS.get(reason, reason)
+
+
+def _usage(usage: Mapping[str, Any], where: str) -> tuple[int | None, int | None]:
+    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    inputs = [field(usage, key, int, where, -1) for key in keys]
+    total_input = sum(n for n in inputs if n >= 0) if any(n >= 0 for n in inputs) else None
+    output = field(usage, "output_tokens", int, where, -1)
+    return total_input, (output if output >= 0 else None)
+
+
+def parse_anthropic_response(payload: object) -> ModelResponse:
+    """A messages-API response body as a ModelResponse. Raises :class:`Malformed`."""
+    body = as_object(payload, "the response")
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    for i, raw in enumerate(field(body, "content", list, "response")):
+        where = f"response.content[{i}]"
+        block = as_object(raw, where)
+        kind = field(block, "type", str, where)
+        if kind == "text":
+            text.append(field(block, "text", str, where))
+        elif kind == "tool_use":
+            calls.append(
+                ToolCall(
+                    field(block, "id", str, where),
+                    field(block, "name", str, where),
+                    json.dumps(field(block, "input", dict, where, {})),
+                )
+            )
+    input_tokens, output_tokens = _usage(field(body, "usage", dict, "response", {}), "usage")
+    return ModelResponse(
+        Message("assistant", "".join(text), tuple(calls)),
+        stop_reason(field(body, "stop_reason", str, "response", "") or None),
+        Usage(input_tokens or 0, output_tokens or 0),
+    )
+
+
+@attrs.define(eq=False)
+class AnthropicStreamState:
+    """Accumulates the events of a streamed message into one ModelResponse."""
+
+    stop_reason: str | None = None
+    stopped: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    _text: list[str] = attrs.Factory(list)
+    # block index -> [id, name, initial input JSON, partial JSON...] for tool_use blocks
+    _calls: dict[int, list[str]] = attrs.Factory(dict)
+
+    def feed(self, data: Mapping[str, Any]) -> str:
+        """Take in one event's data; return its text delta ("" if none).
+        Raises :class:`Malformed`."""
+        kind = field(data, "type", str, "event")
+        if kind == "message_start":
+            message = field(data, "message", dict, "message_start")
+            self._take_usage(field(message, "usage", dict, "message_start.message", {}))
+        elif kind == "content_block_start":
+            index = field(data, "index", int, "content_block_start")
+            block = field(data, "content_block", dict, "content_block_start")
+            block_type = field(block, "type", str, "content_block")
+            if block_type == "text":
+                return self._add_text(field(block, "text", str, "content_block", ""))
+            if block_type == "tool_use":
+                initial = field(block, "input", dict, "content_block", {})
+                self._calls[index] = [
+                    field(block, "id", str, "content_block"),
+                    field(block, "name", str, "content_block"),
+                    json.dumps(initial) if initial else "",
+                ]
+        elif kind == "content_block_delta":
+            index = field(data, "index", int, "content_block_delta")
+            delta = field(data, "delta", dict, "content_block_delta")
+            delta_type = field(delta, "type", str, "delta")
+            if delta_type == "text_delta":
+                return self._add_text(field(delta, "text", str, "delta"))
+            if delta_type == "input_json_delta":
+                if index not in self._calls:
+                    raise Malformed(f"input_json_delta for block {index}, which is not tool_use")
+                self._calls[index].append(field(delta, "partial_json", str, "delta"))
+        elif kind == "message_delta":
+            delta = field(data, "delta", dict, "message_delta")
+            reason = field(delta, "stop_reason", str, "message_delta.delta", "")
+            if reason:
+                self.stop_reason = reason
+            self._take_usage(field(data, "usage", dict, "message_delta", {}))
+        elif kind == "message_stop":
+            self.stopped = True
+        return ""
+
+    def _add_text(self, text: str) -> str:
+        if text:
+            self._text.append(text)
+        return text
+
+    def _take_usage(self, usage: Mapping[str, Any]) -> None:
+        # Counts in message_delta are cumulative: they replace the earlier ones.
+        input_tokens, output_tokens = _usage(usage, "usage")
+        if input_tokens is not None:
+            self.input_tokens = input_tokens
+        if output_tokens is not None:
+            self.output_tokens = output_tokens
+
+    def response(self) -> ModelResponse:
+        """The reply the events so far make up."""
+        calls = []
+        for _, parts in sorted(self._calls.items()):
+            partial = "".join(parts[3:])
+            calls.append(ToolCall(parts[0], parts[1], partial or parts[2] or "{}"))
+        return ModelResponse(
+            Message("assistant", "".join(self._text), tuple(calls)),
+            stop_reason(self.stop_reason),
+            Usage(self.input_tokens, self.output_tokens),
+        )

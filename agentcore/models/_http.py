@@ -1,0 +1,356 @@
+"""The HTTP layer the model adapters share: requests on httpx, error mapping, Retry-After.
+
+Every failure leaves this module as a :class:`~agentcore.ModelError`: HTTP 408, 409,
+429 and 5xx, timeouts and dropped connections as :class:`~agentcore.TransientModelError`
+(with the server's ``Retry-After``), a context overflow as
+:class:`~agentcore.ContextTooLongError`, anything else (other 4xx, malformed JSON,
+a bad URL) as a plain ``ModelError``. Nothing here retries: the agent loop does.
+"""
+
+from __future__ import annotations
+
+import codecs
+import email.utils
+import functools
+import json
+import math
+import ssl
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing, asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
+
+import attrs
+
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "The model adapters need httpx, which is not installed: pip install 'subagent[models]'"
+    ) from exc
+
+from .._errors import ContextTooLongError, ModelError, TransientModelError
+from ._sse import ServerSentEvent, SSEParser
+
+T = TypeVar("T")
+
+#: Statuses worth retrying besides 5xx: request timeout, conflict, rate limit.
+_TRANSIENT_STATUSES = frozenset({408, 409, 429})
+_MAX_ERROR_TEXT = 500
+
+
+class Malformed(Exception):
+    """A response field is missing or of the wrong type (internal; adapters turn it into
+    a ModelError naming the API)."""
+
+
+@attrs.frozen(slots=True)
+class ApiError:
+    """What an error response said.
+
+    Attributes:
+      status: The HTTP status, or None for an error event inside a stream.
+      message: The server's message (or the start of the body when it is not JSON).
+      type: The error's ``type`` field, if any.
+      code: The error's ``code`` field, if any.
+    """
+
+    status: int | None
+    message: str
+    type: str = ""
+    code: str = ""
+
+
+#: Decides from an error response whether the conversation was too long.
+ContextCheck = Callable[[ApiError], bool]
+
+
+@attrs.frozen(slots=True)
+class Endpoint:
+    """Where and how one adapter talks: a name for messages, the secret to keep out of
+    them, timeouts, the context-overflow rule, and an optional caller-owned client."""
+
+    api: str
+    secret: str
+    connect_timeout: float
+    read_timeout: float
+    is_context_error: ContextCheck
+    client: httpx.AsyncClient | None = None
+
+    @property
+    def timeout(self) -> httpx.Timeout:
+        """The httpx timeouts: connect (and pool) and read (and write)."""
+        return httpx.Timeout(
+            connect=self.connect_timeout,
+            read=self.read_timeout,
+            write=self.read_timeout,
+            pool=self.connect_timeout,
+        )
+
+    def redact(self, text: str) -> str:
+        """``text`` with the secret replaced by ``***``."""
+        return redact(text, self.secret)
+
+
+def redact(text: str, secret: str) -> str:
+    """``text`` with every occurrence of ``secret`` replaced by ``***``."""
+    return text.replace(secret, "***") if secret else text
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait according to a ``Retry-After`` header value, or None.
+
+    The value is either a number of seconds or an HTTP date; a date in the past means 0.
+    Anything unparseable (or negative, or not finite) means None.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    now = now if now is not None else datetime.now(UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def parse_api_error(status: int | None, body: bytes) -> ApiError:
+    """The error a response body describes: ``{"error": {"message", "type", "code"}}``
+    (OpenAI, Anthropic), ``{"error": "text"}`` (Ollama) or any other text."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        payload = json.loads(text)
+    except (ValueError, RecursionError):
+        payload = None
+    if isinstance(payload, Mapping):
+        error = payload.get("error")
+        if isinstance(error, str):
+            return ApiError(status, error)
+        if isinstance(error, Mapping):
+            return error_from_object(status, error)
+        message = payload.get("message")
+        if isinstance(message, str):
+            return ApiError(status, message)
+    text = text.strip()
+    if len(text) > _MAX_ERROR_TEXT:
+        text = text[:_MAX_ERROR_TEXT] + "..."
+    return ApiError(status, text or "(empty body)")
+
+
+def error_from_object(status: int | None, error: Mapping[str, Any]) -> ApiError:
+    """The error an ``{"message", "type", "code"}`` object describes."""
+    message, kind, code = error.get("message"), error.get("type"), error.get("code")
+    return ApiError(
+        status,
+        message if isinstance(message, str) else "(no message)",
+        kind if isinstance(kind, str) else "",
+        code if isinstance(code, str) else "",
+    )
+
+
+def api_error_to_exception(
+    endpoint: Endpoint, error: ApiError, retry_after: float | None = None
+) -> ModelError:
+    """The ModelError to raise for ``error``."""
+    where = f"HTTP {error.status}" if error.status is not None else "error event"
+    message = endpoint.redact(f"{endpoint.api} API error ({where}): {error.message}")
+    if endpoint.is_context_error(error):
+        return ContextTooLongError(message)
+    status = error.status
+    if status is None:
+        transient = error.type in ("server_error", "api_error", "overloaded_error")
+    else:
+        transient = status in _TRANSIENT_STATUSES or status >= 500
+    if transient:
+        return TransientModelError(message, retry_after=retry_after)
+    return ModelError(message)
+
+
+def _status_error(endpoint: Endpoint, response: httpx.Response) -> ModelError:
+    error = parse_api_error(response.status_code, response.content)
+    return api_error_to_exception(
+        endpoint, error, parse_retry_after(response.headers.get("retry-after"))
+    )
+
+
+def _transport_error(endpoint: Endpoint, exc: httpx.HTTPError | httpx.InvalidURL) -> ModelError:
+    detail = endpoint.redact(str(exc) or type(exc).__name__)
+    if isinstance(exc, httpx.TimeoutException):
+        kind = type(exc).__name__.removesuffix("Timeout").lower() or "request"
+        return TransientModelError(f"{endpoint.api} request timed out ({kind} timeout)")
+    if isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError | httpx.ProxyError):
+        return TransientModelError(f"{endpoint.api} connection failed: {detail}")
+    return ModelError(f"{endpoint.api} request failed: {detail}")
+
+
+def decode_json(endpoint: Endpoint, body: bytes) -> Any:
+    """``body`` parsed as JSON, or a ModelError saying it is malformed."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise ModelError(f"{endpoint.api} API returned malformed JSON: {exc}") from None
+
+
+@asynccontextmanager
+async def _open_client(endpoint: Endpoint) -> AsyncIterator[httpx.AsyncClient]:
+    if endpoint.client is not None:
+        yield endpoint.client
+        return
+    async with httpx.AsyncClient(timeout=endpoint.timeout, verify=_ssl_context()) as client:
+        yield client
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # Built once: loading the CA bundle takes milliseconds of blocking file I/O.
+    return httpx.create_ssl_context()
+
+
+async def post_json(
+    endpoint: Endpoint, url: str, headers: Mapping[str, str], body: Mapping[str, Any]
+) -> Any:
+    """POST ``body`` as JSON and return the parsed JSON reply. A checkpoint.
+
+    Raises:
+      TransientModelError: 408, 409, 429, 5xx, a timeout or a failed connection.
+      ContextTooLongError: the endpoint's context check matched the error.
+      ModelError: any other failure, including a malformed reply.
+    """
+    async with _open_client(endpoint) as client:
+        try:
+            response = await client.post(
+                url, json=body, headers=dict(headers), timeout=endpoint.timeout
+            )
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise _transport_error(endpoint, exc) from None
+    if response.status_code >= 400:
+        raise _status_error(endpoint, response)
+    return decode_json(endpoint, response.content)
+
+
+def malformed_response(endpoint: Endpoint, exc: Malformed) -> ModelError:
+    """The error for a reply whose JSON lacks a field or has one of the wrong type."""
+    return ModelError(f"{endpoint.api} API returned a malformed response: {exc}")
+
+
+#: Handles one event of a stream; returns True when it was the stream's last event.
+#: It may raise :class:`Malformed` (reported as a ModelError naming the API).
+EventHandler = Callable[[ServerSentEvent], Awaitable[bool]]
+
+
+async def post_event_stream(
+    endpoint: Endpoint,
+    url: str,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    on_event: EventHandler,
+) -> bool:
+    """POST ``body`` as JSON and feed each server-sent event of the reply to
+    ``on_event`` until it returns True. A checkpoint.
+
+    Returns:
+      True if ``on_event`` ended the stream, False if the server ended it first.
+
+    Raises:
+      TransientModelError: as :func:`post_json`, and when the connection drops.
+      ContextTooLongError, ModelError: as :func:`post_json`; and whatever ``on_event``
+        raises.
+    """
+    async with _open_client(endpoint) as client:
+        try:
+            async with client.stream(
+                "POST", url, json=body, headers=dict(headers), timeout=endpoint.timeout
+            ) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise _status_error(endpoint, response)
+                parser = SSEParser()
+                decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+                chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+                async with aclosing(chunks):
+                    async for chunk in chunks:
+                        for event in parser.feed(decoder.decode(chunk)):
+                            if await on_event(event):
+                                return True
+                tail = parser.feed(decoder.decode(b"", final=True)) + parser.end()
+                for event in tail:
+                    if await on_event(event):
+                        return True
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise _transport_error(endpoint, exc) from None
+        except Malformed as exc:
+            raise ModelError(f"{endpoint.api} API returned a malformed stream: {exc}") from None
+    return False
+
+
+def stream_ended_early(endpoint: Endpoint) -> TransientModelError:
+    """The error for a stream that ended before its reply was complete."""
+    return TransientModelError(f"{endpoint.api} stream ended before the reply was complete")
+
+
+_MISSING: Any = object()
+
+
+def as_object(value: object, where: str) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object, else :class:`Malformed` naming ``where``."""
+    if not isinstance(value, Mapping):
+        raise Malformed(f"{where} is {_json_type(value)}, not an object")
+    return value
+
+
+def field(obj: Mapping[str, Any], key: str, kind: type[T], where: str, default: T = _MISSING) -> T:
+    """``obj[key]`` checked to be a ``kind``; a missing or null field is ``default``
+    when one is given, else :class:`Malformed` naming ``where.key``."""
+    value = obj.get(key)
+    if value is None:
+        if default is _MISSING:
+            raise Malformed(f"{where}.{key} is missing")
+        return default
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise Malformed(f"{where}.{key} is {_json_type(value)}, not {_json_type_name(kind)}")
+    return value
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    return _json_type_name(type(value))
+
+
+def _json_type_name(kind: type) -> str:
+    names: dict[type, str] = {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        dict: "an object",
+    }
+    for base, name in names.items():
+        if issubclass(kind, base):
+            return name
+    if issubclass(kind, Mapping):
+        return "an object"
+    return kind.__name__
+
+
+def event_json(event: ServerSentEvent) -> Mapping[str, Any]:
+    """The JSON object an event's data holds, or :class:`Malformed`."""
+    try:
+        payload = json.loads(event.data)
+    except (ValueError, RecursionError) as exc:
+        raise Malformed(f"a {event.event!r} event's data is not valid JSON ({exc})") from None
+    return as_object(payload, f"a {event.event!r} event's data")
+
+
+def mask(_value: object) -> str:
+    """The repr of a secret."""
+    return "'***'"

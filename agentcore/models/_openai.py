@@ -1,0 +1,318 @@
+"""A ChatModel on an OpenAI-compatible chat-completions API (OpenAI, vLLM, Ollama,
+llama.cpp server, ...)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import httpx
+
+from .._messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from .._models import DeltaSink
+from ._http import (
+    ApiError,
+    Endpoint,
+    Malformed,
+    api_error_to_exception,
+    as_object,
+    error_from_object,
+    event_json,
+    field,
+    malformed_response,
+    mask,
+    post_event_stream,
+    post_json,
+    stream_ended_early,
+)
+from ._sse import ServerSentEvent
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+def _env_key() -> str:
+    return os.environ.get("OPENAI_API_KEY", "")
+
+
+def _env_base_url() -> str:
+    return os.environ.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE_URL
+
+
+@attrs.frozen(eq=False)
+class OpenAIChatModel:
+    """A :class:`~agentcore.StreamingChatModel` speaking the chat-completions API.
+
+    Each call opens its own HTTP connection (no connection outlives the call) unless a
+    caller-owned ``client`` is given. The adapter does not retry: it raises
+    :class:`~agentcore.TransientModelError` (with ``retry_after`` from the server's
+    ``Retry-After``) for 408, 409, 429, 5xx, timeouts and dropped connections, and the
+    agent loop retries those with backoff.
+
+    Args:
+      model: The model name, e.g. ``gpt-4o-mini`` or ``llama3.1:8b``.
+      api_key: The key; defaults to ``$OPENAI_API_KEY``. None of the servers that need
+        no key (Ollama, llama.cpp) mind its absence: no ``Authorization`` is sent then.
+        Never shown in reprs or error messages.
+      base_url: Defaults to ``$OPENAI_BASE_URL``, else ``https://api.openai.com/v1``.
+      connect_timeout: Seconds to establish a connection.
+      read_timeout: Seconds to wait for each chunk of the reply.
+      max_tokens: The reply's token limit, if any (sent as ``max_tokens``).
+      temperature: The sampling temperature, if any.
+      stream_usage: Ask for usage in streamed replies (``stream_options``).
+      client: A caller-owned ``httpx.AsyncClient`` to reuse connections; our timeouts
+        still apply to each request.
+    """
+
+    model: str
+    api_key: str = attrs.field(kw_only=True, factory=_env_key, repr=mask)
+    base_url: str = attrs.field(kw_only=True, factory=_env_base_url)
+    connect_timeout: float = attrs.field(kw_only=True, default=10.0)
+    read_timeout: float = attrs.field(kw_only=True, default=120.0)
+    max_tokens: int | None = attrs.field(kw_only=True, default=None)
+    temperature: float | None = attrs.field(kw_only=True, default=None)
+    stream_usage: bool = attrs.field(kw_only=True, default=True)
+    client: httpx.AsyncClient | None = attrs.field(kw_only=True, default=None)
+
+    @property
+    def _endpoint(self) -> Endpoint:
+        return Endpoint(
+            api="OpenAI",
+            secret=self.api_key,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            is_context_error=is_openai_context_error,
+            client=self.client,
+        )
+
+    @property
+    def _url(self) -> str:
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+    def _headers(self, *, stream: bool) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream" if stream else "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def request_body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        """The JSON body of a chat-completions request for ``request``."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [openai_message(m) for m in request.messages],
+        }
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.parameters),
+                    },
+                }
+                for t in request.tools
+            ]
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if stream:
+            body["stream"] = True
+            if self.stream_usage:
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The model's reply to ``request``. A checkpoint.
+
+        Raises:
+          TransientModelError: worth retrying (429, 5xx, timeout, dropped connection).
+          ContextTooLongError: the conversation is too long for the model.
+          ModelError: any other failure, including a malformed reply.
+        """
+        endpoint = self._endpoint
+        payload = await post_json(
+            endpoint,
+            self._url,
+            self._headers(stream=False),
+            self.request_body(request, stream=False),
+        )
+        try:
+            return parse_openai_response(payload)
+        except Malformed as exc:
+            raise malformed_response(endpoint, exc) from None
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        """The model's reply to ``request``, streamed: ``on_delta`` is awaited with each
+        text delta as it arrives. A checkpoint. Raises as :meth:`complete`."""
+        endpoint = self._endpoint
+        state = OpenAIStreamState()
+
+        async def on_event(event: ServerSentEvent) -> bool:
+            if event.data.strip() == "[DONE]":
+                return True
+            chunk = event_json(event)
+            error = chunk.get("error")
+            if isinstance(error, Mapping):
+                raise api_error_to_exception(endpoint, error_from_object(None, error))
+            delta = state.feed(chunk)
+            if delta:
+                await on_delta(delta)
+            return False
+
+        ended = await post_event_stream(
+            endpoint,
+            self._url,
+            self._headers(stream=True),
+            self.request_body(request, stream=True),
+            on_event,
+        )
+        if not ended and state.finish_reason is None:
+            raise stream_ended_early(endpoint)
+        try:
+            return state.response()
+        except Malformed as exc:
+            raise malformed_response(endpoint, exc) from None
+
+
+def is_openai_context_error(error: ApiError) -> bool:
+    """Whether an OpenAI-compatible server said the conversation is too long."""
+    return (
+        error.code == "context_length_exceeded"
+        or error.type == "exceed_context_size_error"  # llama.cpp server
+        or "maximum context length" in error.message.lower()  # vLLM
+    )
+
+
+def openai_message(message: Message) -> dict[str, Any]:
+    """``message`` in the chat-completions format."""
+    if message.role == "tool":
+        return {
+            "role": "tool",
+            "tool_call_id": message.tool_call_id or "",
+            "content": message.content,
+        }
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            "content": message.content or None,
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in message.tool_calls
+            ],
+        }
+    return {"role": message.role, "content": message.content}
+
+
+def finish_reason(reason: str | None, has_tool_calls: bool) -> str:
+    """Our finish reason for a chat-completions one. Some servers say ``stop`` with tool
+    calls; a reply with tool calls always finishes ``tool_calls``."""
+    if has_tool_calls and reason in (None, "stop", "function_call", "tool_calls"):
+        return "tool_calls"
+    if reason is None:
+        return "stop"
+    return reason
+
+
+def _arguments(value: object, where: str) -> str:
+    if value is None:
+        return "{}"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):  # some compatible servers send an object
+        return json.dumps(value)
+    raise Malformed(f"{where} is neither a string nor an object")
+
+
+def _usage(payload: Mapping[str, Any]) -> Usage:
+    usage = field(payload, "usage", dict, "response", {})
+    return Usage(
+        field(usage, "prompt_tokens", int, "usage", 0),
+        field(usage, "completion_tokens", int, "usage", 0),
+    )
+
+
+def parse_openai_response(payload: object) -> ModelResponse:
+    """A chat-completions response body as a ModelResponse. Raises :class:`Malformed`."""
+    body = as_object(payload, "the response")
+    choices = field(body, "choices", list, "response")
+    if not choices:
+        raise Malformed("response.choices is empty")
+    choice = as_object(choices[0], "response.choices[0]")
+    message = field(choice, "message", dict, "choices[0]")
+    content = field(message, "content", str, "message", "")
+    calls: list[ToolCall] = []
+    for i, raw in enumerate(field(message, "tool_calls", list, "message", [])):
+        where = f"message.tool_calls[{i}]"
+        call = as_object(raw, where)
+        function = field(call, "function", dict, where)
+        calls.append(
+            ToolCall(
+                id=field(call, "id", str, where),
+                name=field(function, "name", str, f"{where}.function"),
+                arguments=_arguments(function.get("arguments"), f"{where}.function.arguments"),
+            )
+        )
+    reason = field(choice, "finish_reason", str, "choices[0]", "")
+    return ModelResponse(
+        Message("assistant", content, tuple(calls)),
+        finish_reason(reason or None, bool(calls)),
+        _usage(body),
+    )
+
+
+@attrs.define(eq=False)
+class OpenAIStreamState:
+    """Accumulates the chunks of a streamed chat completion into one ModelResponse."""
+
+    text: list[str] = attrs.Factory(list)
+    finish_reason: str | None = None
+    usage: Usage = Usage()
+    _calls: dict[int, list[str]] = attrs.Factory(dict)  # index -> [id, name, arguments...]
+
+    def feed(self, chunk: Mapping[str, Any]) -> str:
+        """Take in one chunk; return its text delta ("" if none). Raises :class:`Malformed`."""
+        if chunk.get("usage") is not None:
+            self.usage = _usage(chunk)
+        choices = field(chunk, "choices", list, "chunk", [])
+        if not choices:
+            return ""
+        choice = as_object(choices[0], "chunk.choices[0]")
+        reason = field(choice, "finish_reason", str, "chunk.choices[0]", "")
+        if reason:
+            self.finish_reason = reason
+        delta = field(choice, "delta", dict, "chunk.choices[0]", {})
+        for position, raw in enumerate(field(delta, "tool_calls", list, "delta", [])):
+            where = f"delta.tool_calls[{position}]"
+            call = as_object(raw, where)
+            index = field(call, "index", int, where, position)
+            parts = self._calls.setdefault(index, ["", ""])
+            parts[0] = field(call, "id", str, where, parts[0])
+            function = field(call, "function", dict, where, {})
+            parts[1] += field(function, "name", str, f"{where}.function", "")
+            arguments = function.get("arguments")
+            if arguments is not None:
+                parts.append(_arguments(arguments, f"{where}.function.arguments"))
+        text = field(delta, "content", str, "delta", "")
+        if text:
+            self.text.append(text)
+        return text
+
+    def response(self) -> ModelResponse:
+        """The reply the chunks so far make up."""
+        calls = tuple(
+            ToolCall(parts[0] or f"call_{index}", parts[1], "".join(parts[2:]) or "{}")
+            for index, parts in sorted(self._calls.items())
+        )
+        return ModelResponse(
+            Message("assistant", "".join(self.text), calls),
+            finish_reason(self.finish_reason, bool(calls)),
+            self.usage,
+        )

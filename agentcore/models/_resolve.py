@@ -1,0 +1,48 @@
+"""Turning a model spec string (``openai:gpt-4o-mini``) into a ChatModel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .._models import ChatModel
+from ._replay import ReplayModel
+
+#: The schemes :func:`resolve_model` knows.
+SCHEMES = ("openai", "anthropic", "scripted")
+
+
+def resolve_model(spec: str, *, base_dir: str | Path | None = None) -> ChatModel:
+    """The model a spec string names.
+
+    ``openai:<model>`` is an :class:`OpenAIChatModel`, ``anthropic:<model>`` an
+    :class:`AnthropicChatModel` (both configured from the environment; they need
+    httpx, imported only then), ``scripted:<file>`` a :class:`ReplayModel` of a JSON
+    replay file, relative to ``base_dir`` (default: the working directory). The
+    model name may itself contain colons (``openai:llama3.1:8b``).
+
+    Not a checkpoint; reads the replay file synchronously.
+
+    Raises:
+      ValueError: an unknown scheme, an empty name, or an invalid replay file.
+      ImportError: ``openai:`` or ``anthropic:`` without httpx installed.
+    """
+    scheme, colon, rest = spec.partition(":")
+    if not colon or scheme not in SCHEMES:
+        raise ValueError(
+            f"Unknown model spec {spec!r}: expected one of "
+            + ", ".join(f"'{s}:...'" for s in SCHEMES)
+        )
+    if not rest:
+        raise ValueError(f"Model spec {spec!r} names no model after {scheme + ':'!r}")
+    if scheme == "scripted":
+        path = Path(rest)
+        if base_dir is not None and not path.is_absolute():
+            path = Path(base_dir) / path
+        return ReplayModel.from_file(path)
+    if scheme == "openai":
+        from ._openai import OpenAIChatModel
+
+        return OpenAIChatModel(rest)
+    from ._anthropic import AnthropicChatModel
+
+    return AnthropicChatModel(rest)
