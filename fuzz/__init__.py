@@ -1,0 +1,1 @@
+"""Fuzz harnesses: each input succeeds or raises a documented error, never anything else."""
