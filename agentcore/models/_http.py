@@ -10,17 +10,19 @@ a bad URL) as a plain ``ModelError``. Nothing here retries: the agent loop does.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import email.utils
 import functools
 import json
 import math
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import aclosing, asynccontextmanager
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 import attrs
+import trio
 
 try:
     import httpx
@@ -37,6 +39,8 @@ T = TypeVar("T")
 #: Statuses worth retrying besides 5xx: request timeout, conflict, rate limit.
 _TRANSIENT_STATUSES = frozenset({408, 409, 429})
 _MAX_ERROR_TEXT = 500
+#: Bound on the shielded cleanup of a stream left early (closing a socket is quick).
+_CLEANUP_TIMEOUT = 5.0
 
 
 class Malformed(Exception):
@@ -92,9 +96,14 @@ class Endpoint:
         return redact(text, self.secret)
 
 
+#: Shorter "keys" are placeholders (``ollama``, ``x``); replacing them would garble text.
+MIN_SECRET_LENGTH = 8
+
+
 def redact(text: str, secret: str) -> str:
-    """``text`` with every occurrence of ``secret`` replaced by ``***``."""
-    return text.replace(secret, "***") if secret else text
+    """``text`` with every occurrence of ``secret`` replaced by ``***`` (secrets shorter
+    than :data:`MIN_SECRET_LENGTH` are placeholders and left alone)."""
+    return text.replace(secret, "***") if len(secret) >= MIN_SECRET_LENGTH else text
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
@@ -275,11 +284,13 @@ async def post_event_stream(
                 parser = SSEParser()
                 decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
                 chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
-                async with aclosing(chunks):
+                try:
                     async for chunk in chunks:
                         for event in parser.feed(decoder.decode(chunk)):
                             if await on_event(event):
                                 return True
+                finally:
+                    await _finish(response, chunks)
                 tail = parser.feed(decoder.decode(b"", final=True)) + parser.end()
                 for event in tail:
                     if await on_event(event):
@@ -289,6 +300,17 @@ async def post_event_stream(
         except Malformed as exc:
             raise ModelError(f"{endpoint.api} API returned a malformed stream: {exc}") from None
     return False
+
+
+async def _finish(response: httpx.Response, chunks: AsyncGenerator[bytes, None]) -> None:
+    # httpx 0.28 reads bodies through nested async generators, and trio warns about any
+    # left unfinished (aclosing the outer one does not close the inner ones). Closing
+    # the connection first makes the next read fail at once, which finishes them all.
+    with trio.move_on_after(_CLEANUP_TIMEOUT, shield=True):
+        await response.aclose()
+        with contextlib.suppress(httpx.HTTPError):
+            async for _ in chunks:
+                pass
 
 
 def stream_ended_early(endpoint: Endpoint) -> TransientModelError:
