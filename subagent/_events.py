@@ -1,0 +1,52 @@
+"""subagent events: a run's agentcore events tagged with its AgentPath, and pool events."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+import agentcore
+from agentcore import AgentPath, RunSummary
+
+
+class EventKind(enum.StrEnum):
+    """The kinds of the pool's own events (a run's events keep their ``agentcore.EventKind``).
+
+    Both are str enums, so ``event.kind == "agent_end"`` works for either.
+    """
+
+    task_queued = "task_queued"
+    """The pool accepted the task."""
+    task_started = "task_started"
+    """The task got a concurrency slot; its run starts next."""
+    task_finished = "task_finished"
+    """The task's run ended other than by a cancel (``summary`` says how)."""
+    task_cancelled = "task_cancelled"
+    """The task was cancelled, before or while running."""
+    task_orphaned = "task_orphaned"
+    """A background result arrived after its parent run ended."""
+    result_delivered = "result_delivered"
+    """A background result was delivered into its parent run."""
+
+
+@attrs.frozen(slots=True)
+class Event:
+    """One event, tagged with the AgentPath of the run (or task) it concerns.
+
+    Attributes:
+      path: The AgentPath of the run that emitted it, or of the task a pool
+        event is about.
+      kind: ``agentcore.EventKind`` for a run's events, :class:`EventKind` for pool events.
+      event: The agentcore event, or ``None`` for a pool event.
+      call_id: The id of the tool call that delegated this task, if one did.
+      summary: The run summary (``task_finished``, and ``task_cancelled`` once it ran).
+      error: Why the task failed, timed out or was cancelled, if it did.
+    """
+
+    path: AgentPath
+    kind: agentcore.EventKind | EventKind
+    event: agentcore.Event | None = None
+    call_id: str | None = None
+    summary: RunSummary | None = None
+    error: str | None = None

@@ -1,0 +1,159 @@
+"""The life of one task in the pool's nursery: queued, started, its run, its end."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+import trio
+
+import agentcore
+from agentcore import Agent, EndReason, RunSummary
+
+from ._context import current_task
+from ._events import Event, EventKind
+from ._task import Task, TaskStatus, end_status
+from ._tool import SubagentTool
+
+#: Appended to every subagent's system prompt (SPEC 3.4, isolation).
+FRAMING = (
+    "You are a subagent: another agent delegated exactly one task to you, given in the "
+    "next message. Work on that task alone. Your final answer is returned to your caller, "
+    "who sees nothing else of this conversation, so make it complete and self-contained."
+)
+
+#: Seconds the shielded end-of-task report (audit entry and event) may take.
+END_TIMEOUT = 5.0
+
+
+def build_agent(task: Task) -> Agent:
+    """A fresh Agent for ``task``: its spec's configuration plus the subagent framing.
+
+    At the depth limit the delegation tool is left out, so the model is not offered it.
+    """
+    spec = task.spec
+    tools = spec.tools
+    if len(task.path) >= task.pool.max_depth:
+        tools = tuple(t for t in tools if not isinstance(t, SubagentTool))
+    prompt = f"{spec.system_prompt}\n\n{FRAMING}" if spec.system_prompt else FRAMING
+    limits: dict[str, Any] = {}
+    if spec.max_turns is not None:
+        limits["max_turns"] = spec.max_turns
+    assert spec.model is not None
+    return Agent(
+        model=spec.model,
+        tools=tools,
+        system_prompt=prompt,
+        agent_id=spec.agent_id,
+        gate=spec.gate,
+        audit=spec.audit,
+        **limits,
+    )
+
+
+def _emitter(task: Task) -> agentcore.EventSink:
+    destination = task.events
+    path = task.path
+    call_id = task.call_id
+
+    async def emit(event: agentcore.Event) -> None:
+        task._progress()
+        if event.call is not None and event.kind is agentcore.EventKind.tool_start:
+            task._current_call_id = event.call.id
+        if destination is not None:
+            await destination.send(Event(path, event.kind, event, call_id))
+
+    return emit
+
+
+async def _report(
+    task: Task, kind: EventKind, summary: RunSummary | None = None, error: str | None = None
+) -> None:
+    # A pool lifecycle step: audited in the task's sink first, then sent as an event.
+    sink = task.spec.audit
+    if sink is not None:
+        from ledger import Record
+
+        data: dict[str, str | int | float | bool | None] = {"agent": task.name}
+        if summary is not None:
+            data["end_reason"] = str(summary.end_reason)
+        await sink.record(
+            Record(
+                str(kind),
+                run_id="/".join(task.path),
+                path=task.path,
+                agent_id=task.spec.agent_id,
+                call_id=task.call_id,
+                error=error,
+                data=data,
+            )
+        )
+    if task.events is not None:
+        await task.events.send(Event(task.path, kind, None, task.call_id, summary, error))
+
+
+async def _execute(task: Task) -> TaskStatus:
+    spec = task.spec
+    run = build_agent(task).new_run(
+        task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path)
+    )
+    task._run = run
+    token = current_task.set(task)
+    try:
+        with trio.move_on_after(spec.timeout if spec.timeout is not None else math.inf) as wall:
+            with trio.CancelScope() as idle:
+                if spec.idle_timeout is not None:
+                    idle.deadline = trio.current_time() + spec.idle_timeout
+                    task._idle_scope = idle
+                result = await run.run()
+                task._output = result.output
+                task._summary = result.summary
+                task._cause = result.exception
+                task._error = result.summary.error
+                return end_status(result.summary.end_reason)
+    finally:
+        task._idle_scope = None
+        current_task.reset(token)
+    assert run.summary is not None
+    if wall.cancelled_caught:
+        text = f"timed out after {spec.timeout:g}s"
+    else:
+        text = f"made no progress for {spec.idle_timeout:g}s"
+    task._summary = attrs.evolve(run.summary, end_reason=EndReason.timeout, error=text)
+    task._error = text
+    return TaskStatus.timed_out
+
+
+async def run_task(task: Task) -> None:
+    """Take ``task`` from queued to resolved; runs in the pool's nursery.
+
+    It reports ``task_queued``, waits for a slot, reports ``task_started``,
+    runs, releases its slot, counts its end, and (shielded, time-bounded)
+    waits for the descendants a cancel reached and reports the end.
+    """
+    pool = task.pool
+    status = TaskStatus.cancelled
+    try:
+        with task._scope:
+            await _report(task, EventKind.task_queued)
+            await task._granted.wait()
+            await _report(task, EventKind.task_started)
+            status = await _execute(task)
+    finally:
+        pool._release_slot(task)
+        pool._count_end(task, status)
+        run = task._run
+        if task._summary is None and run is not None:
+            task._summary = run.summary
+        with trio.CancelScope(shield=True):
+            if status is TaskStatus.cancelled:
+                for child in list(task.children):
+                    await child._done.wait()
+                kind = EventKind.task_cancelled
+            else:
+                kind = EventKind.task_finished
+            with trio.move_on_after(END_TIMEOUT):
+                await _report(task, kind, task._summary, task._error)
+        pool._forget(task)
+        task._done.set()

@@ -1,0 +1,113 @@
+"""Specs (what a subagent is) and the pool's Defaults they inherit from."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import attrs
+
+from agentcore import ChatModel, Tool, ToolGate
+
+from ._errors import SpecError
+
+if TYPE_CHECKING:
+    from ledger import Sink
+
+
+def _tools(value: Iterable[Tool]) -> tuple[Tool, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class Defaults:
+    """What a :class:`Spec` inherits for each field it leaves unset.
+
+    A pool's defaults usually carry the parent program's model and its safety
+    controls (gate, audit sink), so every subagent shares them.
+
+    Attributes:
+      model: The model of specs that name none.
+      gate: The tool gate of specs that name none.
+      audit: The ``ledger.Sink`` of specs that name none.
+      agent_id: The agent id of specs that name none (else the spec's name is used).
+    """
+
+    model: ChatModel | None = None
+    gate: ToolGate | None = None
+    audit: Sink | None = None
+    agent_id: str = ""
+
+
+@attrs.frozen
+class Spec:
+    """One kind of subagent: its name, what it is for, and how its runs are configured.
+
+    Fields left ``None`` (or ``""`` for ``agent_id``) inherit the pool's
+    :class:`Defaults`. Every task builds a fresh agent from its spec.
+
+    Attributes:
+      name: The name tasks and the delegation tool use (no ``/``).
+      description: What the agent is for; the model sees it when choosing one.
+      model: The ChatModel.
+      tools: The tools offered; add ``SubagentTool(pool)`` to let it delegate.
+      system_prompt: Its instructions (the subagent framing is appended).
+      agent_id: The label on its events and audit entries.
+      max_turns: Model calls per run; ``None`` for the agentcore default.
+      gate: The tool gate.
+      audit: The ``ledger.Sink`` recording its runs and task lifecycle.
+      timeout: Wall-clock seconds a run may take; ``None`` for no limit.
+      idle_timeout: Seconds a run may go without an event (its own or a
+        descendant's) before it is aborted; ``None`` disables the watchdog.
+      critical: Whether it keeps running when its parent ends gracefully.
+      max_children: Live subagents one of its runs may have; ``None`` for the pool's.
+    """
+
+    name: str
+    description: str = ""
+    model: ChatModel | None = None
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
+    system_prompt: str = ""
+    agent_id: str = ""
+    max_turns: int | None = None
+    gate: ToolGate | None = None
+    audit: Sink | None = None
+    timeout: float | None = None
+    idle_timeout: float | None = 300.0
+    critical: bool = False
+    max_children: int | None = None
+
+    def inherit(self, defaults: Defaults) -> Spec:
+        """This spec with its unset fields taken from ``defaults``; not a checkpoint.
+
+        Raises:
+          SpecError: the spec is unusable (no model after inheritance, a bad
+            name or limit); the message names the spec and the field.
+        """
+        resolved = attrs.evolve(
+            self,
+            model=self.model if self.model is not None else defaults.model,
+            gate=self.gate if self.gate is not None else defaults.gate,
+            audit=self.audit if self.audit is not None else defaults.audit,
+            agent_id=self.agent_id or defaults.agent_id or self.name,
+        )
+        resolved._check()
+        return resolved
+
+    def _check(self) -> None:
+        def bad(text: str) -> SpecError:
+            return SpecError(f"spec {self.name!r}: {text}")
+
+        if not self.name or "/" in self.name:
+            raise SpecError(f"a spec's name must be non-empty without '/', not {self.name!r}")
+        if self.model is None:
+            raise bad("no model: give the spec a model or the pool a default model")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise bad(f"max_turns must be at least 1, not {self.max_turns!r}")
+        for field in ("timeout", "idle_timeout"):
+            value = getattr(self, field)
+            if value is not None and not (value > 0 and not math.isnan(value)):
+                raise bad(f"{field} must be positive or None, not {value!r}")
+        if self.max_children is not None and self.max_children < 1:
+            raise bad(f"max_children must be at least 1, not {self.max_children!r}")

@@ -1,0 +1,152 @@
+"""Task (the handle of one submitted run), its Result and its status."""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+import agentcore
+from agentcore import AgentPath, EndReason, RunSummary
+
+from ._errors import TaskCancelled, TaskFailed, TaskTimeout, format_path
+from ._spec import Spec
+from ._stream import Stream
+
+if TYPE_CHECKING:
+    from ._pool import Pool
+
+
+class TaskStatus(enum.StrEnum):
+    """Where a :class:`Task` is in its life."""
+
+    queued = "queued"
+    """Accepted, waiting for a concurrency slot."""
+    running = "running"
+    """Started and not ended (also while it waits for a subagent)."""
+    finished = "finished"
+    """Ended ``stop``, ``max_turns`` or ``interrupted``: it has a Result."""
+    failed = "failed"
+    """Its run ended ``error``."""
+    timed_out = "timed_out"
+    """Its run exceeded the spec's ``timeout`` or ``idle_timeout``."""
+    cancelled = "cancelled"
+    """Cancelled, before or while running."""
+
+
+_SUCCESS = frozenset({EndReason.stop, EndReason.max_turns, EndReason.interrupted})
+
+
+@attrs.frozen
+class Result:
+    """What a finished task produced.
+
+    Attributes:
+      path: The task's AgentPath.
+      output: The final assistant text.
+      summary: The run's :class:`agentcore.RunSummary`.
+    """
+
+    path: AgentPath
+    output: str
+    summary: RunSummary
+
+
+@attrs.define(eq=False, repr=False)
+class Task:
+    """The handle of one run submitted to a :class:`Pool`.
+
+    Attributes:
+      path: The task's AgentPath, an immutable tuple.
+      name: The name of the Spec it runs.
+      input: The task text (the run's one user message).
+      status: Its :class:`TaskStatus` now.
+      call_id: The id of the tool call that delegated it, if one did.
+    """
+
+    path: AgentPath
+    name: str
+    input: str
+    spec: Spec
+    pool: Pool
+    parent: Task | None
+    events: Stream | None
+    call_id: str | None
+    status: TaskStatus = TaskStatus.queued
+    children: list[Task] = attrs.field(factory=list)
+    # The agentcore Run once started (steering and interrupts go through it).
+    _run: agentcore.Run | None = None
+    _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    _idle_scope: trio.CancelScope | None = None
+    _granted: trio.Event = attrs.field(factory=trio.Event)
+    _done: trio.Event = attrs.field(factory=trio.Event)
+    _holds_slot: bool = False
+    _delegating: int = 0
+    _current_call_id: str | None = None
+    _output: str = ""
+    _summary: RunSummary | None = None
+    _cause: BaseException | None = None
+    _error: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<subagent.Task {format_path(self.path)} {self.status}>"
+
+    @property
+    def done(self) -> bool:
+        """Whether the task has resolved (``wait()`` returns at once)."""
+        return self._done.is_set()
+
+    def cancel(self) -> None:
+        """Cancel this task and every task below it in the path tree; not a checkpoint.
+
+        Siblings and ancestors are not affected. A queued task resolves as
+        cancelled without running; a running one is aborted. The task resolves
+        only after every descendant it cancelled has ended. Idempotent.
+        """
+        stack = [self]
+        while stack:
+            task = stack.pop()
+            task.pool._cancel_one(task)
+            stack.extend(task.children)
+
+    async def wait(self) -> Result:
+        """Wait until the task resolves and return its Result. A checkpoint.
+
+        Raises:
+          TaskFailed: its run ended ``error`` (the run's exception is the cause).
+          TaskTimeout: it exceeded the spec's ``timeout`` or ``idle_timeout``.
+          TaskCancelled: it was cancelled.
+        """
+        await self._done.wait()
+        where = format_path(self.path)
+        if self.status is TaskStatus.finished:
+            assert self._summary is not None
+            return Result(self.path, self._output, self._summary)
+        if self.status is TaskStatus.failed:
+            raise TaskFailed(f"task {where} failed: {self._error}", self.path) from self._cause
+        if self.status is TaskStatus.timed_out:
+            raise TaskTimeout(f"task {where} {self._error}", self.path)
+        raise TaskCancelled(f"task {where} was cancelled", self.path)
+
+    def _progress(self) -> None:
+        # An event of this run or of a descendant's: push back every idle watchdog above it.
+        now = trio.current_time()
+        task: Task | None = self
+        while task is not None:
+            scope = task._idle_scope
+            if scope is not None and task.spec.idle_timeout is not None:
+                scope.deadline = now + task.spec.idle_timeout
+            task = task.parent
+
+
+def end_status(reason: EndReason) -> TaskStatus:
+    """The status of a task whose run ended for ``reason``."""
+    if reason in _SUCCESS:
+        return TaskStatus.finished
+    if reason is EndReason.timeout:
+        return TaskStatus.timed_out
+    if reason is EndReason.error:
+        return TaskStatus.failed
+    return TaskStatus.cancelled
