@@ -108,7 +108,10 @@ class FakeAPI:
         reply = self.replies.pop(0)
         if reply.hang:
             await trio.sleep_forever()
-        reason = HTTPStatus(reply.status).phrase
+        try:
+            reason = HTTPStatus(reply.status).phrase
+        except ValueError:  # 529, Anthropic's "overloaded"
+            reason = "Overloaded"
         lines = [f"HTTP/1.1 {reply.status} {reason}", f"Content-Type: {reply.content_type}"]
         lines += [f"{k}: {v}" for k, v in reply.headers]
         lines.append("Connection: close")
