@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-import httpx
 
 from .._errors import ModelError
 from .._messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
@@ -22,6 +21,7 @@ from ._http import (
     error_from_object,
     event_json,
     field,
+    httpx,
     malformed_response,
     mask,
     post_event_stream,

@@ -25,7 +25,7 @@ import attrs
 import trio
 
 try:
-    import httpx
+    import httpx as httpx  # re-exported: the adapters import it from here, after this check
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
         "The model adapters need httpx, which is not installed: pip install 'subagent[models]'"
