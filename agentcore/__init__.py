@@ -1,6 +1,9 @@
 """agentcore: one agent run — messages, model and tool protocols, the turn loop, the gate."""
 
 from ._agent import Agent as Agent
+from ._context import MessageCounter as MessageCounter
+from ._context import count_chars as count_chars
+from ._context import estimate_tokens as estimate_tokens
 from ._errors import AgentCoreError as AgentCoreError
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import ContextTooLongError as ContextTooLongError
@@ -17,6 +20,11 @@ from ._gate import ToolGate as ToolGate
 from ._gate import allow_all as allow_all
 from ._gate import deny_all as deny_all
 from ._gate import read_only as read_only
+from ._hooks import EventObserver as EventObserver
+from ._hooks import HookAction as HookAction
+from ._hooks import HookResult as HookResult
+from ._hooks import ModelInterceptor as ModelInterceptor
+from ._hooks import ToolInterceptor as ToolInterceptor
 from ._messages import AgentPath as AgentPath
 from ._messages import Message as Message
 from ._messages import ModelRequest as ModelRequest
@@ -28,12 +36,15 @@ from ._messages import Usage as Usage
 from ._models import ChatModel as ChatModel
 from ._models import DeltaSink as DeltaSink
 from ._models import StreamingChatModel as StreamingChatModel
+from ._retry import RetryPolicy as RetryPolicy
 from ._run import Run as Run
 from ._run import RunResult as RunResult
-from ._run import ToolOutcome as ToolOutcome
 from ._run import current_run as current_run
+from ._steering import Pending as Pending
+from ._steering import RunEndedError as RunEndedError
 from ._summary import EndReason as EndReason
 from ._summary import RunSummary as RunSummary
+from ._toolcall import ToolOutcome as ToolOutcome
 from ._tools import FunctionTool as FunctionTool
 from ._tools import Liveness as Liveness
 from ._tools import Tool as Tool

@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ._context import MessageCounter, count_chars
 from ._errors import ConfigurationError
 from ._events import EventSink
 from ._gate import ToolGate
+from ._hooks import HookSet
 from ._messages import AgentPath, Message, ToolSpec
 from ._models import ChatModel
-from ._tools import Tool, tool_spec
+from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._tools import Tool, is_read_only, tool_spec
 
 if TYPE_CHECKING:
     from ledger import Sink
@@ -45,6 +48,20 @@ class Agent:
       gate_timeout: Seconds a gate may take; a gate that does not decide in time denies.
       end_timeout: Seconds the shielded, final ``agent_end`` emit and audit may take
         when the run is cancelled.
+      hooks: Observers and interceptors of each run (see :class:`HookResult`),
+        called in ascending ``priority``.
+      hook_timeout: Seconds one hook call may take before it is skipped with an
+        ``error`` event.
+      max_parallel_tools: At most this many of a turn's consecutive read-only tool
+        calls run at once.
+      max_messages: Before each model call, the oldest non-system messages are
+        dropped while the history has more messages than this (an assistant's
+        tool calls go with their results); None for no bound.
+      history_limit: The same, while the sum of ``history_counter`` over the
+        messages exceeds this; None for no bound.
+      history_counter: Measures one message for ``history_limit`` (default:
+        characters, :func:`count_chars`; or :func:`estimate_tokens`).
+      retry: How model calls are retried (:class:`RetryPolicy`).
 
     Raises:
       ConfigurationError: a duplicate tool name or a limit that is not positive.
@@ -60,9 +77,19 @@ class Agent:
     tool_timeout: float
     gate_timeout: float
     end_timeout: float
+    hooks: tuple[object, ...]
+    hook_timeout: float
+    max_parallel_tools: int
+    max_messages: int | None
+    history_limit: int | None
+    history_counter: MessageCounter
+    retry: RetryPolicy
     tools_by_name: dict[str, Tool]
     tool_specs: tuple[ToolSpec, ...]
     streams: bool
+    hookset: HookSet
+    read_only_names: frozenset[str]
+    budgeted: bool
 
     def __init__(
         self,
@@ -77,12 +104,25 @@ class Agent:
         tool_timeout: float = 120.0,
         gate_timeout: float = 120.0,
         end_timeout: float = 5.0,
+        hooks: Sequence[object] = (),
+        hook_timeout: float = 5.0,
+        max_parallel_tools: int = 8,
+        max_messages: int | None = None,
+        history_limit: int | None = None,
+        history_counter: MessageCounter = count_chars,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
         if max_turns < 1:
             raise ConfigurationError(f"Agent max_turns must be at least 1, not {max_turns!r}")
         _positive("tool_timeout", tool_timeout)
         _positive("gate_timeout", gate_timeout)
         _positive("end_timeout", end_timeout)
+        _positive("hook_timeout", hook_timeout)
+        _positive("max_parallel_tools", max_parallel_tools)
+        if max_messages is not None:
+            _positive("max_messages", max_messages)
+        if history_limit is not None:
+            _positive("history_limit", history_limit)
         by_name: dict[str, Tool] = {}
         for tool in tools:
             if tool.name in by_name:
@@ -101,6 +141,16 @@ class Agent:
         self.tools_by_name = by_name
         self.tool_specs = tuple(tool_spec(t) for t in self.tools)
         self.streams = callable(getattr(model, "stream", None))
+        self.hooks = tuple(hooks)
+        self.hook_timeout = hook_timeout
+        self.max_parallel_tools = max_parallel_tools
+        self.max_messages = max_messages
+        self.history_limit = history_limit
+        self.history_counter = history_counter
+        self.retry = retry
+        self.hookset = HookSet(self.hooks)
+        self.read_only_names = frozenset(t.name for t in self.tools if is_read_only(t))
+        self.budgeted = max_messages is not None or history_limit is not None
 
     def new_run(
         self,
@@ -141,7 +191,7 @@ class Agent:
         Same arguments as :meth:`new_run`. A failing model does not raise: the
         result's ``summary.end_reason`` is ``error`` and ``exception`` holds the
         cause. Cancellation ends the run ``aborted`` (``agent_end`` is still
-        emitted) and propagates.
+        emitted) and propagates. Use :meth:`new_run` to steer or interrupt it.
         """
         return await self.new_run(
             input, path=path, emit=emit, run_id=run_id, history=history

@@ -1,10 +1,10 @@
-"""One run of an Agent: the turn loop, tool execution through the gate, events and audit."""
+"""One run of an Agent: the handle other tasks steer it with, and the turn loop."""
 
 from __future__ import annotations
 
 import contextvars
+import enum
 import itertools
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -12,10 +12,12 @@ import attrs
 import trio
 
 from ._events import Event, EventKind, EventSink
-from ._gate import ALLOW, GateDecision, GateRequest
-from ._messages import AgentPath, Message, ModelRequest, ModelResponse, ToolCall, Usage
+from ._hooks import call_hook
+from ._messages import AgentPath, Message, ModelResponse, ToolCall, Usage
+from ._modelcall import complete
+from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED, Pending, RunEndedError
 from ._summary import EndReason, RunSummary
-from ._tools import Liveness, Tool, liveness_of
+from ._toolcall import ToolOutcome, call_tool, describe, run_tools, skip_calls
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -28,8 +30,14 @@ _current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
 
 
 def current_run() -> Run | None:
-    """The run whose loop (or tool call) the calling task belongs to, if any."""
+    """The run whose loop (or tool call, or hook) the calling task belongs to, if any."""
     return _current_run.get()
+
+
+class _State(enum.Enum):
+    new = "new"
+    running = "running"
+    ended = "ended"
 
 
 @attrs.frozen(slots=True, eq=False)
@@ -37,31 +45,35 @@ class RunResult:
     """What a finished run produced.
 
     Attributes:
-      output: The final assistant text ("" when the run ended without one).
+      output: The final assistant text ("" when the run ended without one, or aborted).
       summary: The run's :class:`RunSummary`.
-      messages: The whole conversation, system prompt included.
+      messages: The whole conversation, system prompt included (after a hard abort:
+        as it was at the start of the aborted turn).
       exception: The exception that ended the run ``error`` (for chaining), else None.
+      follow_ups: Messages for the caller to run next, in the order received:
+        those sent with :meth:`Run.follow_up`, then steering the run did not read.
     """
 
     output: str
     summary: RunSummary
     messages: tuple[Message, ...]
     exception: BaseException | None = None
-
-
-@attrs.frozen(slots=True)
-class ToolOutcome:
-    """The result text of one tool call and whether it is an error."""
-
-    text: str
-    is_error: bool = False
-    denied: bool = False
+    follow_ups: tuple[str, ...] = ()
 
 
 class Run:
     """One execution of an Agent on one input: the handle and the loop.
 
-    Create it with :meth:`Agent.new_run`; ``await run.run()`` executes it once.
+    Create it with :meth:`Agent.new_run`; ``await run.run()`` executes it once, in
+    the calling task. Other tasks control it with the sync, non-checkpoint methods
+    :meth:`steer`, :meth:`follow_up`, :meth:`interrupt` and :meth:`abort`. Before
+    the run starts they are queued and take effect when it does. Once the run has
+    ended (or decided to end), :meth:`steer` and :meth:`follow_up` raise
+    :class:`RunEndedError` and :meth:`interrupt` and :meth:`abort` do nothing.
+
+    Attributes:
+      messages: The conversation so far (a live list; read it, do not change it).
+      summary: The :class:`RunSummary` once the run has ended, else None.
     """
 
     def __init__(
@@ -79,8 +91,16 @@ class Run:
         self.path = path
         self.run_id = run_id if run_id is not None else f"run-{next(_run_ids)}"
         self.summary: RunSummary | None = None
+        self.interrupt_requested = False
         self._emit_to = emit
-        self._started = False
+        self._observers = agent.hookset.on_event
+        self._state = _State.new
+        self._scope: trio.CancelScope | None = None
+        self._abort_reason: str | None = None
+        self._interrupt_noted = False
+        self._inbox: list[Pending] = []
+        self._follow_ups: list[str] = []
+        self._reported = 0
         self._turn = 0
         self._tool_calls = 0
         self._tool_errors = 0
@@ -92,19 +112,110 @@ class Run:
         messages.extend(history)
         messages.append(Message("user", input))
         self.messages = messages
+        self._snapshot = tuple(messages)
 
     def __repr__(self) -> str:
-        state = self.summary.end_reason if self.summary else ("running" if self._started else "new")
+        state = self.summary.end_reason if self.summary else self._state.value
         return f"<agentcore.Run {self.run_id} path={self.path!r} turn={self._turn} {state}>"
 
-    # -- events and audit ------------------------------------------------------------
+    # -- control from other tasks ------------------------------------------------------
+
+    def steer(self, text: str) -> None:
+        """Add a user message to the running conversation. Not a checkpoint.
+
+        The loop reads pending messages at the top of each iteration (after
+        ``turn_start``, with a ``steering_injected`` event each). A pending message
+        also skips the current turn's tool calls not yet started, and keeps the run
+        going when the model answers without tool calls and turns remain; if the
+        run ends before reading it, it comes back in ``RunResult.follow_ups``.
+
+        Raises:
+          RunEndedError: the run has ended.
+        """
+        self._check_open("steer")
+        self.put(Pending(Message("user", text), EventKind.steering_injected, text))
+
+    def follow_up(self, text: str) -> None:
+        """Queue a message for after this run: it comes back in ``RunResult.follow_ups``
+        for the caller to run next (``follow_up_queued`` event). Not a checkpoint.
+
+        Raises:
+          RunEndedError: the run has ended.
+        """
+        self._check_open("follow_up")
+        self._follow_ups.append(text)
+
+    def interrupt(self) -> None:
+        """Ask the run to stop gracefully. Not a checkpoint; idempotent.
+
+        Tool calls running now finish; the turn's other calls are skipped (each gets
+        a ``skipped: interrupted`` result and a ``tool_skipped`` event); a note is
+        added and the model is called once more, without tools, to summarise. The
+        run ends ``interrupted`` (``interrupt_received`` when the loop notices). If
+        the model has already answered without tool calls, that answer is the output.
+        Does nothing once the run has ended.
+        """
+        if self._state is not _State.ended:
+            self.interrupt_requested = True
+
+    def abort(self, reason: str = "") -> None:
+        """Stop the run now (hard). Not a checkpoint; idempotent.
+
+        The model call, tools and hooks in progress are cancelled, the conversation
+        is rolled back to its snapshot at the start of the current turn, and the
+        run ends ``aborted`` (``interrupt_received`` with text ``abort: <reason>``,
+        then ``agent_end``); :meth:`run` returns the result. Does nothing once the
+        run has ended.
+        """
+        if self._state is _State.ended or self._abort_reason is not None:
+            return
+        self._abort_reason = reason
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def put(self, pending: Pending) -> None:
+        """Add ``pending`` to the inbox read at the top of the next iteration. Not a checkpoint.
+
+        Raises:
+          RunEndedError: the run has ended.
+        """
+        self._check_open("put")
+        self._inbox.append(pending)
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether messages are waiting in the inbox."""
+        return bool(self._inbox)
+
+    def _check_open(self, what: str) -> None:
+        if self._state is _State.ended:
+            raise RunEndedError(
+                f"cannot {what}: run {self.run_id} has ended; start a new run instead"
+            )
+
+    # -- events, audit and counters ----------------------------------------------------
 
     async def emit(self, kind: EventKind, **fields: Any) -> None:
-        """Send one event of this run to its destination; a checkpoint when there is one."""
+        """Send one event of this run to its destination, then to its observer hooks.
+
+        A checkpoint when there is either.
+        """
+        if self._emit_to is None and not self._observers:
+            return
+        event = Event(kind, self.run_id, self.agent.agent_id, self._turn, **fields)
         if self._emit_to is not None:
-            await self._emit_to(
-                Event(kind, self.run_id, self.agent.agent_id, self._turn, **fields)
-            )
+            await self._emit_to(event)
+        for hook in self._observers:
+            await call_hook(self, hook, event)
+
+    async def hook_error(self, text: str) -> None:
+        """Emit the ``error`` event of a failed hook; observers failing on it are not
+        reported again. A checkpoint when there is a destination or an observer."""
+        event = Event(EventKind.error, self.run_id, self.agent.agent_id, self._turn, text=text)
+        if self._emit_to is not None:
+            await self._emit_to(event)
+        for hook in self._observers:
+            await call_hook(self, hook, event, report=False)
 
     async def audit(self, kind: str, **fields: Any) -> None:
         """Record one audit entry for this run; a checkpoint when there is a sink."""
@@ -116,38 +227,108 @@ class Run:
                 Record(kind, self.run_id, self.path, self.agent.agent_id, **fields)
             )
 
+    def count_call(self) -> None:
+        """Count one tool call. Not a checkpoint."""
+        self._tool_calls += 1
+
+    def count_skipped(self, calls: int) -> None:
+        """Count skipped tool calls (they count as calls, not as errors). Not a checkpoint."""
+        self._tool_calls += calls
+
+    def count_outcome(self, outcome: ToolOutcome) -> None:
+        """Count a tool call's denial or error. Not a checkpoint."""
+        if outcome.denied:
+            self._denied += 1
+        elif outcome.is_error:
+            self._tool_errors += 1
+
+    async def emit_skipped(self, calls: Sequence[ToolCall], text: str) -> None:
+        """Emit ``tool_skipped`` for calls answered with ``text`` by ``skip_calls``
+        (after ``interrupt_received`` if that is why). A checkpoint when there is a
+        destination."""
+        if self.interrupt_requested:
+            await self._note_interrupt()
+        for call in calls:
+            await self.emit(EventKind.tool_skipped, call=call, text=text)
+
+    async def compressed(self, messages: list[Message]) -> None:
+        """Replace the history by its shortened version and emit ``context_compressed``."""
+        before = len(self.messages)
+        self.messages[:] = messages
+        await self.emit(
+            EventKind.context_compressed,
+            text=f"dropped {before - len(messages)} of {before} messages",
+        )
+
+    async def record_response(self, response: ModelResponse) -> None:
+        """Add a model response to the history, usage, events and audit. A checkpoint
+        when there is a destination or a sink."""
+        message = response.message
+        self._usage = self._usage + response.usage
+        self.messages.append(message)
+        await self.emit(EventKind.model_response, message=message, usage=response.usage)
+        await self.audit(
+            "model_response",
+            result=message.content,
+            data={
+                "finish_reason": response.finish_reason,
+                "tool_calls": len(message.tool_calls),
+                "input_tokens": response.usage.input_tokens,
+                "output_tokens": response.usage.output_tokens,
+            },
+        )
+
+    async def call_tool(self, call: ToolCall) -> ToolOutcome:
+        """Gate and execute one tool call, with its hooks, events and audit. A checkpoint.
+
+        Every failure (unknown tool, arguments that are not a JSON object, a
+        denial, a tool that raises or times out) becomes an error outcome.
+        """
+        return await call_tool(self, call)
+
     # -- the loop ----------------------------------------------------------------------
 
     async def run(self) -> RunResult:
         """Execute the run to its end. A checkpoint.
 
         Returns the :class:`RunResult`; a model failure ends the run ``error``
-        without raising. Cancellation ends it ``aborted``, emits ``agent_end`` and
-        audits the abort (shielded, bounded by the agent's ``end_timeout``) and
-        propagates.
+        without raising, and so does :meth:`abort` (``aborted``). Cancellation from
+        outside ends it ``aborted``, emits ``agent_end`` and audits the abort
+        (shielded, bounded by the agent's ``end_timeout``) and propagates.
+
+        Raises:
+          RuntimeError: the run was started before.
         """
-        if self._started:
+        if self._state is not _State.new:
             raise RuntimeError(f"run {self.run_id} was already started")
-        self._started = True
+        self._state = _State.running
         token = _current_run.set(self)
         clock_start = trio.current_time()
         output = ""
         reason = EndReason.stop
         error: BaseException | None = None
         start_delivered = False
+        scope = self._scope = trio.CancelScope()
+        if self._abort_reason is not None:
+            scope.cancel()
         try:
             with trio.CancelScope(shield=True) as start_scope:
                 start_scope.deadline = trio.current_time() + self.agent.end_timeout
                 await self.emit(EventKind.agent_start, text=self.input)
                 start_delivered = not start_scope.cancelled_caught
-            await self.audit("prompt", arguments=self.input)
-            output, reason = await self._loop()
+            with scope:
+                await self.audit("prompt", arguments=self.input)
+                output, reason = await self._loop()
+            if scope.cancel_called:
+                output, reason = "", EndReason.aborted
+                self.messages[:] = self._snapshot
         except Exception as exc:
             reason, error = EndReason.error, exc
         except BaseException as exc:
             reason, error = EndReason.aborted, exc
         finally:
             _current_run.reset(token)
+            self._close()
             self.summary = RunSummary(
                 turns=self._turn,
                 tool_calls=self._tool_calls,
@@ -155,22 +336,38 @@ class Run:
                 denied=self._denied,
                 usage=self._usage,
                 end_reason=reason,
-                error=_describe(error) if reason in _FAILED else None,
+                error=describe(error) if reason in _FAILED else None,
                 duration=trio.current_time() - clock_start,
             )
             await self._finish(start_delivered, error)
         if reason is EndReason.aborted and error is not None:
             raise error
-        return RunResult(output, self.summary, tuple(self.messages), error)
+        return RunResult(
+            output, self.summary, tuple(self.messages), error, tuple(self._follow_ups)
+        )
+
+    def _close(self) -> None:
+        # The sync point where the run stops accepting messages: unread steering
+        # becomes follow-ups.
+        if self._state is _State.ended:
+            return
+        self._state = _State.ended
+        self._follow_ups.extend(p.follow_up for p in self._inbox if p.follow_up is not None)
+        self._inbox.clear()
 
     async def _finish(self, start_delivered: bool, error: BaseException | None) -> None:
         assert self.summary is not None
         summary = self.summary
         with trio.move_on_after(self.agent.end_timeout, shield=True):
             if summary.end_reason is EndReason.aborted:
-                await self.audit("abort", error=_describe(error) or "cancelled")
+                if error is None:
+                    text = f"abort: {self._abort_reason}" if self._abort_reason else "abort"
+                    await self.emit(EventKind.interrupt_received, text=text)
+                why = describe(error) or self._abort_reason or "cancelled"
+                await self.audit("abort", error=why)
             elif summary.end_reason is EndReason.error:
                 await self.emit(EventKind.error, text=summary.error or "")
+            await self._report_follow_ups()
             if start_delivered:
                 await self.emit(EventKind.agent_end, summary=summary)
             await self.audit(
@@ -186,138 +383,65 @@ class Run:
                 },
             )
 
+    async def _report_follow_ups(self) -> None:
+        while self._reported < len(self._follow_ups):
+            text = self._follow_ups[self._reported]
+            self._reported += 1
+            await self.emit(EventKind.follow_up_queued, text=text)
+
+    async def _note_interrupt(self) -> None:
+        if not self._interrupt_noted:
+            self._interrupt_noted = True
+            await self.emit(EventKind.interrupt_received, text="interrupt")
+
     async def _loop(self) -> tuple[str, EndReason]:
         agent = self.agent
         last_text = ""
-        while self._turn < agent.max_turns:
+        while True:
+            if self.interrupt_requested:
+                return await self._summarise()
+            if self._turn >= agent.max_turns:
+                self._close()
+                return last_text, EndReason.max_turns
             self._turn += 1
+            injected = self._read_inbox()
+            self._snapshot = tuple(self.messages)
             await self.emit(EventKind.turn_start)
-            response = await self._call_model(ModelRequest(tuple(self.messages), agent.tool_specs))
-            message = response.message
-            self._usage = self._usage + response.usage
-            self.messages.append(message)
+            for pending in injected:
+                message = pending.message
+                await self.emit(pending.event, message=message, text=message.content)
+            if self._reported < len(self._follow_ups):
+                await self._report_follow_ups()
+            message = (await complete(self, agent.tool_specs)).message
             last_text = message.content
-            await self.emit(EventKind.model_response, message=message, usage=response.usage)
-            await self.audit(
-                "model_response",
-                result=message.content,
-                data={
-                    "finish_reason": response.finish_reason,
-                    "tool_calls": len(message.tool_calls),
-                    "input_tokens": response.usage.input_tokens,
-                    "output_tokens": response.usage.output_tokens,
-                },
-            )
-            if not message.tool_calls:
-                return message.content, EndReason.stop
-            for call in message.tool_calls:
-                outcome = await self.call_tool(call)
-                self.messages.append(
-                    Message("tool", outcome.text, tool_call_id=call.id, is_error=outcome.is_error)
-                )
-        return last_text, EndReason.max_turns
+            if message.tool_calls:
+                await run_tools(self, message.tool_calls)
+                continue
+            if self.interrupt_requested:
+                self._close()
+                await self._note_interrupt()
+                return last_text, EndReason.interrupted
+            if self._inbox and self._turn < agent.max_turns:
+                continue
+            self._close()
+            return last_text, EndReason.stop
 
-    async def _call_model(self, request: ModelRequest) -> ModelResponse:
-        await self.emit(EventKind.model_request)
-        model = self.agent.model
-        if self.agent.streams:
+    def _read_inbox(self) -> list[Pending]:
+        injected = self._inbox
+        if injected:
+            self._inbox = []
+            self.messages.extend(p.message for p in injected)
+        return injected
 
-            async def on_delta(text: str) -> None:
-                await self.emit(EventKind.model_delta, text=text)
-
-            response: ModelResponse = await model.stream(request, on_delta)  # type: ignore[attr-defined]
-            return response
-        return await model.complete(request)
-
-    # -- tools -------------------------------------------------------------------------
-
-    async def call_tool(self, call: ToolCall) -> ToolOutcome:
-        """Gate and execute one tool call, with its events and audit. A checkpoint.
-
-        Every failure (unknown tool, arguments that are not a JSON object, a
-        denial, a tool that raises or times out) becomes an error outcome.
-        """
-        self._tool_calls += 1
-        await self.emit(EventKind.tool_start, call=call)
-        await self.audit("tool_request", tool=call.name, call_id=call.id, arguments=call.arguments)
-        started = trio.current_time()
-        outcome = await self._gated_execute(call)
-        if outcome.denied:
-            self._denied += 1
-        elif outcome.is_error:
-            self._tool_errors += 1
-        await self.emit(EventKind.tool_end, call=call, text=outcome.text, is_error=outcome.is_error)
-        await self.audit(
-            "tool_result",
-            tool=call.name,
-            call_id=call.id,
-            result=None if outcome.is_error else outcome.text,
-            error=outcome.text if outcome.is_error else None,
-            duration=trio.current_time() - started,
-        )
-        return outcome
-
-    async def _gated_execute(self, call: ToolCall) -> ToolOutcome:
-        agent = self.agent
-        tool = agent.tools_by_name.get(call.name)
-        if tool is None:
-            names = ", ".join(sorted(agent.tools_by_name)) or "none"
-            return ToolOutcome(f"unknown tool {call.name!r}; available tools: {names}", True)
-        problem = _argument_problem(call)
-        if problem is not None:
-            return ToolOutcome(problem, True)
-        decision = await self._decide(tool, call)
-        await self.emit(EventKind.gate_decision, call=call, decision=decision)
-        await self.audit(
-            "gate_decision",
-            tool=call.name,
-            call_id=call.id,
-            verdict="allow" if decision.allowed else "deny",
-            reason=decision.reason,
-        )
-        if not decision.allowed:
-            return ToolOutcome(f"denied: {decision.reason}", True, True)
-        return await self._execute(tool, call)
-
-    async def _decide(self, tool: Tool, call: ToolCall) -> GateDecision:
-        gate = self.agent.gate
-        if gate is None:
-            return ALLOW
-        timeout = self.agent.gate_timeout
-        try:
-            with trio.move_on_after(timeout):
-                return await gate(GateRequest(self.path, tool, call))
-        except Exception as exc:
-            return GateDecision(False, f"the gate failed: {_describe(exc)}")
-        return GateDecision(False, f"the gate did not decide within {timeout:g}s")
-
-    async def _execute(self, tool: Tool, call: ToolCall) -> ToolOutcome:
-        timeout = self.agent.tool_timeout
-        try:
-            if liveness_of(tool) is Liveness.self_monitoring:
-                return ToolOutcome(await tool.execute(call.arguments))
-            with trio.move_on_after(timeout):
-                return ToolOutcome(await tool.execute(call.arguments))
-        except Exception as exc:
-            return ToolOutcome(f"tool {call.name!r} failed: {_describe(exc)}", True)
-        return ToolOutcome(f"tool {call.name!r} timed out after {timeout:g}s", True)
-
-
-def _argument_problem(call: ToolCall) -> str | None:
-    try:
-        value = json.loads(call.arguments)
-    except (ValueError, TypeError) as exc:
-        return f"invalid JSON arguments for tool {call.name!r}: {exc}"
-    if not isinstance(value, dict):
-        return (
-            f"arguments for tool {call.name!r} must be a JSON object, "
-            f"not {type(value).__name__}"
-        )
-    return None
-
-
-def _describe(exc: BaseException | None) -> str | None:
-    if exc is None:
-        return None
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    async def _summarise(self) -> tuple[str, EndReason]:
+        await self._note_interrupt()
+        self._turn += 1
+        self._snapshot = tuple(self.messages)
+        self.messages.append(Message("user", INTERRUPT_NOTE))
+        await self.emit(EventKind.turn_start)
+        message = (await complete(self, ())).message
+        if message.tool_calls:
+            skip_calls(self, message.tool_calls, SKIPPED_INTERRUPTED)
+            await self.emit_skipped(message.tool_calls, SKIPPED_INTERRUPTED)
+        self._close()
+        return message.content, EndReason.interrupted

@@ -1,0 +1,211 @@
+"""The tool phase of a turn: gate and execute calls, read-only ones concurrently."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from ._events import EventKind
+from ._gate import ALLOW, GateDecision, GateRequest
+from ._hooks import intercept
+from ._messages import Message, ToolCall
+from ._steering import SKIPPED_INTERRUPTED, SKIPPED_STEERED
+from ._tools import Liveness, Tool, liveness_of
+
+if TYPE_CHECKING:
+    from ._run import Run
+
+
+@attrs.frozen(slots=True)
+class ToolOutcome:
+    """The result text of one tool call and whether it is an error (or a denial)."""
+
+    text: str
+    is_error: bool = False
+    denied: bool = False
+
+
+async def run_tools(run: Run, calls: Sequence[ToolCall]) -> None:
+    """Execute one turn's tool calls and append their results in call order. A checkpoint.
+
+    Consecutive calls of known read-only tools form a batch run concurrently (at
+    most ``max_parallel_tools`` at once); any other call runs alone. Before each
+    call or batch, a pending interrupt or steering message skips the rest of the
+    turn's calls: each gets a ``skipped: ...`` error result and a ``tool_skipped``
+    event.
+    """
+    read_only = run.agent.read_only_names
+    i, n = 0, len(calls)
+    while i < n:
+        if run.interrupt_requested or run.has_pending:
+            text = SKIPPED_INTERRUPTED if run.interrupt_requested else SKIPPED_STEERED
+            skip_calls(run, calls[i:], text)
+            await run.emit_skipped(calls[i:], text)
+            return
+        j = i + 1
+        if calls[i].name in read_only:
+            while j < n and calls[j].name in read_only:
+                j += 1
+        if j == i + 1:
+            outcome = await call_tool(run, calls[i])
+            run.messages.append(_result(calls[i], outcome))
+        else:
+            outcomes = await _batch(run, calls[i:j])
+            run.messages.extend(_result(c, o) for c, o in zip(calls[i:j], outcomes, strict=True))
+        i = j
+
+
+def skip_calls(run: Run, calls: Sequence[ToolCall], text: str) -> None:
+    """Answer ``calls`` with ``text`` as error results without running them. Not a checkpoint.
+
+    The ``tool_skipped`` events follow with :meth:`Run.emit_skipped`.
+    """
+    run.count_skipped(len(calls))
+    run.messages.extend(
+        Message("tool", text, tool_call_id=call.id, is_error=True) for call in calls
+    )
+
+
+def _result(call: ToolCall, outcome: ToolOutcome) -> Message:
+    return Message("tool", outcome.text, tool_call_id=call.id, is_error=outcome.is_error)
+
+
+async def _batch(run: Run, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
+    outcomes: list[ToolOutcome | None] = [None] * len(calls)
+    limit = run.agent.max_parallel_tools
+    slots = trio.Semaphore(limit) if len(calls) > limit else None
+
+    async def one(
+        k: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        try:
+            outcomes[k] = await call_tool(run, calls[k], task_status=task_status)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    async with trio.open_nursery() as nursery:
+        for k in range(len(calls)):
+            if slots is not None:
+                await slots.acquire()
+            # start() returns after the call's tool_start, so those come in call order.
+            await nursery.start(one, k)
+    return [o for o in outcomes if o is not None]
+
+
+async def call_tool(
+    run: Run, call: ToolCall, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> ToolOutcome:
+    """Gate and execute one tool call, with its hooks, events and audit. A checkpoint.
+
+    Every failure (unknown tool, arguments that are not a JSON object, a denial, a
+    tool that raises or times out) becomes an error outcome.
+    """
+    run.count_call()
+    await run.emit(EventKind.tool_start, call=call)
+    await run.audit("tool_request", tool=call.name, call_id=call.id, arguments=call.arguments)
+    task_status.started()
+    started = trio.current_time()
+    hooks = run.agent.hookset
+    effective = call
+    denial = None
+    if hooks.before_tool:
+        effective, denial = await intercept(
+            run, hooks.before_tool, (run,), call, ToolCall, may_deny=True
+        )
+        if effective.id != call.id:
+            effective = attrs.evolve(effective, id=call.id)
+    if denial is not None:
+        outcome = ToolOutcome(f"denied: {denial}", True, True)
+    else:
+        outcome = await _gated_execute(run, effective)
+    if hooks.after_tool:
+        outcome, _ = await intercept(run, hooks.after_tool, (run, effective), outcome, ToolOutcome)
+    run.count_outcome(outcome)
+    await run.emit(
+        EventKind.tool_end, call=effective, text=outcome.text, is_error=outcome.is_error
+    )
+    await run.audit(
+        "tool_result",
+        tool=effective.name,
+        call_id=call.id,
+        result=None if outcome.is_error else outcome.text,
+        error=outcome.text if outcome.is_error else None,
+        duration=trio.current_time() - started,
+    )
+    return outcome
+
+
+async def _gated_execute(run: Run, call: ToolCall) -> ToolOutcome:
+    agent = run.agent
+    tool = agent.tools_by_name.get(call.name)
+    if tool is None:
+        names = ", ".join(sorted(agent.tools_by_name)) or "none"
+        return ToolOutcome(f"unknown tool {call.name!r}; available tools: {names}", True)
+    problem = _argument_problem(call)
+    if problem is not None:
+        return ToolOutcome(problem, True)
+    decision = await _decide(run, tool, call)
+    await run.emit(EventKind.gate_decision, call=call, decision=decision)
+    await run.audit(
+        "gate_decision",
+        tool=call.name,
+        call_id=call.id,
+        verdict="allow" if decision.allowed else "deny",
+        reason=decision.reason,
+    )
+    if not decision.allowed:
+        return ToolOutcome(f"denied: {decision.reason}", True, True)
+    return await _execute(run, tool, call)
+
+
+async def _decide(run: Run, tool: Tool, call: ToolCall) -> GateDecision:
+    gate = run.agent.gate
+    if gate is None:
+        return ALLOW
+    timeout = run.agent.gate_timeout
+    try:
+        with trio.move_on_after(timeout):
+            return await gate(GateRequest(run.path, tool, call))
+    except Exception as exc:
+        return GateDecision(False, f"the gate failed: {describe(exc)}")
+    return GateDecision(False, f"the gate did not decide within {timeout:g}s")
+
+
+async def _execute(run: Run, tool: Tool, call: ToolCall) -> ToolOutcome:
+    # A run aborted while this task was already runnable must not start the tool.
+    await trio.lowlevel.checkpoint_if_cancelled()
+    timeout = run.agent.tool_timeout
+    try:
+        if liveness_of(tool) is Liveness.self_monitoring:
+            return ToolOutcome(await tool.execute(call.arguments))
+        with trio.move_on_after(timeout):
+            return ToolOutcome(await tool.execute(call.arguments))
+    except Exception as exc:
+        return ToolOutcome(f"tool {call.name!r} failed: {describe(exc)}", True)
+    return ToolOutcome(f"tool {call.name!r} timed out after {timeout:g}s", True)
+
+
+def _argument_problem(call: ToolCall) -> str | None:
+    try:
+        value = json.loads(call.arguments)
+    except (ValueError, TypeError) as exc:
+        return f"invalid JSON arguments for tool {call.name!r}: {exc}"
+    if not isinstance(value, dict):
+        return (
+            f"arguments for tool {call.name!r} must be a JSON object, "
+            f"not {type(value).__name__}"
+        )
+    return None
+
+
+def describe(exc: BaseException | None) -> str | None:
+    """``"TypeName: message"`` for an exception (just the type name without a message)."""
+    if exc is None:
+        return None
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
