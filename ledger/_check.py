@@ -1,0 +1,111 @@
+"""Chain checking: find and name the first bad entry of a sequence (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import attrs
+
+from ._encoding import GENESIS, entry_hash
+from ._entry import Entry
+
+EDITED: Final = "edited"
+INSERTED: Final = "inserted"
+DELETED: Final = "deleted"
+REORDERED: Final = "reordered"
+DUPLICATED: Final = "duplicated"
+MALFORMED: Final = "malformed"
+TORN: Final = "torn last line"
+
+Item = Entry | str
+"""A stored entry, decoded, or the reason it could not be decoded."""
+
+
+@attrs.frozen
+class Problem:
+    """The first thing wrong with a chain."""
+
+    seq: int
+    """The first bad sequence number (the position where the chain breaks)."""
+    kind: str
+    """``"edited"``, ``"inserted"``, ``"deleted"``, ``"reordered"``,
+    ``"duplicated"``, ``"malformed"`` or ``"torn last line"``."""
+    detail: str
+    """What is wrong, in a sentence."""
+
+
+@attrs.frozen
+class ChainCheck:
+    """The result of :func:`check_chain`."""
+
+    sound: int
+    """How many entries, from the first, form a sound chain."""
+    head: str
+    """The hash of the last sound entry (:data:`GENESIS` if none)."""
+    problem: Problem | None
+    """The first problem, or ``None`` if every entry is sound."""
+
+
+def _sound(item: Item, seq: int, prev_hash: str) -> bool:
+    return (
+        isinstance(item, Entry)
+        and item.seq == seq
+        and item.prev_hash == prev_hash
+        and entry_hash(item) == item.hash
+    )
+
+
+def check_chain(items: Sequence[Item]) -> ChainCheck:
+    """Check that ``items`` form one chain from sequence number 1.
+
+    Entry ``i`` (1-based) must have ``seq == i``, the hash of entry ``i - 1``
+    (:data:`GENESIS` for the first) as ``prev_hash``, and the hash of its own
+    canonical encoding as ``hash``. At the first entry that does not, the
+    neighbourhood is examined to name what happened.
+    """
+    prev_hash = GENESIS
+    for index in range(len(items)):
+        if not _sound(items[index], index + 1, prev_hash):
+            return ChainCheck(index, prev_hash, _diagnose(items, index, prev_hash))
+        item = items[index]
+        assert isinstance(item, Entry)
+        prev_hash = item.hash
+    return ChainCheck(len(items), prev_hash, None)
+
+
+def _diagnose(items: Sequence[Item], index: int, prev_hash: str) -> Problem:
+    """Name what is wrong at ``items[index]``, the first entry that is not sound."""
+    seq = index + 1
+    item = items[index]
+    count = len(items)
+    if isinstance(item, Entry) and 1 <= item.seq < seq and items[item.seq - 1] == item:
+        return Problem(seq, DUPLICATED, f"entry {seq} is a copy of entry {item.seq}")
+    if index + 1 < count and _sound(items[index + 1], seq, prev_hash):
+        return Problem(
+            seq, INSERTED, f"an entry was inserted at position {seq}, before the real entry {seq}"
+        )
+    if isinstance(item, str):
+        return Problem(seq, MALFORMED, f"entry {seq} is malformed: {item}")
+    if entry_hash(item) != item.hash:
+        return Problem(seq, EDITED, f"entry {seq} was edited: its hash does not match its content")
+    if item.seq == seq:
+        if index == 0:
+            return Problem(seq, EDITED, "entry 1 was edited: it does not start a chain")
+        if index + 1 < count and _sound(items[index + 1], seq + 1, item.hash):
+            return Problem(
+                seq - 1,
+                EDITED,
+                f"entry {seq - 1} was edited: entry {seq} records a different hash for it",
+            )
+        return Problem(seq, EDITED, f"entry {seq} was edited: it does not link to entry {seq - 1}")
+    if item.seq > seq:
+        for later in range(index + 1, count):
+            if _sound(items[later], seq, prev_hash):
+                return Problem(
+                    seq, REORDERED, f"entry {seq} is out of order: it is at position {later + 1}"
+                )
+        if item.seq == seq + 1:
+            return Problem(seq, DELETED, f"entry {seq} was deleted")
+        return Problem(seq, DELETED, f"entries {seq} to {item.seq - 1} were deleted")
+    return Problem(seq, REORDERED, f"entry {seq} is out of order: entry {item.seq} is in its place")

@@ -1,0 +1,258 @@
+"""The canonical encoding of entries and their hashes.
+
+The canonical encoding of an entry is the JSON object of every field but
+``hash``, keys sorted, no whitespace, non-ASCII characters kept (not
+escaped), encoded as UTF-8: exactly what ``json.dumps(fields, sort_keys=True,
+separators=(",", ":"), ensure_ascii=False)`` produces. Its SHA-256, in hex,
+is the entry's ``hash``. A ledger line (JSONL) is that object with
+``"hash"`` appended as its last member.
+
+The encoder below builds that text by hand because it is on the hot path of
+every record; the tests check it against ``json.dumps``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import json.encoder
+import math
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+
+from ._entry import Entry, Scalar, freeze_data
+
+GENESIS: Final = "0" * 64
+"""The ``prev_hash`` of the first entry of every chain."""
+
+FIELDS: Final = (
+    "seq",
+    "time",
+    "kind",
+    "run_id",
+    "path",
+    "agent_id",
+    "tool",
+    "call_id",
+    "arguments",
+    "verdict",
+    "reason",
+    "result",
+    "error",
+    "duration",
+    "data",
+    "prev_hash",
+    "hash",
+)
+"""Every field of a recorded entry, in :class:`Entry` order."""
+
+_KEYS: Final = frozenset(FIELDS)
+_OPTIONAL_TEXT: Final = ("tool", "call_id", "arguments", "verdict", "reason", "result", "error")
+_TEXT: Final = ("time", "kind", "run_id", "agent_id", "prev_hash", "hash")
+
+_quote = json.encoder.encode_basestring
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_SORTED_JSON: Final = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True
+)
+
+
+def _pysorted_json(value: object) -> str:
+    return _SORTED_JSON.encode(value)
+
+
+if _c_make_encoder is not None:
+    _c_sorted = _c_make_encoder(
+        None, _SORTED_JSON.default, _quote, None, ":", ",", True, False, True
+    )
+
+    def sorted_json(value: object) -> str:
+        """Return ``value`` as canonical JSON text (sorted keys, no whitespace)."""
+        return "".join(_c_sorted(value, 0))
+
+else:  # pragma: no cover - interpreters without the C accelerator
+    sorted_json = _pysorted_json
+
+
+class Content(Protocol):
+    """The content fields shared by :class:`Record` and :class:`Entry`."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def path(self) -> tuple[str, ...]: ...
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def tool(self) -> str | None: ...
+    @property
+    def call_id(self) -> str | None: ...
+    @property
+    def arguments(self) -> str | None: ...
+    @property
+    def verdict(self) -> str | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def result(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def duration(self) -> float | None: ...
+    @property
+    def data(self) -> Mapping[str, Scalar]: ...
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "null"
+    if type(value) is float and math.isfinite(value):
+        return float.__repr__(value)
+    return sorted_json(value)
+
+
+def canonical_body(seq: int, time: str, content: Content, prev_hash: str) -> str:
+    """Return the canonical encoding (as text) of an entry's fields but ``hash``.
+
+    Args:
+      seq: The entry's sequence number.
+      time: The entry's time.
+      content: The entry's content (a :class:`Record` or an :class:`Entry`).
+      prev_hash: The hash of the previous entry.
+
+    Raises:
+      TypeError: A field has a type the encoding does not allow.
+    """
+    q = _quote
+    c = content
+    data = c.data
+    return (
+        f'{{"agent_id":{q(c.agent_id)}'
+        f',"arguments":{"null" if c.arguments is None else q(c.arguments)}'
+        f',"call_id":{"null" if c.call_id is None else q(c.call_id)}'
+        f',"data":{sorted_json(dict(data)) if data else "{}"}'
+        f',"duration":{_number(c.duration)}'
+        f',"error":{"null" if c.error is None else q(c.error)}'
+        f',"kind":{q(c.kind)}'
+        f',"path":[{",".join(map(q, c.path))}]'
+        f',"prev_hash":{q(prev_hash)}'
+        f',"reason":{"null" if c.reason is None else q(c.reason)}'
+        f',"result":{"null" if c.result is None else q(c.result)}'
+        f',"run_id":{q(c.run_id)}'
+        f',"seq":{int.__repr__(seq)}'
+        f',"time":{q(time)}'
+        f',"tool":{"null" if c.tool is None else q(c.tool)}'
+        f',"verdict":{"null" if c.verdict is None else q(c.verdict)}}}'
+    )
+
+
+def hash_body(body: str) -> str:
+    """Return the hex SHA-256 of a canonical body's UTF-8 encoding."""
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def entry_hash(entry: Entry) -> str:
+    """Return the hash ``entry`` should carry, computed from its other fields."""
+    return hash_body(canonical_body(entry.seq, entry.time, entry, entry.prev_hash))
+
+
+def line_from_body(body: str, hash: str) -> str:
+    """Return the ledger line (without newline) of an entry from its body and hash."""
+    return f'{body[:-1]},"hash":"{hash}"}}'
+
+
+def encode_entry(entry: Entry) -> str:
+    """Return the ledger line of ``entry`` (JSON text, no newline)."""
+    return line_from_body(canonical_body(entry.seq, entry.time, entry, entry.prev_hash), entry.hash)
+
+
+def entry_to_dict(entry: Entry) -> dict[str, Any]:
+    """Return ``entry`` as a plain JSON-ready dict (path as a list, data as a dict)."""
+    return {
+        name: (
+            list(entry.path)
+            if name == "path"
+            else dict(entry.data)
+            if name == "data"
+            else getattr(entry, name)
+        )
+        for name in FIELDS
+    }
+
+
+def _fail(why: str) -> ValueError:
+    return ValueError(why)
+
+
+def entry_from_dict(obj: object) -> Entry:
+    """Build an :class:`Entry` from parsed JSON, checking every field's type.
+
+    The hash is not checked here (see :func:`entry_hash`).
+
+    Raises:
+      ValueError: ``obj`` is not an entry; the message says why.
+    """
+    if not isinstance(obj, dict):
+        raise _fail("not a JSON object")
+    keys = obj.keys()
+    if keys != _KEYS:
+        missing = sorted(_KEYS - keys)
+        if missing:
+            raise _fail(f"missing field {missing[0]!r}")
+        raise _fail(f"unknown field {sorted(keys - _KEYS)[0]!r}")
+    seq = obj["seq"]
+    if type(seq) is not int:
+        raise _fail("field 'seq' is not an integer")
+    for name in _TEXT:
+        if type(obj[name]) is not str:
+            raise _fail(f"field {name!r} is not a string")
+    for name in _OPTIONAL_TEXT:
+        value = obj[name]
+        if value is not None and type(value) is not str:
+            raise _fail(f"field {name!r} is not a string or null")
+    path = obj["path"]
+    if type(path) is not list or not all(type(seg) is str for seg in path):
+        raise _fail("field 'path' is not a list of strings")
+    duration = obj["duration"]
+    if duration is not None and type(duration) not in (int, float):
+        raise _fail("field 'duration' is not a number or null")
+    data = obj["data"]
+    if type(data) is not dict or not all(
+        v is None or type(v) in (str, int, float, bool) for v in data.values()
+    ):
+        raise _fail("field 'data' is not an object of scalars")
+    return Entry(
+        seq=seq,
+        time=obj["time"],
+        kind=obj["kind"],
+        run_id=obj["run_id"],
+        path=tuple(path),
+        agent_id=obj["agent_id"],
+        tool=obj["tool"],
+        call_id=obj["call_id"],
+        arguments=obj["arguments"],
+        verdict=obj["verdict"],
+        reason=obj["reason"],
+        result=obj["result"],
+        error=obj["error"],
+        duration=duration,
+        data=freeze_data(data),
+        prev_hash=obj["prev_hash"],
+        hash=obj["hash"],
+    )
+
+
+def decode_line(line: bytes | str) -> Entry:
+    """Parse one ledger line (with or without its newline) into an :class:`Entry`.
+
+    Raises:
+      ValueError: The line is not JSON, or not an entry; the message says why.
+    """
+    try:
+        text = line.decode("utf-8", "surrogatepass") if isinstance(line, bytes) else line
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        raise _fail("not valid JSON") from None
+    return entry_from_dict(obj)

@@ -1,0 +1,133 @@
+"""The entry model: what a recorder hands a sink, and what a sink records."""
+
+from __future__ import annotations
+
+import enum
+import types
+from collections.abc import Iterable, Mapping
+from typing import TypeAlias
+
+import attrs
+
+Scalar: TypeAlias = str | int | float | bool | None
+"""A value allowed in an entry's ``data``."""
+
+_EMPTY: Mapping[str, Scalar] = types.MappingProxyType({})
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def freeze_data(data: Mapping[str, Scalar]) -> Mapping[str, Scalar]:
+    """Return a read-only copy of ``data`` (the shared empty mapping when empty).
+
+    Raises:
+      TypeError: A key is not a str or a value is not str, int, float, bool or None.
+    """
+    if not data:
+        return _EMPTY
+    copy = dict(data)
+    for key, value in copy.items():
+        if not isinstance(key, str):
+            raise TypeError(f"entry data keys must be str, not {type(key).__name__}")
+        if not isinstance(value, _SCALARS):
+            raise TypeError(
+                f"entry data value for {key!r} must be str, int, float, bool or None,"
+                f" not {type(value).__name__}"
+            )
+    return types.MappingProxyType(copy)
+
+
+def _empty_data() -> Mapping[str, Scalar]:
+    return _EMPTY
+
+
+def _to_path(path: Iterable[str]) -> tuple[str, ...]:
+    return path if type(path) is tuple else tuple(path)
+
+
+class EntryKind(enum.StrEnum):
+    """The kinds of audit entry the library records (any non-empty str is accepted)."""
+
+    prompt = "prompt"
+    """The input a run starts from."""
+    model_response = "model_response"
+    """An answer of the model."""
+    tool_request = "tool_request"
+    """The model asked for a tool call."""
+    gate_decision = "gate_decision"
+    """The tool gate allowed or denied a call."""
+    tool_result = "tool_result"
+    """A tool call's result or error."""
+    abort = "abort"
+    """A run was aborted."""
+    run_end = "run_end"
+    """A run ended."""
+    error = "error"
+    """A run failed."""
+    task_queued = "task_queued"
+    """The pool accepted a task."""
+    task_started = "task_started"
+    """A task's run started."""
+    task_finished = "task_finished"
+    """A task's run ended."""
+    task_cancelled = "task_cancelled"
+    """A task was cancelled."""
+    task_orphaned = "task_orphaned"
+    """A background result arrived after its parent ended."""
+    result_delivered = "result_delivered"
+    """A background result was delivered to its parent run."""
+
+
+@attrs.frozen(slots=True)
+class Record:
+    """The content of one audit entry, as a recorder hands it to a sink.
+
+    A sink redacts it, numbers it and chains it into an :class:`Entry`.
+    ``path`` is the full AgentPath of the run; ``data`` holds small extras
+    (end reason, turns, tokens, ...) and is copied read-only.
+    """
+
+    kind: str
+    run_id: str = ""
+    path: tuple[str, ...] = attrs.field(default=(), converter=_to_path)
+    agent_id: str = ""
+    tool: str | None = None
+    call_id: str | None = None
+    arguments: str | None = None
+    verdict: str | None = None
+    reason: str | None = None
+    result: str | None = None
+    error: str | None = None
+    duration: float | None = None
+    data: Mapping[str, Scalar] = attrs.field(factory=_empty_data, converter=freeze_data)
+
+
+@attrs.frozen(slots=True)
+class Entry:
+    """One recorded, chained audit entry.
+
+    ``seq`` numbers entries from 1 without gaps; ``time`` is UTC ISO-8601
+    ending in ``Z``; ``prev_hash`` is the hash of the previous entry (64
+    zeros for the first); ``hash`` is the hex SHA-256 of the canonical
+    encoding of every other field (see :func:`ledger.canonical_encoding`).
+    The other fields are the :class:`Record`'s, after redaction.
+    """
+
+    seq: int
+    time: str
+    kind: str
+    run_id: str
+    path: tuple[str, ...]
+    agent_id: str
+    tool: str | None
+    call_id: str | None
+    arguments: str | None
+    verdict: str | None
+    reason: str | None
+    result: str | None
+    error: str | None
+    duration: float | None
+    data: Mapping[str, Scalar]
+    prev_hash: str
+    hash: str

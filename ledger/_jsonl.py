@@ -1,0 +1,231 @@
+"""JsonlSink: an append-only JSON Lines ledger file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import attrs
+import trio
+
+from ._chain import Chain
+from ._clock import utc_now
+from ._encoding import decode_line, entry_hash, line_from_body
+from ._entry import Entry, Record
+from ._errors import SinkClosedError, SinkError
+from ._jsonl_file import scan_end
+from ._oserror import describe
+from ._redact import redact_record
+from ._sink import SinkStatistics
+
+# Indirection so tests can simulate a full disk.
+_write = os.write
+_fsync = os.fsync
+
+
+def _open_file(path: str) -> tuple[int, Chain, int]:
+    """Open (creating) a ledger file for appending and find where its chain ends.
+
+    Runs in a worker thread.
+
+    Raises:
+      SinkError: It cannot be opened, ends in a torn line, or its last entry is bad.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise SinkError(path, describe(exc)) from exc
+    try:
+        line, good_end, size = scan_end(fd)
+        if good_end != size:
+            raise SinkError(
+                path,
+                f"it ends with a torn line ({size - good_end} bytes after the last newline);"
+                f" run `python -m ledger repair {path}` first",
+            )
+        if line is None:
+            return fd, Chain(), size
+        try:
+            last = decode_line(line)
+        except ValueError as exc:
+            raise SinkError(
+                path, f"its last entry is malformed ({exc}); run `python -m ledger verify {path}`"
+            ) from None
+        if entry_hash(last) != last.hash:
+            raise SinkError(
+                path,
+                f"its last entry (seq {last.seq}) does not match its hash;"
+                f" run `python -m ledger verify {path}`",
+            )
+        return fd, Chain(last.seq, last.hash), size
+    except OSError as exc:
+        os.close(fd)
+        raise SinkError(path, describe(exc)) from exc
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+@attrs.define(eq=False)
+class JsonlSink:
+    """A sink appending one chained entry a line to a JSON Lines file.
+
+    The file opens on the first record (no I/O here), is created if missing,
+    and an existing ledger's chain is continued. Each record is written with
+    one ``write`` before ``record()`` returns, so entries of concurrent tasks
+    never interleave and survive the process being killed. With
+    ``fsync=True``, ``record()`` also waits until an ``fsync`` (in a worker
+    thread, shared by concurrent records) has covered its entry.
+
+    Args:
+      path: The ledger file.
+      fsync: Make each entry durable against power loss before returning.
+      clock: Returns the time of each entry (UTC ISO-8601 ending in ``Z``).
+    """
+
+    path: str = attrs.field(converter=os.fspath)
+    fsync: bool = attrs.field(default=False, kw_only=True)
+    clock: Callable[[], str] = attrs.field(default=utc_now, kw_only=True)
+    _fd: int | None = attrs.field(default=None, init=False)
+    _chain: Chain = attrs.field(factory=Chain, init=False)
+    _offset: int = attrs.field(default=0, init=False)
+    _open_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _closed: bool = attrs.field(default=False, init=False)
+    _broken: str | None = attrs.field(default=None, init=False)
+    _recorded: int = attrs.field(default=0, init=False)
+    _fsyncs: int = attrs.field(default=0, init=False)
+    _written: int = attrs.field(default=0, init=False)
+    _synced: int = attrs.field(default=0, init=False)
+    _syncing: bool = attrs.field(default=False, init=False)
+    _sync_done: trio.Event = attrs.field(factory=trio.Event, init=False)
+
+    async def _open(self) -> None:
+        async with self._open_lock:
+            if self._fd is not None or self._closed:
+                return
+            fd, chain, size = await trio.to_thread.run_sync(_open_file, self.path)
+            if self._closed:
+                os.close(fd)
+                return
+            self._fd, self._chain, self._offset = fd, chain, size
+            self._written = self._synced = chain.seq
+
+    async def record(self, record: Record) -> Entry:
+        """Redact, chain and append ``record``; return its entry. A checkpoint.
+
+        Returns once the line is written (and, with ``fsync=True``, synced).
+
+        Raises:
+          SinkError: The file cannot be opened or written (disk full,
+            permission denied, ...); the entry was not recorded.
+          SinkClosedError: The sink was closed.
+          ValueError: ``record.kind`` is empty.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._fd is None and not self._closed:
+            await self._open()
+        fd = self._fd
+        if fd is None or self._closed:
+            raise SinkClosedError(f"record() on a closed JsonlSink ({self.path})")
+        if self._broken is not None:
+            raise SinkError(self.path, self._broken)
+        entry, body = self._chain.link(redact_record(record), self.clock())
+        data = f"{line_from_body(body, entry.hash)}\n".encode("utf-8", "surrogatepass")
+        self._append(fd, data, entry)
+        if self.fsync:
+            await self._sync_through(fd, entry.seq)
+        else:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        self._recorded += 1
+        return entry
+
+    def _append(self, fd: int, data: bytes, entry: Entry) -> None:
+        """Write one line whole, or undo the part written and unlink the entry."""
+        done = 0
+        try:
+            while done < len(data):
+                done += _write(fd, data[done:] if done else data)
+        except OSError as exc:
+            self._chain.rewind(entry.seq - 1, entry.prev_hash)
+            cause = describe(exc)
+            if done:
+                try:
+                    os.ftruncate(fd, self._offset)
+                except OSError as undo:
+                    self._broken = (
+                        f"{cause}, and a partly written line could not be removed"
+                        f" ({describe(undo)}); run `python -m ledger repair {self.path}`"
+                    )
+            raise SinkError(self.path, cause) from exc
+        self._offset += done
+        self._written = entry.seq
+
+    async def _sync_through(self, fd: int, seq: int) -> None:
+        """Wait until an fsync that started after entry ``seq`` was written is done.
+
+        The first waiting task runs the fsync in a worker thread for everyone
+        waiting (group sync).
+        """
+        while self._synced < seq:
+            if self._syncing:
+                await self._sync_done.wait()
+                continue
+            if self._fd is None:
+                raise SinkClosedError(
+                    f"JsonlSink ({self.path}) closed before entry {seq} was synced"
+                )
+            self._syncing = True
+            target = self._written
+            done = self._sync_done
+            try:
+                await trio.to_thread.run_sync(_fsync, fd)
+            except OSError as exc:
+                raise SinkError(self.path, f"fsync failed: {describe(exc)}") from exc
+            else:
+                self._fsyncs += 1
+                self._synced = max(self._synced, target)
+            finally:
+                self._syncing = False
+                self._sync_done = trio.Event()
+                done.set()
+
+    async def aclose(self) -> None:
+        """Close the file (after a last fsync, with ``fsync=True``).
+
+        Idempotent; a checkpoint. Later records raise :class:`SinkClosedError`.
+        """
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        self._closed = True
+        with trio.CancelScope(shield=True):
+            while self._syncing:
+                await self._sync_done.wait()
+            fd = self._fd
+            if fd is not None:
+                if self.fsync and self._synced < self._written:
+                    try:
+                        await trio.to_thread.run_sync(_fsync, fd)
+                    except OSError:
+                        pass  # the waiting records raise; closing still closes
+                    else:
+                        self._fsyncs += 1
+                        self._synced = self._written
+                self._fd = None
+                os.close(fd)
+                done, self._sync_done = self._sync_done, trio.Event()
+                done.set()
+        await trio.lowlevel.checkpoint()
+
+    def statistics(self) -> SinkStatistics:
+        """Return a snapshot of the sink's counters."""
+        return SinkStatistics(
+            recorded=self._recorded,
+            last_seq=self._chain.seq,
+            fsyncs=self._fsyncs,
+            closed=self._closed,
+        )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open" if self._fd is not None else "unopened"
+        return f"<ledger.JsonlSink {self.path!r} seq={self._chain.seq} {state}>"

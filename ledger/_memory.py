@@ -1,0 +1,63 @@
+"""MemorySink: a chained ledger held in a list (tests, and the hot path)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+import trio
+
+from ._chain import Chain
+from ._clock import utc_now
+from ._entry import Entry, Record
+from ._errors import SinkClosedError
+from ._redact import redact_record
+from ._sink import SinkStatistics
+
+
+@attrs.define(eq=False)
+class MemorySink:
+    """A sink that keeps entries in memory, in order, in :attr:`entries`.
+
+    Entries are redacted and chained exactly as the file sinks do it.
+
+    Args:
+      clock: Returns the time of each entry (UTC ISO-8601 ending in ``Z``);
+        tests pass a fixed one.
+    """
+
+    clock: Callable[[], str] = utc_now
+    entries: list[Entry] = attrs.field(factory=list, init=False)
+    """The recorded entries, in order."""
+    _chain: Chain = attrs.field(factory=Chain, init=False)
+    _closed: bool = attrs.field(default=False, init=False)
+
+    async def record(self, record: Record) -> Entry:
+        """Redact, chain and append ``record``; return its entry. A checkpoint.
+
+        Raises:
+          SinkClosedError: The sink was closed.
+          ValueError: ``record.kind`` is empty.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._closed:
+            raise SinkClosedError("record() on a closed MemorySink")
+        entry, _ = self._chain.link(redact_record(record), self.clock())
+        self.entries.append(entry)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return entry
+
+    async def aclose(self) -> None:
+        """Close the sink; later records raise. Idempotent; a checkpoint."""
+        self._closed = True
+        await trio.lowlevel.checkpoint()
+
+    def statistics(self) -> SinkStatistics:
+        """Return a snapshot of the sink's counters."""
+        return SinkStatistics(
+            recorded=len(self.entries), last_seq=self._chain.seq, closed=self._closed
+        )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<ledger.MemorySink {len(self.entries)} entries {state}>"

@@ -1,0 +1,38 @@
+"""The :class:`Sink` protocol and the statistics every stock sink reports."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import attrs
+
+from ._entry import Entry, Record
+
+
+class Sink(Protocol):
+    """Where audit entries go. Safe to use from many tasks at once."""
+
+    async def record(self, record: Record) -> Entry:
+        """Redact, chain and store ``record``; return the entry once it is as
+        durable as the sink promises. A checkpoint."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the sink's resources. Idempotent; a checkpoint."""
+        ...
+
+
+@attrs.frozen
+class SinkStatistics:
+    """A snapshot of a stock sink's counters."""
+
+    recorded: int
+    """Entries this sink has stored since it was created."""
+    last_seq: int
+    """The sequence number of the chain's last entry (0 before the first)."""
+    transactions: int = 0
+    """Committed SQLite transactions (group commit: far fewer than entries)."""
+    fsyncs: int = 0
+    """``fsync`` calls (a JSON Lines sink with ``fsync=True``; group sync)."""
+    closed: bool = False
+    """Whether ``aclose()`` was called."""
