@@ -288,8 +288,10 @@ class Pool:
             self._cancelled += 1
 
     def _count_end(self, task: Task, status: TaskStatus) -> None:
-        # Called once per task, when its run has ended (or it was dequeued by a cancel).
-        if task.status is TaskStatus.running:
+        # Called once per task, when its runner ends (a cancel may have counted it already).
+        if task.status is TaskStatus.queued:
+            self._cancel_one(task)
+        elif task.status is TaskStatus.running:
             self._running -= 1
             task.status = status
             if status is TaskStatus.finished:

@@ -136,7 +136,11 @@ async def run_task(task: Task) -> None:
     status = TaskStatus.cancelled
     try:
         with task._scope:
-            await _report(task, EventKind.task_queued)
+            # A task cancelled before its runner ran still reports that it was queued.
+            with trio.CancelScope(shield=task._scope.cancel_called) as queued:
+                if queued.shield:
+                    queued.deadline = trio.current_time() + END_TIMEOUT
+                await _report(task, EventKind.task_queued)
             await task._granted.wait()
             await _report(task, EventKind.task_started)
             status = await _execute(task)

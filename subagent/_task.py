@@ -59,21 +59,28 @@ class Task:
     """The handle of one run submitted to a :class:`Pool`.
 
     Attributes:
-      path: The task's AgentPath, an immutable tuple.
+      path: The task's AgentPath, an immutable tuple (read-only).
       name: The name of the Spec it runs.
       input: The task text (the run's one user message).
-      status: Its :class:`TaskStatus` now.
+      spec: Its Spec, after inheritance.
+      pool: The pool running it.
+      parent: The task it was submitted under, if that is a task of this pool.
+      events: Its destination stream, if any.
       call_id: The id of the tool call that delegated it, if one did.
+      status: Its :class:`TaskStatus` now.
+      children: The tasks submitted under it.
+
+    Read-only except through the pool.
     """
 
-    path: AgentPath
-    name: str
-    input: str
-    spec: Spec
-    pool: Pool
-    parent: Task | None
-    events: Stream | None
-    call_id: str | None
+    path: AgentPath = attrs.field(on_setattr=attrs.setters.frozen)
+    name: str = attrs.field(on_setattr=attrs.setters.frozen)
+    input: str = attrs.field(on_setattr=attrs.setters.frozen)
+    spec: Spec = attrs.field(on_setattr=attrs.setters.frozen)
+    pool: Pool = attrs.field(on_setattr=attrs.setters.frozen)
+    parent: Task | None = attrs.field(on_setattr=attrs.setters.frozen)
+    events: Stream | None = attrs.field(on_setattr=attrs.setters.frozen)
+    call_id: str | None = attrs.field(on_setattr=attrs.setters.frozen)
     status: TaskStatus = TaskStatus.queued
     children: list[Task] = attrs.field(factory=list)
     # The agentcore Run once started (steering and interrupts go through it).

@@ -1,0 +1,176 @@
+"""Stream (SPEC 3.3): backpressure, close semantics, the drop policy, statistics."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from subagent import Event, EventKind, Stream, StreamStatistics
+
+
+def ev(n: int) -> Event:
+    return Event((f"a/{n:04d}",), EventKind.task_queued)
+
+
+def stats(
+    stream: Stream,
+) -> tuple[int, int, int, int, bool, int, int]:
+    s = stream.statistics()
+    return (
+        s.buffered, s.sent, s.dropped, s.dropped_after_close, s.closed,
+        s.waiting_senders, s.waiting_receivers,
+    )
+
+
+async def test_send_and_receive_in_order() -> None:
+    stream = Stream(3)
+    for n in range(3):
+        await stream.send(ev(n))
+    assert stream.statistics() == StreamStatistics(
+        buffered=3, max_buffer=3, sent=3, dropped=0, dropped_after_close=0, closed=False,
+        waiting_senders=0, waiting_receivers=0,
+    )
+    assert [await stream.receive() for _ in range(3)] == [ev(0), ev(1), ev(2)]
+    with pytest.raises(trio.WouldBlock):
+        stream.receive_nowait()
+
+
+async def test_send_with_room_does_not_yield() -> None:
+    stream = Stream(10)
+    other_ran = False
+
+    async def other() -> None:
+        nonlocal other_ran
+        other_ran = True
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        for n in range(10):
+            await stream.send(ev(n))
+        assert not other_ran
+    assert other_ran
+
+
+async def test_send_checks_for_cancellation() -> None:
+    stream = Stream(10)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await stream.send(ev(1))
+    assert scope.cancelled_caught
+    assert stats(stream) == (0, 0, 0, 0, False, 0, 0)
+
+
+async def test_send_blocks_while_full_and_resumes_in_order() -> None:
+    stream = Stream(1)
+    await stream.send(ev(0))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stream.send, ev(1))
+        await trio.testing.wait_all_tasks_blocked()
+        assert stats(stream) == (1, 1, 0, 0, False, 1, 0)
+        assert await stream.receive() == ev(0)
+        assert stats(stream) == (1, 2, 0, 0, False, 0, 0)
+    assert await stream.receive() == ev(1)
+
+
+async def test_cancelled_blocked_sender_leaves_no_event() -> None:
+    stream = Stream(1)
+    await stream.send(ev(0))
+    with trio.move_on_after(1) as scope:
+        await stream.send(ev(1))
+    assert scope.cancelled_caught
+    assert stats(stream) == (1, 1, 0, 0, False, 0, 0)
+
+
+async def test_receiver_waits_for_a_send() -> None:
+    stream = Stream(0)
+    got: list[Event] = []
+
+    async def receive() -> None:
+        got.append(await stream.receive())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(receive)
+        await trio.testing.wait_all_tasks_blocked()
+        assert stats(stream) == (0, 0, 0, 0, False, 0, 1)
+        stream.send_nowait(ev(7))
+    assert got == [ev(7)]
+
+
+async def test_zero_buffer_send_waits_for_a_receiver() -> None:
+    stream = Stream(0)
+    with pytest.raises(trio.WouldBlock):
+        stream.send_nowait(ev(0))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stream.send, ev(1))
+        await trio.testing.wait_all_tasks_blocked()
+        assert stream.receive_nowait() == ev(1)
+
+
+async def test_close_releases_blocked_senders_and_drops_their_events() -> None:
+    stream = Stream(1)
+    await stream.send(ev(0))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stream.send, ev(1))
+        nursery.start_soon(stream.send, ev(2))
+        await trio.testing.wait_all_tasks_blocked()
+        stream.close()
+    assert stats(stream) == (1, 1, 0, 2, True, 0, 0)
+    assert [e async for e in stream] == [ev(0)]
+
+
+async def test_sends_after_close_are_dropped_silently() -> None:
+    stream = Stream(4)
+    await stream.send(ev(0))
+    stream.close()
+    stream.close()
+    await stream.send(ev(1))
+    stream.send_nowait(ev(2))
+    assert stats(stream) == (1, 1, 0, 2, True, 0, 0)
+
+
+async def test_consumers_end_after_draining() -> None:
+    stream = Stream(4)
+    got: list[Event] = []
+
+    async def consume() -> None:
+        async for event in stream:
+            got.append(event)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consume)
+        nursery.start_soon(consume)
+        await stream.send(ev(0))
+        await stream.send(ev(1))
+        await trio.testing.wait_all_tasks_blocked()
+        stream.close()
+    assert got == [ev(0), ev(1)]
+    with pytest.raises(trio.EndOfChannel):
+        await stream.receive()
+    with pytest.raises(trio.EndOfChannel):
+        stream.receive_nowait()
+
+
+async def test_drop_newest_counts_drops_and_never_blocks() -> None:
+    stream = Stream(2, overflow="drop_newest")
+    for n in range(5):
+        await stream.send(ev(n))
+    assert stats(stream) == (2, 2, 3, 0, False, 0, 0)
+    stream.close()
+    assert [e async for e in stream] == [ev(0), ev(1)]
+
+
+def test_invalid_arguments() -> None:
+    with pytest.raises(ValueError, match=r"^Stream buffer must be at least 0, not -1$"):
+        Stream(-1)
+    with pytest.raises(ValueError, match=r"^Stream overflow must be 'block' or 'drop_newest'"):
+        Stream(1, overflow="drop_oldest")  # type: ignore[arg-type]
+
+
+async def test_repr() -> None:
+    stream = Stream(2, overflow="drop_newest")
+    for n in range(3):
+        await stream.send(ev(n))
+    assert repr(stream) == "<subagent.Stream 2/2 buffered, sent=2, dropped=1>"
+    stream.close()
+    assert repr(stream) == "<subagent.Stream 2/2 buffered, sent=2, dropped=1 closed>"
