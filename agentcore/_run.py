@@ -398,6 +398,9 @@ class Run:
         agent = self.agent
         last_text = ""
         while True:
+            # An abort (or outside cancel) must stop the loop even if every event
+            # destination and tool so far returned without a checkpoint.
+            await trio.lowlevel.checkpoint_if_cancelled()
             if self.interrupt_requested:
                 return await self._summarise()
             if self._turn >= agent.max_turns:
