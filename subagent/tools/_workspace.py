@@ -88,7 +88,9 @@ class Workspace:
             )
         try:
             resolved = (self.root / path).resolve()
-        except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long, ...
+        except RuntimeError:  # Python 3.11 and 3.12 report a loop so, naming the full path
+            raise WorkspaceError(f"{path!r} cannot be resolved: a symlink loops") from None
+        except OSError as exc:  # a loop (3.13+), a name too long, ...
             raise WorkspaceError(f"{path!r} cannot be resolved: {_reason(exc)}") from None
         if not resolved.is_relative_to(self.root):
             raise WorkspaceError(f"{path!r} is outside the workspace")
@@ -197,7 +199,7 @@ def list_dir(workspace: Workspace, args: Mapping[str, Any]) -> str:
         raise WorkspaceError(f"{path!r} is not a directory")
     try:
         entries = sorted(
-            entry.name + ("/" if entry.is_dir() else "") for entry in os.scandir(resolved)
+            entry.name + ("/" if _is_dir(entry) else "") for entry in os.scandir(resolved)
         )
     except OSError as exc:
         raise WorkspaceError(f"{path!r} cannot be listed: {_reason(exc)}") from None
@@ -209,6 +211,13 @@ def list_dir(workspace: Workspace, args: Mapping[str, Any]) -> str:
     return "\n".join(shown)
 
 
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # a symlink loop
+        return False
+
+
 def _files(workspace: Workspace, top: Path) -> Iterator[Path]:
     """The regular files under ``top`` inside the workspace, in sorted order, skipping
     ``.git`` and not following symlinked directories."""
@@ -216,10 +225,12 @@ def _files(workspace: Workspace, top: Path) -> Iterator[Path]:
         dirnames[:] = sorted(d for d in dirnames if d != ".git")
         for name in sorted(filenames):
             path = Path(dirpath, name)
-            if path.is_symlink():
+            try:
                 target = path.resolve()
-                if not target.is_relative_to(workspace.root) or not target.is_file():
-                    continue
+            except (OSError, RuntimeError):  # a symlink loop
+                continue
+            if not target.is_relative_to(workspace.root) or not target.is_file():
+                continue
             yield path
 
 
