@@ -69,13 +69,18 @@ class ApiError:
 ContextCheck = Callable[[ApiError], bool]
 
 
+def mask(_value: object) -> str:
+    """The repr of a secret."""
+    return "'***'"
+
+
 @attrs.frozen(slots=True)
 class Endpoint:
     """Where and how one adapter talks: a name for messages, the secret to keep out of
     them, timeouts, the context-overflow rule, and an optional caller-owned client."""
 
     api: str
-    secret: str
+    secret: str = attrs.field(repr=mask)
     connect_timeout: float
     read_timeout: float
     is_context_error: ContextCheck
@@ -371,8 +376,3 @@ def event_json(event: ServerSentEvent) -> Mapping[str, Any]:
     except (ValueError, RecursionError) as exc:
         raise Malformed(f"a {event.event!r} event's data is not valid JSON ({exc})") from None
     return as_object(payload, f"a {event.event!r} event's data")
-
-
-def mask(_value: object) -> str:
-    """The repr of a secret."""
-    return "'***'"
