@@ -286,6 +286,13 @@ async def post_event_stream(
                 if response.status_code >= 400:
                     await response.aread()
                     raise _status_error(endpoint, response)
+                content_type = response.headers.get("content-type", "")
+                if not content_type.startswith("text/event-stream"):
+                    await response.aread()
+                    raise ModelError(
+                        f"{endpoint.api} API answered a streaming request with "
+                        f"{content_type or 'no content type'}, not an event stream"
+                    )
                 parser = SSEParser()
                 decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
                 chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())

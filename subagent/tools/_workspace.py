@@ -278,7 +278,7 @@ def write_file(workspace: Workspace, args: Mapping[str, Any]) -> str:
     resolved = workspace.resolve(path)
     if resolved.is_dir():
         raise WorkspaceError(f"{path!r} is a directory; cannot write a file there")
-    data = content.encode("utf-8", errors="surrogatepass")
+    data = content.encode("utf-8", errors="replace")
     try:
         resolved.parent.mkdir(parents=True, exist_ok=True)
         resolved.write_bytes(data)

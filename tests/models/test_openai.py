@@ -379,6 +379,16 @@ async def test_connection_dropped_mid_stream_is_transient(api: FakeAPI) -> None:
     )
 
 
+async def test_stream_answered_without_an_event_stream(api: FakeAPI) -> None:
+    api.replies.append(json_reply(completion({"role": "assistant", "content": "x"})))
+    with pytest.raises(ModelError) as info:
+        await model(api).stream(REQUEST, ignore)
+    assert type(info.value) is ModelError
+    assert str(info.value) == (
+        "OpenAI API answered a streaming request with application/json, not an event stream"
+    )
+
+
 async def test_stream_ending_before_finish_is_transient(api: FakeAPI) -> None:
     api.replies.append(sse_reply([chunk({"content": "Hel"})]))
     with pytest.raises(

@@ -231,6 +231,11 @@ async def test_write_file(root: Path) -> None:
         "Wrote 8 bytes to a.txt"
     )
     assert (root / "a.txt").read_text() == "via link"
+    # A lone surrogate (valid in JSON text, not in UTF-8) is written as "?".
+    assert await tools(root)["write_file"].execute('{"path": "s.txt", "content": "a\\ud800"}') == (
+        "Wrote 2 bytes to s.txt"
+    )
+    assert (root / "s.txt").read_bytes() == b"a?"
 
 
 async def test_write_file_refusals(root: Path) -> None:
