@@ -183,6 +183,11 @@ class Run:
         self._inbox.append(pending)
 
     @property
+    def ended(self) -> bool:
+        """Whether the run has ended or decided to end: steering is no longer accepted."""
+        return self._state is _State.ended
+
+    @property
     def has_pending(self) -> bool:
         """Whether messages are waiting in the inbox."""
         return bool(self._inbox)

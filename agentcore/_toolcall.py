@@ -53,10 +53,11 @@ async def run_tools(run: Run, calls: Sequence[ToolCall]) -> None:
         if j == i + 1:
             outcome = await call_tool(run, calls[i])
             run.messages.append(_result(calls[i], outcome))
+            i = j
         else:
             outcomes = await _batch(run, calls[i:j])
-            run.messages.extend(_result(c, o) for c, o in zip(calls[i:j], outcomes, strict=True))
-        i = j
+            run.messages.extend(_result(c, o) for c, o in zip(calls[i:j], outcomes, strict=False))
+            i += len(outcomes)
 
 
 def skip_calls(run: Run, calls: Sequence[ToolCall], text: str) -> None:
@@ -75,6 +76,8 @@ def _result(call: ToolCall, outcome: ToolOutcome) -> Message:
 
 
 async def _batch(run: Run, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
+    # Returns the outcomes of the calls started: a prefix of ``calls``, shorter when
+    # an interrupt or steering arrived while waiting to start one.
     outcomes: list[ToolOutcome | None] = [None] * len(calls)
     limit = run.agent.max_parallel_tools
     slots = trio.Semaphore(limit) if len(calls) > limit else None
@@ -88,13 +91,19 @@ async def _batch(run: Run, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
             if slots is not None:
                 slots.release()
 
+    started = 0
     async with trio.open_nursery() as nursery:
         for k in range(len(calls)):
             if slots is not None:
                 await slots.acquire()
+            if k and (run.interrupt_requested or run.has_pending):
+                if slots is not None:
+                    slots.release()
+                break
             # start() returns after the call's tool_start, so those come in call order.
             await nursery.start(one, k)
-    return [o for o in outcomes if o is not None]
+            started += 1
+    return [o for o in outcomes[:started] if o is not None]
 
 
 async def call_tool(

@@ -141,3 +141,22 @@ async def test_an_abort_cancels_the_whole_batch(autojump_clock: Clock) -> None:
     assert run.summary is not None
     assert run.summary.end_reason is EndReason.aborted
     assert run.messages == [Message("user", "x")]
+
+
+async def test_an_interrupt_while_waiting_for_a_slot_skips_the_rest_of_the_batch(
+    autojump_clock: Clock,
+) -> None:
+    read = RecordingTool("read", read_only=True, block=True)
+    model = ScriptedModel([reply(*["read"] * 4), "summary"])
+    run = Agent(model=model, tools=[read], max_parallel_tools=2).new_run("x")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run.run)
+        await trio.testing.wait_all_tasks_blocked()
+        run.interrupt()
+        read.release()
+    assert len(read.calls) == 2
+    assert [m.content for m in run.messages[2:6]] == [
+        "ok", "ok", "skipped: interrupted", "skipped: interrupted"
+    ]
+    assert [m.tool_call_id for m in run.messages[2:6]] == ["c0", "c1", "c2", "c3"]
