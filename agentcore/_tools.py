@@ -32,11 +32,24 @@ class Tool(Protocol):
     (default False: the tool may change things) and ``liveness`` (default opaque).
     """
 
-    name: str
-    description: str
-    parameters: Mapping[str, Any]
+    @property
+    def name(self) -> str:
+        """The name the model calls it by (unique within an agent)."""
+        ...
 
-    async def execute(self, arguments: str) -> str: ...
+    @property
+    def description(self) -> str:
+        """What it does, for the model."""
+        ...
+
+    @property
+    def parameters(self) -> Mapping[str, Any]:
+        """The JSON schema of its arguments."""
+        ...
+
+    async def execute(self, arguments: str) -> str:
+        """Run one call: JSON argument text in, result text out."""
+        ...
 
 
 def is_read_only(tool: Tool) -> bool:

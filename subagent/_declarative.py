@@ -1,0 +1,361 @@
+"""Specs from data: a TOML file or a mapping of agents and pool settings.
+
+The format::
+
+    [pool]                      # optional; every key optional
+    max_concurrent = 8
+    max_queued = 1024
+    max_depth = 4
+    max_children = 5
+    children_timeout = 30.0
+
+    [defaults]                  # optional: what agents inherit
+    model = "openai:gpt-4o-mini"
+    agent_id = "my-app"
+
+    [agents.researcher]
+    description = "Finds things out."
+    model = "anthropic:claude-sonnet-4-5"   # "openai:...", "anthropic:...", "scripted:FILE"
+    system_prompt = "You research."
+    tools = ["read_file", "grep", "subagent"]  # built-ins, the caller's own, "subagent"
+    max_turns = 10
+    timeout = 600.0
+    idle_timeout = 300.0                    # or false to disable the watchdog
+    critical = false
+    max_children = 3
+
+Tool names resolve against the caller's registry, then the workspace tools
+(``read_file``, ``list_dir``, ``grep``, ``write_file``, given a workspace root).
+``subagent`` means the delegation tool: it is added when the specs are bound to a
+pool (:meth:`SpecFile.specs_for`).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from agentcore import ChatModel, Tool
+
+from ._errors import SpecError
+from ._spec import Defaults, Spec
+
+DELEGATION_TOOL = "subagent"
+POOL_KEYS = {
+    "max_concurrent": int,
+    "max_queued": int,
+    "max_depth": int,
+    "max_children": int,
+    "children_timeout": float,
+}
+AGENT_KEYS = frozenset(
+    {
+        "description",
+        "model",
+        "system_prompt",
+        "tools",
+        "max_turns",
+        "timeout",
+        "idle_timeout",
+        "critical",
+        "max_children",
+        "agent_id",
+    }
+)
+ModelResolver = Callable[[str], ChatModel]
+
+
+class SpecFileError(SpecError):
+    """A specs file or mapping is invalid; the message names the source, agent and field."""
+
+
+@attrs.frozen
+class SpecFile:
+    """What a specs file declares: agent specs, pool settings and defaults.
+
+    Attributes:
+      source: Where it came from (the file path, or ``<mapping>``).
+      specs: The agents, in file order, without the delegation tool.
+      delegating: Names of the agents that listed the ``subagent`` tool.
+      pool: Keyword arguments for :func:`subagent.open_pool` (limits only).
+      defaults: The defaults agents inherit.
+    """
+
+    source: str
+    specs: tuple[Spec, ...]
+    delegating: frozenset[str]
+    pool: Mapping[str, int | float]
+    defaults: Defaults
+
+    def specs_for(self, delegation_tool: Tool) -> tuple[Spec, ...]:
+        """The specs, each agent that listed ``subagent`` given ``delegation_tool``."""
+        return tuple(
+            attrs.evolve(spec, tools=(*spec.tools, delegation_tool))
+            if spec.name in self.delegating
+            else spec
+            for spec in self.specs
+        )
+
+
+def load_specs(
+    path: str | Path,
+    *,
+    tools: Mapping[str, Tool] | None = None,
+    workspace: str | Path | None = None,
+    resolve_model: ModelResolver | None = None,
+) -> SpecFile:
+    """Read a TOML specs file. Reads the file (blocking; call it before the event loop or
+    in a thread); not a checkpoint.
+
+    Args:
+      path: The TOML file. ``scripted:`` model files are relative to its folder.
+      tools: Your own tools by name (they win over the built-ins).
+      workspace: The root the workspace tools are confined to; without it, naming one
+        of them is an error.
+      resolve_model: Turns a model string into a ChatModel; by default
+        ``agentcore.models.resolve_model``.
+
+    Raises:
+      SpecFileError: the file is missing or not TOML, or a field is wrong; the message
+        names the file, the agent and the field.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecFileError(f"{path}: cannot read the specs file: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecFileError(f"{path}: the specs file is not UTF-8 text") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecFileError(f"{path}: invalid TOML: {exc}") from exc
+    return specs_from_mapping(
+        data,
+        source=str(path),
+        tools=tools,
+        workspace=workspace,
+        resolve_model=resolve_model,
+        base_dir=path.parent,
+    )
+
+
+def specs_from_mapping(
+    data: Mapping[str, Any],
+    *,
+    source: str = "<mapping>",
+    tools: Mapping[str, Tool] | None = None,
+    workspace: str | Path | None = None,
+    resolve_model: ModelResolver | None = None,
+    base_dir: str | Path | None = None,
+) -> SpecFile:
+    """The same as :func:`load_specs`, from an already parsed mapping; not a checkpoint."""
+    reader = _Reader(source, tools or {}, workspace, resolve_model, base_dir)
+    return reader.read(data)
+
+
+class _Reader:
+    def __init__(
+        self,
+        source: str,
+        tools: Mapping[str, Tool],
+        workspace: str | Path | None,
+        resolve_model: ModelResolver | None,
+        base_dir: str | Path | None,
+    ) -> None:
+        self.source = source
+        self.user_tools = tools
+        self.workspace = workspace
+        self.resolve_model = resolve_model
+        self.base_dir = base_dir
+        self._workspace_tools: dict[str, Tool] | None = None
+
+    def error(self, where: str, text: str) -> SpecFileError:
+        return SpecFileError(f"{self.source}: {where}: {text}")
+
+    def read(self, data: Mapping[str, Any]) -> SpecFile:
+        if not isinstance(data, Mapping):
+            raise SpecFileError(f"{self.source}: must be a table, not {_kind(data)}")
+        unknown = sorted(set(data) - {"pool", "defaults", "agents"})
+        if unknown:
+            raise self.error(
+                f"key {unknown[0]!r}", "unknown; the top-level tables are pool, defaults, agents"
+            )
+        pool = self.pool(self.table(data, "pool", "[pool]"))
+        defaults = self.defaults(self.table(data, "defaults", "[defaults]"))
+        agents = self.table(data, "agents", "[agents]")
+        if not agents:
+            raise self.error("[agents]", "no agents are defined")
+        specs: list[Spec] = []
+        delegating: set[str] = set()
+        for name, raw in agents.items():
+            spec, delegates = self.agent(name, raw)
+            try:
+                spec.inherit(defaults)
+            except SpecError as exc:
+                raise self.error(f"agent {name!r}", str(exc)) from None
+            specs.append(spec)
+            if delegates:
+                delegating.add(name)
+        return SpecFile(self.source, tuple(specs), frozenset(delegating), pool, defaults)
+
+    def table(self, data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+        value = data.get(key, {})
+        if not isinstance(value, Mapping):
+            raise self.error(where, f"must be a table, not {_kind(value)}")
+        return value
+
+    def pool(self, table: Mapping[str, Any]) -> dict[str, int | float]:
+        settings: dict[str, int | float] = {}
+        for key, value in table.items():
+            kind = POOL_KEYS.get(key)
+            if kind is None:
+                raise self.error(
+                    f"[pool] field {key!r}", f"unknown; the fields are {', '.join(POOL_KEYS)}"
+                )
+            settings[key] = self.number(f"[pool] field {key!r}", value, kind)
+        return settings
+
+    def defaults(self, table: Mapping[str, Any]) -> Defaults:
+        unknown = sorted(set(table) - {"model", "agent_id"})
+        if unknown:
+            raise self.error(
+                f"[defaults] field {unknown[0]!r}", "unknown; the fields are model, agent_id"
+            )
+        model = None
+        if "model" in table:
+            model = self.model("[defaults] field 'model'", table["model"])
+        agent_id = self.string("[defaults] field 'agent_id'", table.get("agent_id", ""))
+        return Defaults(model=model, agent_id=agent_id)
+
+    def agent(self, name: str, raw: Any) -> tuple[Spec, bool]:
+        where = f"agent {name!r}"
+        if not isinstance(raw, Mapping):
+            raise self.error(where, f"must be a table, not {_kind(raw)}")
+        unknown = sorted(set(raw) - AGENT_KEYS)
+        if unknown:
+            raise self.error(
+                f"{where} field {unknown[0]!r}",
+                f"unknown; the fields are {', '.join(sorted(AGENT_KEYS))}",
+            )
+
+        def field(key: str) -> str:
+            return f"{where} field {key!r}"
+
+        kwargs: dict[str, Any] = {}
+        for key in ("description", "system_prompt", "agent_id"):
+            if key in raw:
+                kwargs[key] = self.string(field(key), raw[key])
+        if "model" in raw:
+            kwargs["model"] = self.model(field("model"), raw["model"])
+        if "max_turns" in raw:
+            kwargs["max_turns"] = self.number(field("max_turns"), raw["max_turns"], int)
+        if "max_children" in raw:
+            kwargs["max_children"] = self.number(field("max_children"), raw["max_children"], int)
+        if "timeout" in raw:
+            kwargs["timeout"] = self.number(field("timeout"), raw["timeout"], float)
+        if "idle_timeout" in raw:
+            value = raw["idle_timeout"]
+            kwargs["idle_timeout"] = (
+                None if value is False else self.number(field("idle_timeout"), value, float)
+            )
+        if "critical" in raw:
+            if not isinstance(raw["critical"], bool):
+                raise self.error(
+                    field("critical"), f"must be true or false, not {_kind(raw['critical'])}"
+                )
+            kwargs["critical"] = raw["critical"]
+        tools, delegates = self.tools(field("tools"), raw.get("tools", []))
+        try:
+            spec = Spec(name, tools=tools, **kwargs)
+        except (TypeError, ValueError) as exc:
+            raise self.error(where, str(exc)) from None
+        return spec, delegates
+
+    def tools(self, where: str, names: Any) -> tuple[tuple[Tool, ...], bool]:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise self.error(where, f"must be a list of tool names, not {_kind(names)}")
+        tools: list[Tool] = []
+        delegates = False
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise self.error(where, f"names tool {name!r} twice")
+            seen.add(name)
+            if name == DELEGATION_TOOL:
+                delegates = True
+            else:
+                tools.append(self.tool(where, name))
+        return tuple(tools), delegates
+
+    def tool(self, where: str, name: str) -> Tool:
+        if name in self.user_tools:
+            return self.user_tools[name]
+        builtins = self.builtin_tools()
+        if name in builtins:
+            return builtins[name]
+        if self.workspace is None and name in WORKSPACE_TOOL_NAMES:
+            raise self.error(where, f"tool {name!r} needs a workspace root, and none was given")
+        known = sorted({*self.user_tools, *builtins, *WORKSPACE_TOOL_NAMES, DELEGATION_TOOL})
+        raise self.error(where, f"unknown tool {name!r}; known tools: {', '.join(known)}")
+
+    def builtin_tools(self) -> dict[str, Tool]:
+        if self._workspace_tools is None:
+            self._workspace_tools = {}
+            if self.workspace is not None:
+                from .tools import workspace_tools
+
+                self._workspace_tools = {t.name: t for t in workspace_tools(Path(self.workspace))}
+        return self._workspace_tools
+
+    def model(self, where: str, value: Any) -> ChatModel:
+        text = self.string(where, value)
+        try:
+            if self.resolve_model is not None:
+                model = self.resolve_model(text)
+            else:
+                from agentcore.models import resolve_model
+
+                model = resolve_model(text, base_dir=self.base_dir)
+        except Exception as exc:
+            raise self.error(where, str(exc)) from exc
+        return model
+
+    def string(self, where: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise self.error(where, f"must be a string, not {_kind(value)}")
+        return value
+
+    def number(self, where: str, value: Any, kind: type) -> Any:
+        if kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise self.error(where, f"must be an integer, not {_kind(value)}")
+            if value < 1:
+                raise self.error(where, f"must be at least 1, not {value}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.error(where, f"must be a number of seconds, not {_kind(value)}")
+        if not (value > 0 and math.isfinite(value)):
+            raise self.error(where, f"must be a positive number of seconds, not {value}")
+        return float(value)
+
+
+WORKSPACE_TOOL_NAMES = ("read_file", "list_dir", "grep", "write_file")
+
+
+def _kind(value: Any) -> str:
+    names = {
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        list: "a list",
+        dict: "a table",
+    }
+    for kind, text in names.items():
+        if type(value) is kind:
+            return f"{text} ({value!r})" if kind in (str, bool, int, float) else text
+    return type(value).__name__

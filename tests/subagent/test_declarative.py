@@ -1,0 +1,153 @@
+"""Specs from TOML files and mappings; errors name the file, the agent and the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentcore import ChatModel, FunctionTool
+from agentcore.models import ReplayModel
+from agentcore.testing import ScriptedModel
+from subagent._declarative import SpecFile, SpecFileError, load_specs, specs_from_mapping
+
+MODELS: dict[str, ChatModel] = {}
+
+
+def fake_resolver(text: str) -> ChatModel:
+    if not text.startswith("fake:"):
+        raise ValueError(f"Unknown model spec {text!r}")
+    return MODELS.setdefault(text, ScriptedModel(["ok"]))
+
+
+async def noop(arguments: str) -> str:
+    return arguments
+
+
+MINE = FunctionTool("mine", "my own tool", {"type": "object"}, noop)
+
+GOOD = """
+[pool]
+max_concurrent = 2
+children_timeout = 5
+
+[defaults]
+model = "fake:default"
+
+[agents.coordinator]
+description = "Plans and delegates."
+system_prompt = "You coordinate."
+tools = ["subagent", "mine"]
+max_turns = 4
+critical = true
+
+[agents.reader]
+model = "fake:reader"
+tools = ["read_file", "grep"]
+idle_timeout = false
+timeout = 90
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "specs.toml"
+    path.write_text(text)
+    return path
+
+
+def load(tmp_path: Path, text: str, **kw: Any) -> SpecFile:
+    kw.setdefault("resolve_model", fake_resolver)
+    return load_specs(write(tmp_path, text), tools={"mine": MINE}, **kw)
+
+
+def test_loads_agents_pool_and_defaults(tmp_path: Path) -> None:
+    specs = load(tmp_path, GOOD, workspace=tmp_path)
+    assert specs.pool == {"max_concurrent": 2, "children_timeout": 5.0}
+    assert specs.defaults.model is MODELS["fake:default"]
+    coordinator, reader = specs.specs
+    assert coordinator.name == "coordinator"
+    assert coordinator.description == "Plans and delegates."
+    assert coordinator.model is None  # inherits the default when registered
+    assert coordinator.tools == (MINE,)
+    assert (coordinator.max_turns, coordinator.critical) == (4, True)
+    assert reader.model is MODELS["fake:reader"]
+    assert [t.name for t in reader.tools] == ["read_file", "grep"]
+    assert (reader.idle_timeout, reader.timeout) == (None, 90.0)
+    assert specs.delegating == frozenset({"coordinator"})
+    delegate = FunctionTool("subagent", "delegate", {"type": "object"}, noop)
+    bound = specs.specs_for(delegate)
+    assert bound[0].tools == (MINE, delegate)
+    assert bound[1] is reader
+
+
+def test_scripted_model_is_relative_to_the_file(tmp_path: Path) -> None:
+    (tmp_path / "replies.json").write_text(json.dumps([{"content": "hi"}]))
+    specs = load_specs(
+        write(tmp_path, '[agents.a]\nmodel = "scripted:replies.json"\n')
+    )
+    assert isinstance(specs.specs[0].model, ReplayModel)
+
+
+def test_same_as_mapping() -> None:
+    specs = specs_from_mapping(
+        {"agents": {"a": {"model": "fake:x", "tools": ["mine"]}}},
+        tools={"mine": MINE},
+        resolve_model=fake_resolver,
+    )
+    assert specs.source == "<mapping>"
+    assert specs.specs[0].tools == (MINE,)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[agents.a]\nmodel = "fake:x"\nmax_turns = "ten"\n',
+         "agent 'a' field 'max_turns': must be an integer, not a string ('ten')"),
+        ('[agents.a]\nmodel = "fake:x"\nmax_turns = 0\n',
+         "agent 'a' field 'max_turns': must be at least 1, not 0"),
+        ('[agents.a]\nmodel = "fake:x"\ntimeout = -1\n',
+         "agent 'a' field 'timeout': must be a positive number of seconds, not -1"),
+        ('[agents.a]\nmodel = "fake:x"\ncritical = "yes"\n',
+         "agent 'a' field 'critical': must be true or false, not a string ('yes')"),
+        ('[agents.a]\nmodel = "fake:x"\ntools = ["nope"]\n',
+         "agent 'a' field 'tools': unknown tool 'nope'; known tools: grep, list_dir, "
+         "mine, read_file, subagent, write_file"),
+        ('[agents.a]\nmodel = "fake:x"\ntools = ["read_file"]\n',
+         "agent 'a' field 'tools': tool 'read_file' needs a workspace root, and none was given"),
+        ('[agents.a]\nmodel = "fake:x"\ntools = ["mine", "mine"]\n',
+         "agent 'a' field 'tools': names tool 'mine' twice"),
+        ('[agents.a]\nmodel = "nope:x"\n',
+         "agent 'a' field 'model': Unknown model spec 'nope:x'"),
+        ('[agents.a]\nmodel = "fake:x"\ncolour = "red"\n',
+         "agent 'a' field 'colour': unknown; the fields are agent_id, critical, description, "
+         "idle_timeout, max_children, max_turns, model, system_prompt, timeout, tools"),
+        ("[agents.a]\ndescription = 'no model'\n",
+         "agent 'a': spec 'a': no model: give the spec a model or the pool a default model"),
+        ('[pool]\nmax_concurrent = 1.5\n[agents.a]\nmodel = "fake:x"\n',
+         "[pool] field 'max_concurrent': must be an integer, not a number (1.5)"),
+        ('[pool]\nworkers = 3\n[agents.a]\nmodel = "fake:x"\n',
+         "[pool] field 'workers': unknown; the fields are max_concurrent, max_queued, "
+         "max_depth, max_children, children_timeout"),
+        ("[pool]\n", "[agents]: no agents are defined"),
+        ('agents = 3\n', "[agents]: must be a table, not an integer (3)"),
+        ('[agents.a]\nmodel = "fake:x"\n[extra]\n',
+         "key 'extra': unknown; the top-level tables are pool, defaults, agents"),
+    ],
+)
+def test_errors_name_file_agent_and_field(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(SpecFileError) as info:
+        load(tmp_path, text)
+    assert str(info.value) == f"{tmp_path / 'specs.toml'}: {message}"
+
+
+def test_invalid_toml_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(SpecFileError) as info:
+        load(tmp_path, "[agents.a\n")
+    assert str(info.value).startswith(f"{tmp_path / 'specs.toml'}: invalid TOML: ")
+    with pytest.raises(SpecFileError) as info:
+        load_specs(tmp_path / "missing.toml")
+    assert str(info.value) == (
+        f"{tmp_path / 'missing.toml'}: cannot read the specs file: No such file or directory"
+    )
