@@ -81,6 +81,28 @@ def _diagnose(items: Sequence[Item], index: int, prev_hash: str) -> Problem:
     count = len(items)
     if isinstance(item, Entry) and 1 <= item.seq < seq and items[item.seq - 1] == item:
         return Problem(seq, DUPLICATED, f"entry {seq} is a copy of entry {item.seq}")
+    if isinstance(item, Entry) and index > 0 and item.seq == seq - 1:
+        before = items[index - 1]
+        if (
+            isinstance(before, Entry)
+            and item.prev_hash == before.prev_hash
+            and entry_hash(item) == item.hash
+        ):
+            # Two entries claim the same place; the one the chain goes on from is real.
+            forged = seq - 1
+            if index + 1 < count and not _sound(items[index + 1], seq, item.hash):
+                forged = seq
+            return Problem(
+                forged,
+                INSERTED,
+                f"an entry was inserted at position {forged}: two entries claim seq {seq - 1}",
+            )
+    if isinstance(item, Entry) and item.seq > seq and entry_hash(item) == item.hash:
+        for later in range(index + 1, count):
+            if _sound(items[later], seq, prev_hash):
+                return Problem(
+                    seq, REORDERED, f"entry {seq} is out of order: it is at position {later + 1}"
+                )
     if index + 1 < count and _sound(items[index + 1], seq, prev_hash):
         return Problem(
             seq, INSERTED, f"an entry was inserted at position {seq}, before the real entry {seq}"
@@ -92,7 +114,7 @@ def _diagnose(items: Sequence[Item], index: int, prev_hash: str) -> Problem:
     if item.seq == seq:
         if index == 0:
             return Problem(seq, EDITED, "entry 1 was edited: it does not start a chain")
-        if index + 1 < count and _sound(items[index + 1], seq + 1, item.hash):
+        if index + 1 == count or _sound(items[index + 1], seq + 1, item.hash):
             return Problem(
                 seq - 1,
                 EDITED,
@@ -100,11 +122,6 @@ def _diagnose(items: Sequence[Item], index: int, prev_hash: str) -> Problem:
             )
         return Problem(seq, EDITED, f"entry {seq} was edited: it does not link to entry {seq - 1}")
     if item.seq > seq:
-        for later in range(index + 1, count):
-            if _sound(items[later], seq, prev_hash):
-                return Problem(
-                    seq, REORDERED, f"entry {seq} is out of order: it is at position {later + 1}"
-                )
         if item.seq == seq + 1:
             return Problem(seq, DELETED, f"entry {seq} was deleted")
         return Problem(seq, DELETED, f"entries {seq} to {item.seq - 1} were deleted")

@@ -80,6 +80,32 @@ _SECRET_WORDS: Final = frozenset(
         "clientsecret",
     }
 )
+# Words that make a key name a property of a credential, not the credential
+# itself: "max_tokens", "token_count", "token_type", "password_length".
+_ABOUT_WORDS: Final = frozenset(
+    {
+        "count",
+        "counts",
+        "limit",
+        "limits",
+        "usage",
+        "budget",
+        "max",
+        "min",
+        "num",
+        "total",
+        "used",
+        "remaining",
+        "size",
+        "length",
+        "type",
+        "url",
+        "uri",
+        "endpoint",
+        "expiry",
+        "expires",
+    }
+)
 _SECRET_PAIRS: Final = frozenset({("api", "key"), ("access", "key"), ("private", "key")})
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _NON_WORD = re.compile(r"[^a-z0-9]+")
@@ -112,7 +138,7 @@ _NOT_SECRETS: Final = frozenset({"", "null", "true", "false", "none", REDACTED})
 def _key_class(key: str) -> int:
     """Classify a key: 2 names a credential, 1 is named ``...key``, 0 is neither."""
     words = [w for w in _NON_WORD.split(_CAMEL.sub(r"\1_\2", key).lower()) if w]
-    if not words:
+    if not words or any(w in _ABOUT_WORDS for w in words):
         return 0
     if any(w in _SECRET_WORDS for w in words) or "".join(words) in _SECRET_WORDS:
         return 2

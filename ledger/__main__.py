@@ -1,0 +1,104 @@
+"""The ``python -m ledger`` command line: verify, repair, tail and query ledgers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from ._encoding import entry_to_dict
+from ._entry import Entry
+from ._errors import LedgerError
+from ._format import format_entry
+from ._query import query, tail
+from ._verify import repair, verify
+
+EXIT_OK = 0
+"""The ledger is sound (or the command succeeded)."""
+EXIT_BAD = 1
+"""The ledger is not sound; the message names the first bad entry."""
+EXIT_ERROR = 2
+"""The ledger could not be read, or the command line is wrong."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ledger", description="Check and read audit ledgers (JSONL or SQLite)."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("verify", help="check the hash chain; exit 1 if it is broken")
+    check.add_argument("file")
+    fix = commands.add_parser("repair", help="remove a torn last line (JSONL); nothing else")
+    fix.add_argument("file")
+    show = commands.add_parser("tail", help="show the last entries")
+    show.add_argument("file")
+    show.add_argument("-n", type=int, default=10, metavar="N", help="how many (default 10)")
+    find = commands.add_parser("query", help="show the entries matching every filter")
+    find.add_argument("file")
+    find.add_argument(
+        "--path",
+        action="append",
+        default=None,
+        metavar="SEGMENT",
+        help="AgentPath prefix, one segment per --path, outermost first",
+    )
+    find.add_argument("--run", help="run id")
+    find.add_argument("--kind", help="entry kind, e.g. tool_request")
+    find.add_argument("--since", help="at or after this UTC time (ISO-8601)")
+    find.add_argument("--until", help="before this UTC time (ISO-8601)")
+    find.add_argument("--limit", type=int, help="at most this many")
+    for sub in (show, find):
+        sub.add_argument("--json", action="store_true", help="one JSON object per line")
+        sub.add_argument("--full", action="store_true", help="do not shorten long values")
+    return parser
+
+
+def _show(entries: Sequence[Entry], *, as_json: bool, full: bool) -> None:
+    for entry in entries:
+        if as_json:
+            print(json.dumps(entry_to_dict(entry), ensure_ascii=False))
+        else:
+            print(format_entry(entry, width=None if full else 200))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 sound, 1 not sound, 2 error)."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "verify":
+            report = verify(args.file)
+            print(report.message, file=sys.stdout if report.ok else sys.stderr)
+            return EXIT_OK if report.ok else EXIT_BAD
+        if args.command == "repair":
+            before = verify(args.file)
+            report = repair(args.file)
+            if before.ok:
+                print(f"{report.message}; nothing to repair")
+            elif report.ok:
+                print(f"removed a torn last line of {before.torn_bytes} bytes; {report.message}")
+            else:
+                print(f"cannot repair: {report.message}", file=sys.stderr)
+                return EXIT_BAD
+            return EXIT_OK
+        if args.command == "tail":
+            _show(tail(args.file, args.n), as_json=args.json, full=args.full)
+            return EXIT_OK
+        entries = query(
+            args.file,
+            path_prefix=args.path,
+            run_id=args.run,
+            kind=args.kind,
+            since=args.since,
+            until=args.until,
+            limit=args.limit,
+        )
+        _show(entries, as_json=args.json, full=args.full)
+        return EXIT_OK
+    except LedgerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())
