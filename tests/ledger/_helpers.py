@@ -43,3 +43,15 @@ records = st.builds(
     duration=st.none() | st.floats(min_value=0, max_value=1e6),
     data=st.dictionaries(st.text(max_size=8), scalars, max_size=3),
 )
+
+
+class Ticking:
+    """A clock whose every reading is one second after the last, from midnight."""
+
+    def __init__(self) -> None:
+        self.readings = 0
+
+    def __call__(self) -> str:
+        self.readings += 1
+        minutes, seconds = divmod(self.readings, 60)
+        return f"2025-01-02T00:{minutes:02d}:{seconds:02d}.000000Z"

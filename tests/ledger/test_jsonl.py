@@ -1,0 +1,212 @@
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+import trio
+
+import ledger._jsonl
+from ledger import (
+    JsonlSink,
+    Record,
+    SinkClosedError,
+    SinkError,
+    SinkStatistics,
+    decode_line,
+    repair,
+    verify,
+)
+
+from ._helpers import fixed_clock
+
+
+async def record_many(sink: JsonlSink, tasks: int, each: int) -> None:
+    async def writer(task: int) -> None:
+        for n in range(each):
+            await sink.record(Record("tool_request", f"run-{task}", call_id=str(n)))
+
+    async with trio.open_nursery() as nursery:
+        for task in range(tasks):
+            nursery.start_soon(writer, task)
+
+
+async def test_no_io_until_the_first_record(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path, clock=fixed_clock)
+    assert not path.exists()
+    assert repr(sink) == f"<ledger.JsonlSink {str(path)!r} seq=0 unopened>"
+    entry = await sink.record(Record("prompt", arguments="hi"))
+    assert decode_line(path.read_bytes()) == entry
+    assert repr(sink) == f"<ledger.JsonlSink {str(path)!r} seq=1 open>"
+    await sink.aclose()
+    assert repr(sink) == f"<ledger.JsonlSink {str(path)!r} seq=1 closed>"
+
+
+async def test_concurrent_tasks_write_one_chain(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path)
+    await record_many(sink, 100, 50)
+    await sink.aclose()
+    report = verify(path)
+    assert (report.ok, report.entries) == (True, 5000)
+    assert sink.statistics() == SinkStatistics(recorded=5000, last_seq=5000, closed=True)
+    lines = path.read_bytes().split(b"\n")
+    mine = [e.call_id for e in map(decode_line, lines[:-1]) if e.run_id == "run-7"]
+    assert mine == [str(n) for n in range(50)]
+
+
+async def test_fsync_is_shared_by_concurrent_records(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path, fsync=True)
+    await record_many(sink, 100, 1)
+    # The first record syncs alone; the 99 written meanwhile share the second.
+    assert sink.statistics() == SinkStatistics(recorded=100, last_seq=100, fsyncs=2)
+    await sink.aclose()
+    assert verify(path).ok
+
+
+async def test_reopening_continues_the_chain(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    first = JsonlSink(path)
+    await record_many(first, 1, 3)
+    await first.aclose()
+    second = JsonlSink(path)
+    entry = await second.record(Record("run_end"))
+    await second.aclose()
+    assert entry.seq == 4
+    assert verify(path).entries == 4
+    assert verify(path).ok
+
+
+async def test_reopening_a_torn_file_is_refused_until_repaired(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path)
+    await record_many(sink, 1, 2)
+    await sink.aclose()
+    with path.open("ab") as file:
+        file.write(b'{"seq":3,"ti')
+    with pytest.raises(SinkError) as info:
+        await JsonlSink(path).record(Record("prompt"))
+    assert str(info.value) == (
+        f"cannot record to ledger {path}: it ends with a torn line (12 bytes after the last"
+        f" newline); run `python -m ledger repair {path}` first"
+    )
+    assert repair(path).ok
+    again = JsonlSink(path)
+    assert (await again.record(Record("prompt"))).seq == 3
+    await again.aclose()
+
+
+async def test_reopening_after_the_last_entry_was_edited_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path)
+    await record_many(sink, 1, 2)
+    await sink.aclose()
+    path.write_bytes(path.read_bytes().replace(b'"call_id":"1"', b'"call_id":"9"'))
+    with pytest.raises(SinkError) as info:
+        await JsonlSink(path).record(Record("prompt"))
+    assert str(info.value) == (
+        f"cannot record to ledger {path}: its last entry (seq 2) does not match its hash;"
+        f" run `python -m ledger verify {path}`"
+    )
+
+
+async def test_unopenable_path_raises_a_sink_error(tmp_path: Path) -> None:
+    path = tmp_path / "missing-dir" / "audit.jsonl"
+    with pytest.raises(SinkError) as info:
+        await JsonlSink(path).record(Record("prompt"))
+    assert str(info.value) == (
+        f"cannot record to ledger {path}: [Errno 2] No such file or directory"
+    )
+    assert (info.value.path, info.value.cause) == (
+        str(path),
+        "[Errno 2] No such file or directory",
+    )
+
+
+async def test_full_disk_raises_a_sink_error() -> None:
+    sink = JsonlSink("/dev/full")
+    with pytest.raises(SinkError) as info:
+        await sink.record(Record("prompt"))
+    assert (
+        str(info.value) == "cannot record to ledger /dev/full: [Errno 28] No space left on device"
+    )
+    assert sink.statistics().last_seq == 0
+    await sink.aclose()
+
+
+async def test_failed_write_loses_nothing_recorded_and_leaves_no_partial_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path)
+    recorded = [await sink.record(Record("prompt", call_id=str(n))) for n in range(3)]
+    real_write = os.write
+
+    def half_then_full(fd: int, data: bytes) -> int:
+        if len(data) > 40:
+            return real_write(fd, data[:40])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ledger._jsonl, "_write", half_then_full)
+    with pytest.raises(SinkError, match=r"\[Errno 28\] No space left on device$"):
+        await sink.record(Record("tool_request"))
+    monkeypatch.setattr(ledger._jsonl, "_write", real_write)
+    recorded.append(await sink.record(Record("run_end")))
+    await sink.aclose()
+    assert [e.seq for e in recorded] == [1, 2, 3, 4]
+    assert [decode_line(line) for line in path.read_bytes().splitlines()] == recorded
+    assert verify(path).ok
+
+
+async def test_unremovable_partial_line_breaks_the_sink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path)
+    await sink.record(Record("prompt"))
+    real_write = os.write
+
+    def cannot_truncate(fd: int, length: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    def ten_then_full(fd: int, data: bytes) -> int:
+        if len(data) > 10:
+            return real_write(fd, data[:10])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ledger._jsonl, "_write", ten_then_full)
+    monkeypatch.setattr(os, "ftruncate", cannot_truncate)
+    with pytest.raises(SinkError):
+        await sink.record(Record("tool_request"))
+    monkeypatch.setattr(ledger._jsonl, "_write", real_write)
+    with pytest.raises(SinkError) as info:
+        await sink.record(Record("tool_request"))
+    assert info.value.cause == (
+        "[Errno 28] No space left on device, and a partly written line could not be removed"
+        f" ([Errno 5] Input/output error); run `python -m ledger repair {path}`"
+    )
+    await sink.aclose()
+    assert verify(path).problem == "torn last line"
+
+
+async def test_closed_sink_refuses_records(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path)
+    await sink.record(Record("prompt"))
+    await sink.aclose()
+    await sink.aclose()
+    with pytest.raises(SinkClosedError) as info:
+        await sink.record(Record("prompt"))
+    assert str(info.value) == f"record() on a closed JsonlSink ({path})"
+
+
+async def test_close_before_open_creates_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path, fsync=True)
+    await sink.aclose()
+    with pytest.raises(SinkClosedError):
+        await sink.record(Record("prompt"))
+    assert not path.exists()
