@@ -16,7 +16,7 @@ from ._errors import SinkClosedError, SinkError
 from ._jsonl_file import scan_end
 from ._oserror import describe
 from ._redact import redact_record
-from ._sink import SinkStatistics
+from ._sink import SinkStatistics, to_path
 
 # Indirection so tests can simulate a full disk.
 _write = os.write
@@ -83,7 +83,7 @@ class JsonlSink:
       clock: Returns the time of each entry (UTC ISO-8601 ending in ``Z``).
     """
 
-    path: str = attrs.field(converter=os.fspath)
+    path: str = attrs.field(converter=to_path)
     fsync: bool = attrs.field(default=False, kw_only=True)
     clock: Callable[[], str] = attrs.field(default=utc_now, kw_only=True)
     _fd: int | None = attrs.field(default=None, init=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Protocol
 
 import attrs
@@ -20,6 +21,11 @@ class Sink(Protocol):
     async def aclose(self) -> None:
         """Release the sink's resources. Idempotent; a checkpoint."""
         ...
+
+
+def to_path(path: str | os.PathLike[str]) -> str:
+    """Return a sink's path argument as a str."""
+    return os.fspath(path)
 
 
 @attrs.frozen

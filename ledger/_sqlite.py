@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -20,7 +19,7 @@ from ._errors import SinkClosedError, SinkError
 from ._oserror import describe
 from ._query import query
 from ._redact import redact_record
-from ._sink import SinkStatistics
+from ._sink import SinkStatistics, to_path
 from ._sqlite_store import INSERT, connect, last_entry, to_row
 
 
@@ -57,7 +56,7 @@ class SqliteSink:
       clock: Returns the time of each entry (UTC ISO-8601 ending in ``Z``).
     """
 
-    path: str = attrs.field(converter=os.fspath)
+    path: str = attrs.field(converter=to_path)
     fsync: bool = attrs.field(default=False, kw_only=True)
     busy_timeout: float = attrs.field(default=5.0, kw_only=True)
     clock: Callable[[], str] = attrs.field(default=utc_now, kw_only=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import strategies as st
 
 from ledger import Chain, Entry, Record, encode_entry
@@ -55,3 +57,7 @@ class Ticking:
         self.readings += 1
         minutes, seconds = divmod(self.readings, 60)
         return f"2025-01-02T00:{minutes:02d}:{seconds:02d}.000000Z"
+
+
+def exists(path: str | os.PathLike[str]) -> bool:
+    return os.path.exists(path)

@@ -9,8 +9,9 @@ import trio
 
 import ledger._sqlite
 from ledger import Record, SinkClosedError, SinkError, SqliteSink, query, verify
+from ledger._sqlite_store import connect as real_connect
 
-from ._helpers import Ticking
+from ._helpers import Ticking, exists
 
 
 async def record_many(sink: SqliteSink, tasks: int, each: int) -> list[int]:
@@ -34,7 +35,7 @@ def db(tmp_path: Path) -> Iterator[Path]:
 
 async def test_no_io_until_the_first_record(db: Path) -> None:
     sink = SqliteSink(db)
-    assert not db.exists()
+    assert not exists(db)
     assert repr(sink) == f"<ledger.SqliteSink {str(db)!r} seq=0 unopened>"
     entry = await sink.record(Record("prompt", arguments="hi"))
     assert repr(sink) == f"<ledger.SqliteSink {str(db)!r} seq=1 open>"
@@ -113,8 +114,6 @@ async def test_locked_database_message(db: Path) -> None:
 async def test_full_database_raises_and_loses_nothing(
     db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_connect = ledger._sqlite.connect
-
     def small_connect(path: str, *, fsync: bool, timeout: float) -> sqlite3.Connection:
         conn = real_connect(path, fsync=fsync, timeout=timeout)
         conn.execute("PRAGMA max_page_count = 12")
