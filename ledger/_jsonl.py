@@ -66,7 +66,7 @@ def _open_file(path: str) -> tuple[int, Chain, int]:
         raise
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class JsonlSink:
     """A sink appending one chained entry a line to a JSON Lines file.
 

@@ -15,7 +15,7 @@ from ._redact import redact_record
 from ._sink import SinkStatistics
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class MemorySink:
     """A sink that keeps entries in memory, in order, in :attr:`entries`.
 

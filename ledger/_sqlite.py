@@ -23,7 +23,7 @@ from ._sink import SinkStatistics, to_path
 from ._sqlite_store import INSERT, connect, last_entry, to_row
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class _Batch:
     """Entries committed in one transaction, and how that went."""
 
@@ -36,7 +36,7 @@ class _Batch:
     """The last committed entry's seq and hash, when the batch failed."""
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class SqliteSink:
     """A sink storing entries in an SQLite database (stdlib ``sqlite3``, WAL).
 

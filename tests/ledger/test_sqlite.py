@@ -8,7 +8,7 @@ import pytest
 import trio
 
 import ledger._sqlite
-from ledger import Record, SinkClosedError, SinkError, SqliteSink, query, verify
+from ledger import Record, SinkClosedError, SinkError, SqliteSink, query, tail, verify
 from ledger._sqlite_store import connect as real_connect
 
 from ._helpers import Ticking, exists
@@ -181,3 +181,4 @@ async def test_queries_by_path_run_kind_and_time(db: Path) -> None:
     ] == [2, 3]
     assert [e.seq for e in await sink.query(kind="prompt", limit=2)] == [1, 3]
     await sink.aclose()
+    assert [e.seq for e in tail(db, 2)] == [4, 5]
