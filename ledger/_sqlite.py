@@ -162,11 +162,13 @@ class SqliteSink:
         """
         if not self._closed:
             self._closed = True
-            if self._thread is not None:
-                with self._lock:
-                    self._closing = True
-                    self._wakeup.notify()
-                with trio.CancelScope(shield=True):
+            with trio.CancelScope(shield=True):
+                async with self._open_lock:  # let an opening finish, then stop it
+                    pass
+                if self._thread is not None:
+                    with self._lock:
+                        self._closing = True
+                        self._wakeup.notify()
                     await self._stopped.wait()
         await trio.lowlevel.checkpoint()
 

@@ -100,6 +100,11 @@ def verify(path: str | os.PathLike[str]) -> VerifyReport:
       there. A last line cut short by a crash is reported as ``"torn last
       line"``, never as tampering.
 
+    A hash chain without a key cannot show entries cut from its end, or
+    forged ones appended by someone who recomputes the hashes: to detect
+    that, keep ``report.head`` (the last entry's hash) somewhere else and
+    compare.
+
     Raises:
       VerifyError: The file cannot be read, or is a database but not a ledger.
     """

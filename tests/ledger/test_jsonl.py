@@ -60,9 +60,11 @@ async def test_concurrent_tasks_write_one_chain(tmp_path: Path) -> None:
 async def test_fsync_is_shared_by_concurrent_records(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     sink = JsonlSink(path, fsync=True)
+    await sink.record(Record("prompt"))
     await record_many(sink, 100, 1)
-    # The first record syncs alone; the 99 written meanwhile share the second.
-    assert sink.statistics() == SinkStatistics(recorded=100, last_seq=100, fsyncs=2)
+    # Of the 100 concurrent records the first syncs alone; the 99 written
+    # meanwhile share the next fsync.
+    assert sink.statistics() == SinkStatistics(recorded=101, last_seq=101, fsyncs=3)
     await sink.aclose()
     assert verify(path).ok
 
@@ -210,3 +212,24 @@ async def test_close_before_open_creates_nothing(tmp_path: Path) -> None:
     with pytest.raises(SinkClosedError):
         await sink.record(Record("prompt"))
     assert not path.exists()
+
+
+async def test_failed_fsync_raises_a_sink_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path, fsync=True)
+
+    def broken_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(ledger._jsonl, "_fsync", broken_fsync)
+    with pytest.raises(SinkError) as info:
+        await sink.record(Record("prompt"))
+    assert str(info.value) == (
+        f"cannot record to ledger {path}: fsync failed: [Errno 5] Input/output error"
+    )
+    monkeypatch.setattr(ledger._jsonl, "_fsync", os.fsync)
+    assert (await sink.record(Record("run_end"))).seq == 2
+    assert sink.statistics().fsyncs == 1
+    await sink.aclose()
