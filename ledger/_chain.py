@@ -31,7 +31,7 @@ class Chain:
           The entry and its canonical body (see :mod:`ledger._encoding`).
 
         Raises:
-          ValueError: ``record.kind`` is empty.
+          ValueError: ``record.kind`` is empty or ``record.duration`` is not finite.
           TypeError: A field of ``record`` cannot be encoded.
         """
         if not record.kind:

@@ -53,7 +53,7 @@ _TEXT: Final = ("time", "kind", "run_id", "agent_id", "prev_hash", "hash")
 _quote = json.encoder.encode_basestring
 _c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 _SORTED_JSON: Final = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
 
 
@@ -63,7 +63,7 @@ def _pysorted_json(value: object) -> str:
 
 if _c_make_encoder is not None:
     _c_sorted = _c_make_encoder(
-        None, _SORTED_JSON.default, _quote, None, ":", ",", True, False, True
+        None, _SORTED_JSON.default, _quote, None, ":", ",", True, False, False
     )
 
     def sorted_json(value: object) -> str:
@@ -110,6 +110,8 @@ def _number(value: float | None) -> str:
         return "null"
     if type(value) is float and math.isfinite(value):
         return float.__repr__(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"an entry's duration must be finite, not {value!r}")
     return sorted_json(value)
 
 
@@ -124,6 +126,7 @@ def canonical_body(seq: int, time: str, content: Content, prev_hash: str) -> str
 
     Raises:
       TypeError: A field has a type the encoding does not allow.
+      ValueError: ``duration`` is not finite.
     """
     q = _quote
     c = content

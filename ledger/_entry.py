@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import types
 from collections.abc import Iterable, Mapping
 from typing import TypeAlias
@@ -23,6 +24,7 @@ def freeze_data(data: Mapping[str, Scalar]) -> Mapping[str, Scalar]:
 
     Raises:
       TypeError: A key is not a str or a value is not str, int, float, bool or None.
+      ValueError: A float value is not finite (JSON cannot hold it).
     """
     if not data:
         return _EMPTY
@@ -30,6 +32,8 @@ def freeze_data(data: Mapping[str, Scalar]) -> Mapping[str, Scalar]:
     for key, value in copy.items():
         if not isinstance(key, str):
             raise TypeError(f"entry data keys must be str, not {type(key).__name__}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"entry data value for {key!r} must be finite, not {value!r}")
         if not isinstance(value, _SCALARS):
             raise TypeError(
                 f"entry data value for {key!r} must be str, int, float, bool or None,"

@@ -27,7 +27,11 @@ def jsonl_bytes(entries: list[Entry]) -> bytes:
 texts = st.text(max_size=20)
 optional_texts = st.none() | texts
 scalars = (
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=10)
 )
 records = st.builds(
     Record,

@@ -78,10 +78,13 @@ def test_non_ascii_and_surrogates_encode() -> None:
     assert decode_line(line.encode("utf-8", "surrogatepass")) == entry
 
 
-def test_non_finite_duration_round_trips() -> None:
-    [entry] = chain_of([Record("tool_result", duration=math.inf)])
-    assert '"duration":Infinity' in encode_entry(entry)
-    assert decode_line(encode_entry(entry)).duration == math.inf
+def test_non_finite_numbers_are_refused() -> None:
+    chain = Chain()
+    with pytest.raises(ValueError, match=r"^an entry's duration must be finite, not inf$"):
+        chain.link(Record("tool_result", duration=math.inf), TIME)
+    assert chain.seq == 0
+    with pytest.raises(ValueError, match=r"^entry data value for 'x' must be finite, not nan$"):
+        Record("run_end", data={"x": math.nan})
 
 
 def test_record_freezes_data_and_path() -> None:
