@@ -125,7 +125,7 @@ async def test_close_unblocks_a_blocked_submit(autojump_clock: Clock) -> None:
         async with trio.open_nursery() as nursery:
 
             async def blocked() -> None:
-                with pytest.raises(PoolClosedError, match="^the pool is closed"):
+                with pytest.raises(PoolClosedError, match=r"^the pool is closed"):
                     await pool.submit("a", "3")
 
             nursery.start_soon(blocked)
@@ -156,7 +156,7 @@ async def test_submit_checks_in_order() -> None:
             await pool.submit("a", "x", parent_path=("a/1",))
         assert str(closed.value) == "the pool is closed: it accepts no new tasks"
         pool.cancel()
-        with pytest.raises(PoolClosedError, match="^the pool was cancelled"):
+        with pytest.raises(PoolClosedError, match=r"^the pool was cancelled"):
             pool.submit_nowait("a", "x")
     assert counts(pool.statistics()) == (0, 0, 0, 0, 0, 0)
 
