@@ -8,7 +8,7 @@ import pytest
 
 from fuzz._runner import run_hypothesis
 
-HARNESSES = ["fuzz.fuzz_sse", "fuzz.fuzz_model_responses"]
+HARNESSES = ["fuzz.fuzz_sse", "fuzz.fuzz_model_responses", "fuzz.fuzz_ledger_verify"]
 
 
 @pytest.mark.parametrize("name", HARNESSES)
