@@ -1,0 +1,1 @@
+"""Benchmarks: this library against bare trio, in the same process run."""

@@ -1,0 +1,312 @@
+"""The workloads W1-W5: each for subagent and for a hand-written bare-trio equivalent.
+
+Every function runs its workload in fresh ``trio.run`` calls and returns a
+:class:`Measure` (the best of a few repeats).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import trio
+
+import subagent
+from agentcore import FunctionTool, Message, ModelRequest, ModelResponse, ToolCall, Usage
+from ledger import MemorySink
+
+from ._timing import Measure, timed
+
+# -- shared pieces ---------------------------------------------------------------------
+
+
+async def echo(arguments: str) -> str:
+    """The trivial async echo tool."""
+    return arguments
+
+
+ECHO = FunctionTool("echo", "Echo the arguments.", {"type": "object"}, echo, read_only=True)
+CALL_ECHO = Message("assistant", "", tool_calls=(ToolCall("c1", "echo", '{"x": 1}'),))
+FINAL = Message("assistant", "done")
+
+
+class TwoStepModel:
+    """A model that yields once per call: first a tool call, then the final text."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await trio.lowlevel.checkpoint()
+        if request.messages[-1].role == "user":
+            return ModelResponse(CALL_ECHO, "tool_calls", Usage(10, 5))
+        return ModelResponse(FINAL, "stop", Usage(10, 5))
+
+
+class BlockingModel:
+    """A model whose every call blocks until cancelled."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+# -- W1 fan-out ----------------------------------------------------------------------
+
+
+def w1_pool(runs: int) -> Measure:
+    async def main() -> int:
+        stream: subagent.Stream = subagent.Stream(64)
+        seen = 0
+
+        async def consume() -> None:
+            nonlocal seen
+            async for _ in stream:
+                seen += 1
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            async with subagent.open_pool(
+                max_concurrent=8,
+                max_queued=runs,
+                events=stream,
+                defaults=subagent.Defaults(model=TwoStepModel(), audit=MemorySink()),
+            ) as pool:
+                pool.register(subagent.Spec("worker", tools=(ECHO,)))
+                for i in range(runs):
+                    await pool.submit("worker", f"task {i}")
+            stats = pool.statistics()
+            assert stats.finished == runs, stats
+            stream.close()
+        assert seen >= runs * 6
+        return runs
+
+    return timed(main)
+
+
+def w1_bare(runs: int) -> Measure:
+    async def main() -> int:
+        send, receive = trio.open_memory_channel[tuple[str, int]](64)
+        limiter = trio.CapacityLimiter(8)
+        seen = 0
+
+        async def consume() -> None:
+            nonlocal seen
+            async for _ in receive:
+                seen += 1
+
+        async def one(i: int) -> None:
+            async with limiter:
+                await send.send(("start", i))
+                await trio.lowlevel.checkpoint()  # model call 1
+                await send.send(("response", i))
+                await send.send(("tool_start", i))
+                await echo('{"x": 1}')
+                await send.send(("tool_end", i))
+                await trio.lowlevel.checkpoint()  # model call 2
+                await send.send(("response", i))
+                await send.send(("end", i))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            async with trio.open_nursery() as runners:
+                for i in range(runs):
+                    runners.start_soon(one, i)
+            await send.aclose()
+        assert seen == runs * 6
+        return runs
+
+    return timed(main)
+
+
+# -- W2 stream throughput ---------------------------------------------------------------
+
+
+def w2_stream(events: int) -> Measure:
+    async def main() -> int:
+        stream: subagent.Stream = subagent.Stream(64)
+        seen = 0
+
+        async def consume() -> None:
+            nonlocal seen
+            async for _ in stream:
+                seen += 1
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            for i in range(events):
+                await stream.send(i)  # type: ignore[arg-type]
+            stream.close()
+        assert seen == events
+        return events
+
+    return timed(main)
+
+
+def w2_channel(events: int) -> Measure:
+    async def main() -> int:
+        send, receive = trio.open_memory_channel[int](64)
+        seen = 0
+
+        async def consume() -> None:
+            nonlocal seen
+            async for _ in receive:
+                seen += 1
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            async with send:
+                for i in range(events):
+                    await send.send(i)
+        assert seen == events
+        return events
+
+    return timed(main)
+
+
+def w2_channel_nowait(events: int) -> Measure:
+    async def main() -> int:
+        send, receive = trio.open_memory_channel[int](64)
+        seen = 0
+
+        async def consume() -> None:
+            nonlocal seen
+            while True:
+                try:
+                    receive.receive_nowait()
+                except trio.WouldBlock:
+                    try:
+                        await receive.receive()
+                    except trio.EndOfChannel:
+                        return
+                except trio.EndOfChannel:
+                    return
+                seen += 1
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            async with send:
+                for i in range(events):
+                    try:
+                        send.send_nowait(i)
+                    except trio.WouldBlock:
+                        await send.send(i)
+        assert seen == events
+        return events
+
+    return timed(main)
+
+
+# -- W3 cancel latency --------------------------------------------------------------------
+
+
+def _cancel_latency(body: Any) -> Measure:
+    best = float("inf")
+    count = 0
+    for _ in range(3):
+        count, elapsed = trio.run(body)
+        best = min(best, elapsed)
+    return Measure(best, count)
+
+
+def w3_pool(runs: int) -> Measure:
+    async def main() -> tuple[int, float]:
+        async with subagent.open_pool(
+            max_concurrent=runs, max_queued=runs,
+            defaults=subagent.Defaults(model=BlockingModel()),
+        ) as pool:
+            pool.register(subagent.Spec("blocked", idle_timeout=None))
+            for i in range(runs):
+                await pool.submit("blocked", f"task {i}")
+            await trio.testing.wait_all_tasks_blocked()
+            assert pool.statistics().running == runs
+            start = time.perf_counter()
+            pool.cancel()
+        elapsed = time.perf_counter() - start
+        assert pool.statistics().cancelled == runs
+        return runs, elapsed
+
+    return _cancel_latency(main)
+
+
+def w3_bare(runs: int) -> Measure:
+    async def main() -> tuple[int, float]:
+        model = BlockingModel()
+        request = ModelRequest((Message("user", "x"),))
+        async with trio.open_nursery() as nursery:
+            for _ in range(runs):
+                nursery.start_soon(model.complete, request)
+            await trio.testing.wait_all_tasks_blocked()
+            start = time.perf_counter()
+            nursery.cancel_scope.cancel()
+        return runs, time.perf_counter() - start
+
+    return _cancel_latency(main)
+
+
+# -- W5 nesting ---------------------------------------------------------------------------
+
+
+class DelegatingModel:
+    """Top level: delegate to two children in one turn, then answer; children answer."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await trio.lowlevel.checkpoint()
+        last = request.messages[-1]
+        if last.role == "user" and request.tools:
+            calls = tuple(
+                ToolCall(f"d{k}", "subagent", f'{{"agent": "child", "task": "part {k}"}}')
+                for k in range(2)
+            )
+            return ModelResponse(Message("assistant", "", tool_calls=calls), "tool_calls")
+        return ModelResponse(FINAL, "stop", Usage(10, 5))
+
+
+def w5_pool(runs: int) -> Measure:
+    async def main() -> int:
+        async with subagent.open_pool(
+            max_concurrent=8, max_queued=runs, max_depth=2,
+            defaults=subagent.Defaults(model=DelegatingModel(), audit=MemorySink()),
+        ) as pool:
+            pool.register(subagent.Spec("child"))
+            pool.register(subagent.Spec("top", tools=(subagent.SubagentTool(pool),)))
+            for i in range(runs):
+                await pool.submit("top", f"task {i}")
+        assert pool.statistics().finished == runs * 3, pool.statistics()
+        return runs
+
+    return timed(main)
+
+
+def w5_bare(runs: int) -> Measure:
+    async def main() -> int:
+        limiter = trio.CapacityLimiter(8)
+        send, receive = trio.open_memory_channel[tuple[str, int]](64)
+
+        async def drain() -> None:
+            async for _ in receive:
+                pass
+
+        async def child(i: int) -> None:
+            async with limiter:
+                await send.send(("start", i))
+                await trio.lowlevel.checkpoint()
+                await send.send(("end", i))
+
+        async def top(i: int) -> None:
+            async with limiter:
+                await send.send(("start", i))
+                await trio.lowlevel.checkpoint()
+            async with trio.open_nursery() as children:
+                children.start_soon(child, i)
+                children.start_soon(child, i)
+            async with limiter:
+                await trio.lowlevel.checkpoint()
+                await send.send(("end", i))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain)
+            async with trio.open_nursery() as tops:
+                for i in range(runs):
+                    tops.start_soon(top, i)
+            await send.aclose()
+        return runs
+
+    return timed(main)
