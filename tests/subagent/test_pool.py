@@ -10,7 +10,6 @@ import trio.testing
 from agentcore import EndReason, ModelError, ModelRequest, RunSummary
 from agentcore.testing import Blocked, Delayed, ScriptedModel
 from subagent import (
-    Event,
     MaxDepthError,
     PoolClosedError,
     PoolStatistics,
@@ -412,7 +411,3 @@ async def test_model_request_sees_the_task_verbatim() -> None:
         pool.register(Spec("a", model=ScriptedModel(script)))
         await (await pool.submit("a", "  exact\ntext  ")).wait()
     assert seen[0].messages[-1].content == "  exact\ntext  "
-
-
-def _unused(_: Event) -> None:
-    pass
