@@ -1,0 +1,126 @@
+"""``subagent demo``: a small delegation tree on scripted models, fully offline.
+
+A coordinator hands three tasks to subagents; the researcher delegates further to a
+fact checker; the reader uses the workspace tools on a bundled sample directory.
+Every model call takes a moment (real time) so the live tree can be watched. The
+run is audited to a ledger file, which is verified at the end.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TextIO
+
+from agentcore import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from agentcore.testing import Delayed, ScriptedModel, ScriptItem
+
+from ._declarative import SpecFile
+from ._spec import Defaults, Spec
+from .tools import workspace_tools
+
+SAMPLE = Path(__file__).parent / "_demo_sample"
+PAUSE = 0.3
+TASK = "Survey the notes in the workspace and tell me what this project cares about."
+SUBTASKS = {
+    "researcher": "Explain what structured concurrency guarantees.",
+    "reader": "Find every note that mentions nurseries and quote the main idea.",
+    "reviewer": "Review the todo list and say which item matters most.",
+}
+
+
+def _reply(text: str, *, calls: tuple[ToolCall, ...] = (), tokens: int = 40) -> ScriptItem:
+    message = Message("assistant", text, tool_calls=calls)
+    reason = "tool_calls" if calls else "stop"
+    return Delayed(PAUSE, ModelResponse(message, reason, Usage(10 * tokens, tokens)))
+
+
+def _delegate(call_id: str, agent: str, task: str) -> ToolCall:
+    return ToolCall(call_id, "subagent", json.dumps({"agent": agent, "task": task}))
+
+
+def _tool_results(request: ModelRequest) -> list[Message]:
+    return [m for m in request.messages if m.role == "tool"]
+
+
+def coordinator(request: ModelRequest) -> ScriptItem:
+    results = _tool_results(request)
+    if not results:
+        calls = tuple(_delegate(f"d{i}", a, t) for i, (a, t) in enumerate(SUBTASKS.items(), 1))
+        return _reply("I will split this three ways.", calls=calls, tokens=60)
+    lines = []
+    for message in results:
+        if message.is_error:
+            lines.append(f"- (failed) {message.content}")
+        else:
+            answer = json.loads(message.content)
+            lines.append(f"- {answer['agent']}: {answer['output']}")
+    return _reply("What this project cares about:\n" + "\n".join(lines), tokens=90)
+
+
+def researcher(request: ModelRequest) -> ScriptItem:
+    results = _tool_results(request)
+    if not results:
+        check = "Is it true that a nursery waits for all of its tasks?"
+        return _reply("Let me get that checked.", calls=(_delegate("f1", "fact_checker", check),))
+    checked = json.loads(results[0].content)["output"]
+    return _reply(f"Nothing outlives the block that started it ({checked}).")
+
+
+def fact_checker(request: ModelRequest) -> ScriptItem:
+    return _reply("confirmed: a nursery exits only after all of its tasks", tokens=20)
+
+
+def reader(request: ModelRequest) -> ScriptItem:
+    results = _tool_results(request)
+    step = len(results)
+    if step == 0:
+        return _reply("", calls=(ToolCall("r1", "list_dir", json.dumps({"path": "notes"})),))
+    if step == 1:
+        return _reply("", calls=(ToolCall("r2", "grep", json.dumps({"pattern": "nurser"})),))
+    if step == 2:
+        files = [line.split(":", 1)[0] for line in results[1].content.splitlines()]
+        busiest = max(sorted(set(files)), key=files.count)
+        return _reply("", calls=(ToolCall("r3", "read_file", json.dumps({"path": busiest})),))
+    matches = len(results[1].content.splitlines())
+    paragraph = results[2].content.split("\n\n")[1]
+    idea = " ".join(paragraph.split()).split(". ")[0].split("; ")[0]
+    return _reply(f"{matches} lines mention nurseries; the main idea: {idea}")
+
+
+def reviewer(request: ModelRequest) -> ScriptItem:
+    return _reply("Verifying the ledger after every run matters most: it makes the rest "
+                  "checkable.", tokens=30)
+
+
+def demo_specs() -> SpecFile:
+    """The demo's agents, each on its own scripted model."""
+    read, listing, grep, _write = workspace_tools(SAMPLE)
+    specs = (
+        Spec("coordinator", "Splits a job among subagents and merges their answers.",
+             model=ScriptedModel(coordinator), system_prompt="You coordinate."),
+        Spec("researcher", "Explains concepts; has claims fact-checked.",
+             model=ScriptedModel(researcher)),
+        Spec("fact_checker", "Checks one claim.", model=ScriptedModel(fact_checker)),
+        Spec("reader", "Reads the workspace with read-only tools.",
+             model=ScriptedModel(reader), tools=(listing, grep, read)),
+        Spec("reviewer", "Reviews a plan.", model=ScriptedModel(reviewer)),
+    )
+    return SpecFile(
+        source="<demo>",
+        specs=specs,
+        delegating=frozenset({"coordinator", "researcher"}),
+        pool={"max_concurrent": 4, "max_depth": 3},
+        defaults=Defaults(agent_id="demo"),
+    )
+
+
+async def run_demo(ledger_path: Path, out: TextIO, rich: bool) -> int:
+    """Run the demo with a live tree; returns the exit code. A checkpoint."""
+    from ._cli import read_only_or_delegation, run_specs
+
+    print(f"subagent demo (offline, scripted models)\ntask: {TASK}\n", file=out, flush=True)
+    return await run_specs(
+        demo_specs(), "coordinator", TASK, gate=read_only_or_delegation,
+        ledger_path=ledger_path, out=out, rich=rich,
+    )
