@@ -399,7 +399,10 @@ async def open_pool(
                 pool.close()
     except BaseExceptionGroup as group:
         # The pool's own tasks never raise, so a group holding only the body's
-        # exception is that exception: give it back to the caller unwrapped.
-        if body_error is not None and group.exceptions == (body_error,):
-            raise body_error from None
-        raise
+        # exception is that exception: give it back to the caller unwrapped
+        # (raised below, outside this handler, so its own cause and context stay).
+        if body_error is None or group.exceptions != (body_error,):
+            raise
+    else:
+        return
+    raise body_error

@@ -411,3 +411,11 @@ async def test_model_request_sees_the_task_verbatim() -> None:
         pool.register(Spec("a", model=ScriptedModel(script)))
         await (await pool.submit("a", "  exact\ntext  ")).wait()
     assert seen[0].messages[-1].content == "  exact\ntext  "
+
+
+async def test_body_exception_comes_back_unwrapped_with_its_cause() -> None:
+    cause = ValueError("why")
+    with pytest.raises(KeyError) as info:
+        async with open_pool():
+            raise KeyError("stop") from cause
+    assert info.value.__cause__ is cause
