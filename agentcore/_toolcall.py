@@ -82,10 +82,12 @@ async def _batch(run: Run, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
     limit = run.agent.max_parallel_tools
     slots = trio.Semaphore(limit) if len(calls) > limit else None
 
-    async def one(
-        k: int, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
+    async def one(k: int, *, task_status: trio.TaskStatus[bool]) -> None:
         try:
+            # Checked in the child too: the parent's start() lets other tasks run first.
+            if run.interrupt_requested or run.has_pending:
+                task_status.started(False)
+                return
             outcomes[k] = await call_tool(run, calls[k], task_status=task_status)
         finally:
             if slots is not None:
@@ -96,18 +98,15 @@ async def _batch(run: Run, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
         for k in range(len(calls)):
             if slots is not None:
                 await slots.acquire()
-            if k and (run.interrupt_requested or run.has_pending):
-                if slots is not None:
-                    slots.release()
-                break
             # start() returns after the call's tool_start, so those come in call order.
-            await nursery.start(one, k)
+            if not await nursery.start(one, k):
+                break
             started += 1
     return [o for o in outcomes[:started] if o is not None]
 
 
 async def call_tool(
-    run: Run, call: ToolCall, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    run: Run, call: ToolCall, *, task_status: trio.TaskStatus[bool] = trio.TASK_STATUS_IGNORED
 ) -> ToolOutcome:
     """Gate and execute one tool call, with its hooks, events and audit. A checkpoint.
 
@@ -117,7 +116,7 @@ async def call_tool(
     run.count_call()
     await run.emit(EventKind.tool_start, call=call)
     await run.audit("tool_request", tool=call.name, call_id=call.id, arguments=call.arguments)
-    task_status.started()
+    task_status.started(True)
     started = trio.current_time()
     hooks = run.agent.hookset
     effective = call

@@ -48,6 +48,7 @@ def build_agent(task: Task) -> Agent:
         agent_id=spec.agent_id,
         gate=spec.gate,
         audit=spec.audit,
+        max_messages=spec.max_messages,
         **limits,
     )
 
@@ -99,6 +100,7 @@ async def _execute(task: Task) -> TaskStatus:
         task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path)
     )
     task._run = run
+    task._attach(run)
     token = current_task.set(task)
     try:
         with trio.move_on_after(spec.timeout if spec.timeout is not None else math.inf) as wall:

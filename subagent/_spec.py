@@ -62,6 +62,8 @@ class Spec:
         descendant's) before it is aborted; ``None`` disables the watchdog.
       critical: Whether it keeps running when its parent ends gracefully.
       max_children: Live subagents one of its runs may have; ``None`` for the pool's.
+      max_messages: The most messages its conversation keeps (default 50): before
+        each model call the oldest non-system ones are dropped; ``None`` for no bound.
     """
 
     name: str
@@ -77,6 +79,7 @@ class Spec:
     idle_timeout: float | None = 300.0
     critical: bool = False
     max_children: int | None = None
+    max_messages: int | None = 50
 
     def inherit(self, defaults: Defaults) -> Spec:
         """This spec with its unset fields taken from ``defaults``; not a checkpoint.
@@ -111,3 +114,5 @@ class Spec:
                 raise bad(f"{field} must be positive or None, not {value!r}")
         if self.max_children is not None and self.max_children < 1:
             raise bad(f"max_children must be at least 1, not {self.max_children!r}")
+        if self.max_messages is not None and self.max_messages < 1:
+            raise bad(f"max_messages must be at least 1, not {self.max_messages!r}")

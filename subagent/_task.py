@@ -85,6 +85,9 @@ class Task:
     children: list[Task] = attrs.field(factory=list)
     # The agentcore Run once started (steering and interrupts go through it).
     _run: agentcore.Run | None = None
+    # Steering and an interrupt sent before the run existed, handed over by _attach.
+    _steering: list[str] = attrs.field(factory=list)
+    _interrupt: bool = False
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _idle_scope: trio.CancelScope | None = None
     _granted: trio.Event = attrs.field(factory=trio.Event)
@@ -117,6 +120,48 @@ class Task:
             task = stack.pop()
             task.pool._cancel_one(task)
             stack.extend(task.children)
+
+    def interrupt(self) -> None:
+        """Ask the task's run to stop gracefully; not a checkpoint. Idempotent.
+
+        The run skips its remaining tool calls, makes one more model call without
+        tools to summarise, and ends ``interrupted``: :meth:`wait` returns that
+        answer. A queued task is interrupted as soon as its run starts. Subagents
+        it delegated to are not interrupted (:meth:`cancel` reaches them). Does
+        nothing once the task's run has ended. See :meth:`agentcore.Run.interrupt`.
+        """
+        if self._run is not None:
+            self._run.interrupt()
+        elif not self.done:
+            self._interrupt = True
+
+    def steer(self, text: str) -> None:
+        """Add a user message to the task's running conversation; not a checkpoint.
+
+        The run reads it at the top of its next iteration (see
+        :meth:`agentcore.Run.steer`). Sent to a queued task, it is read when the
+        run starts, after the task text.
+
+        Raises:
+          agentcore.RunEndedError: the task's run has ended (or the task resolved
+            without running).
+        """
+        if self._run is not None:
+            self._run.steer(text)
+        elif self.done:
+            raise agentcore.RunEndedError(
+                f"cannot steer: task {format_path(self.path)} has ended"
+            )
+        else:
+            self._steering.append(text)
+
+    def _attach(self, run: agentcore.Run) -> None:
+        # Hand what was sent before the run existed to it, in order.
+        for text in self._steering:
+            run.steer(text)
+        self._steering.clear()
+        if self._interrupt:
+            run.interrupt()
 
     async def wait(self) -> Result:
         """Wait until the task resolves and return its Result. A checkpoint.

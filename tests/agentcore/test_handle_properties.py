@@ -3,6 +3,7 @@ virtual times against a scripted model making random read-only and mutating tool
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import trio
@@ -40,7 +41,7 @@ class Tracker:
 class Tool:
     description = "a test tool"
     def __init__(self, name: str, tracker: Tracker, delay: float) -> None:
-        self.parameters: dict[str, Any] = {"type": "object"}
+        self.parameters: Mapping[str, Any] = {"type": "object"}
         self.name = name
         self.read_only = name == "read"
         self.tracker = tracker
