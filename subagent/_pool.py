@@ -264,9 +264,29 @@ class Pool:
             self._holding -= 1
             self._pump()
 
+    def _end_slot(self, task: Task) -> None:
+        # A task's run ended. If its parent is waiting for it alone, the slot goes
+        # straight back to the parent (accepted work finishes before queued work).
+        parent = task.parent
+        if (
+            task._holds_slot
+            and parent is not None
+            and parent._awaiting is task
+            and parent._delegating == 1
+            and not parent._holds_slot
+            and not parent._scope.cancel_called
+        ):
+            task._holds_slot = False
+            parent._holds_slot = True
+            return
+        self._release_slot(task)
+
     async def _reacquire_slot(self, task: Task) -> None:
         # A parent whose subagent ended takes a slot back before its run goes on.
         await trio.lowlevel.checkpoint_if_cancelled()
+        if task._holds_slot:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
         task._granted = trio.Event()
         self._reacquiring.append(task)
         self._pump()

@@ -147,7 +147,7 @@ async def run_task(task: Task) -> None:
             await _report(task, EventKind.task_started)
             status = await _execute(task)
     finally:
-        pool._release_slot(task)
+        pool._end_slot(task)
         pool._count_end(task, status)
         run = task._run
         if task._summary is None and run is not None:

@@ -94,6 +94,7 @@ class Task:
     _done: trio.Event = attrs.field(factory=trio.Event)
     _holds_slot: bool = False
     _delegating: int = 0
+    _awaiting: Task | None = None
     _current_call_id: str | None = None
     _output: str = ""
     _summary: RunSummary | None = None

@@ -127,12 +127,19 @@ class SubagentTool:
         parent_path = caller.path if caller is not None else run.path if run is not None else ()
         failure: SubagentError | None = None
         if caller is not None:
-            pool._release_slot(caller)
+            # The caller lends its slot while it waits (no nested deadlock); with
+            # several delegations at once, the first lends it and the last takes it back.
+            caller._delegating += 1
+            if caller._delegating == 1:
+                pool._release_slot(caller)
         try:
             output, path = await self._delegate(caller, parent_path, agent, text)
         except SubagentError as exc:
             failure = exc
-        if caller is not None:
+        finally:
+            if caller is not None:
+                caller._delegating -= 1
+        if caller is not None and caller._delegating == 0:
             await pool._reacquire_slot(caller)
         if failure is not None:
             raise failure
@@ -143,6 +150,8 @@ class SubagentTool:
     ) -> tuple[str, tuple[str, ...]]:
         call_id = caller._current_call_id if caller is not None else None
         child = await self.pool._submit(agent, text, parent_path, None, call_id)
+        if caller is not None:
+            caller._awaiting = child
         try:
             result = await child.wait()
         except SubagentError:
@@ -153,4 +162,7 @@ class SubagentTool:
             with trio.CancelScope(shield=True):
                 await child._done.wait()
             raise
+        finally:
+            if caller is not None and caller._awaiting is child:
+                caller._awaiting = None
         return result.output, child.path

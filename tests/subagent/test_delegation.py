@@ -317,3 +317,43 @@ async def test_lifecycle_is_audited_with_the_path() -> None:
     ]
     assert all(e.run_id == "a/0001" for e in audit.entries)
     assert audit.entries[-1].data == {"agent": "a", "end_reason": "stop"}
+
+
+async def test_returning_parent_goes_before_queued_work(autojump_clock: Clock) -> None:
+    order: list[str] = []
+
+    async def script(request: ModelRequest) -> Message | str:
+        me = request.messages[1].content
+        order.append(me)
+        await trio.sleep(1)
+        if me == "p" and request.messages[-1].role != "tool":
+            return tool_call_reply("subagent", '{"agent": "w", "task": "c"}')
+        return f"{me} done"
+
+    async with open_pool(max_concurrent=1) as pool:
+        pool.register(Spec("w", model=ScriptedModel(script), tools=[SubagentTool(pool)]))
+        parent = await pool.submit("w", "p")
+        await trio.sleep(1.5)
+        assert order == ["p", "c"]
+        later = await pool.submit("w", "q")
+    assert order == ["p", "c", "p", "q"]
+    assert trio.current_time() == 4.0
+    assert parent.status is later.status is TaskStatus.finished
+
+
+async def test_child_events_follow_the_parent_stream() -> None:
+    own, pool_stream = Stream(100), Stream(100)
+    async with open_pool(events=pool_stream) as pool:
+        tool = SubagentTool(pool)
+        pool.register(Spec("c", model=ScriptedModel(["child"])))
+        pool.register(Spec("p", model=ScriptedModel(
+            [tool_call_reply("subagent", '{"agent": "c", "task": "t"}', id="x1"), "ok"]
+        ), tools=[tool]))
+        await (await pool.submit("p", "go", events=own)).wait()
+    own.close()
+    pool_stream.close()
+    events = await drain(own)
+    assert {(e.path, e.call_id) for e in events} == {
+        (("p/0001",), None), (("p/0001", "c/0002"), "x1"),
+    }
+    assert await drain(pool_stream) == []
