@@ -11,7 +11,7 @@ from ._context import MessageCounter, count_chars
 from ._errors import ConfigurationError
 from ._events import EventSink
 from ._gate import ToolGate
-from ._hooks import HookSet
+from ._hooks import NO_HOOKS, HookSet
 from ._messages import AgentPath, Message, ToolSpec
 from ._models import ChatModel
 from ._retry import DEFAULT_RETRY, RetryPolicy
@@ -148,7 +148,7 @@ class Agent:
         self.history_limit = history_limit
         self.history_counter = history_counter
         self.retry = retry
-        self.hookset = HookSet(self.hooks)
+        self.hookset = HookSet(self.hooks) if hooks else NO_HOOKS
         self.read_only_names = frozenset(t.name for t in self.tools if is_read_only(t))
         self.budgeted = max_messages is not None or history_limit is not None
 

@@ -43,14 +43,18 @@ class Event:
       agent_id: That run's agent id.
       turn: The turn it belongs to (0 before the first turn).
       text: The input (agent_start), a text delta (model_delta), a tool result
-        (tool_end), an error or retry reason, or a note.
-      message: The assistant message (model_response) or the injected message.
+        (tool_end, tool_skipped), an error or retry reason, the injected or
+        follow-up text (steering_injected, follow_up_queued), ``interrupt`` or
+        ``abort: <reason>`` (interrupt_received), what was dropped
+        (context_compressed).
+      message: The assistant message (model_response) or the injected message
+        (steering_injected).
       call: The tool call (tool_start, gate_decision, tool_end, tool_skipped).
       decision: The gate's decision (gate_decision).
       is_error: Whether a tool result (tool_end) is an error.
       usage: Tokens of a model call (model_response).
       summary: The run summary (agent_end).
-      attempt: The attempt number (retry).
+      attempt: The retry's number, 1 for the first retry of a model call (retry).
     """
 
     kind: EventKind

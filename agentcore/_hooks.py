@@ -155,9 +155,13 @@ class HookSet:
     after_tool: tuple[BoundHook, ...]
 
     def __init__(self, hooks: Sequence[object]) -> None:
-        ordered = sorted(hooks, key=lambda h: getattr(h, "priority", 0))
-        for point in ("on_event", "before_model", "after_model", "before_tool", "after_tool"):
-            object.__setattr__(self, point, _bind(ordered, point))
+        ordered = sorted(hooks, key=lambda h: getattr(h, "priority", 0)) if hooks else ()
+        for point in _POINTS:
+            object.__setattr__(self, point, _bind(ordered, point) if hooks else ())
+
+
+_POINTS = ("on_event", "before_model", "after_model", "before_tool", "after_tool")
+NO_HOOKS = HookSet(())
 
 
 async def call_hook(run: Run, hook: BoundHook, *args: Any, report: bool = True) -> Any:

@@ -45,7 +45,11 @@ async def complete(run: Run, tools: tuple[ToolSpec, ...]) -> ModelResponse:
         if hooks.before_model:
             request, _ = await intercept(run, hooks.before_model, (run,), request, ModelRequest)
         try:
-            response = await _call(run, request)
+            await run.emit(EventKind.model_request)
+            if agent.streams:
+                response = await _stream(run, request)
+            else:
+                response = await agent.model.complete(request)
         except TransientModelError as exc:
             transient += 1
             if transient >= policy.max_attempts:
@@ -87,14 +91,9 @@ async def complete(run: Run, tools: tuple[ToolSpec, ...]) -> ModelResponse:
         return response
 
 
-async def _call(run: Run, request: ModelRequest) -> ModelResponse:
-    await run.emit(EventKind.model_request)
-    model = run.agent.model
-    if run.agent.streams:
+async def _stream(run: Run, request: ModelRequest) -> ModelResponse:
+    async def on_delta(text: str) -> None:
+        await run.emit(EventKind.model_delta, text=text)
 
-        async def on_delta(text: str) -> None:
-            await run.emit(EventKind.model_delta, text=text)
-
-        response: ModelResponse = await model.stream(request, on_delta)  # type: ignore[attr-defined]
-        return response
-    return await model.complete(request)
+    response: ModelResponse = await run.agent.model.stream(request, on_delta)  # type: ignore[attr-defined]
+    return response

@@ -158,6 +158,11 @@ class Run:
         if self._state is not _State.ended:
             self.interrupt_requested = True
 
+    @property
+    def abort_requested(self) -> bool:
+        """Whether :meth:`abort` was called (by a hook, too) before the run ended."""
+        return self._abort_reason is not None
+
     def abort(self, reason: str = "") -> None:
         """Stop the run now (hard). Not a checkpoint; idempotent.
 
@@ -372,7 +377,8 @@ class Run:
                 await self.audit("abort", error=why)
             elif summary.end_reason is EndReason.error:
                 await self.emit(EventKind.error, text=summary.error or "")
-            await self._report_follow_ups()
+            if self._reported < len(self._follow_ups):
+                await self._report_follow_ups()
             if start_delivered:
                 await self.emit(EventKind.agent_end, summary=summary)
             await self.audit(
@@ -403,9 +409,9 @@ class Run:
         agent = self.agent
         last_text = ""
         while True:
-            # An abort (or outside cancel) must stop the loop even if every event
-            # destination and tool so far returned without a checkpoint.
-            await trio.lowlevel.checkpoint_if_cancelled()
+            if self._abort_reason is not None:
+                # Stop here even if nothing since the abort was a checkpoint.
+                await trio.lowlevel.checkpoint()
             if self.interrupt_requested:
                 return await self._summarise()
             if self._turn >= agent.max_turns:

@@ -185,8 +185,9 @@ async def _decide(run: Run, tool: Tool, call: ToolCall) -> GateDecision:
 
 
 async def _execute(run: Run, tool: Tool, call: ToolCall) -> ToolOutcome:
-    # A run aborted while this task was already runnable must not start the tool.
-    await trio.lowlevel.checkpoint_if_cancelled()
+    if run.abort_requested:
+        # This task may have been runnable already when the run was aborted.
+        await trio.lowlevel.checkpoint()
     timeout = run.agent.tool_timeout
     try:
         if liveness_of(tool) is Liveness.self_monitoring:
