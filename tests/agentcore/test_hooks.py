@@ -304,3 +304,19 @@ async def test_hooks_see_current_run(autojump_clock: Clock) -> None:
     run = Agent(model=model, tools=[RecordingTool("echo")], hooks=[Look()]).new_run("x")
     await run.run()
     assert seen == [run]
+
+
+async def test_a_hook_abort_inside_a_concurrent_batch(autojump_clock: Clock) -> None:
+    def stop_second(call: ToolCall) -> HookResult[ToolCall] | None:
+        return HookResult.abort("enough") if call.id == "r2" else None
+
+    read = RecordingTool("read", read_only=True, delay=1)
+    calls = tuple(ToolCall(f"r{i}", "read") for i in range(4))
+    model = ScriptedModel([Message("assistant", "", tool_calls=calls), "never"])
+    agent = Agent(model=model, tools=[read], hooks=[ToolHook(before=stop_second)])
+    result = await agent.run("x")
+    assert result.summary.end_reason is EndReason.aborted
+    assert result.summary.duration == 0.0
+    assert len(read.calls) <= 2
+    assert read.active == 0
+    assert result.messages == (Message("user", "x"),)
