@@ -31,7 +31,9 @@ class RunSummary:
     """What one run did.
 
     Attributes:
-      turns: Model calls made (a turn is one model call and its tool calls).
+      turns: Turns taken: iterations of the loop, each one model call (plus any
+        retries of it) and its tool calls; a graceful interrupt's summarising call
+        is a turn too, so it may exceed ``max_turns`` by one.
       tool_calls: Tool calls the model asked for.
       tool_errors: Tool calls that produced an error result other than a denial.
       denied: Tool calls the gate denied.

@@ -23,6 +23,7 @@ The format::
     idle_timeout = 300.0                    # or false to disable the watchdog
     critical = false
     max_children = 3
+    max_messages = 50                       # the conversation bound (history compression)
 
 Tool names resolve against the caller's registry, then the workspace tools
 (``read_file``, ``list_dir``, ``grep``, ``write_file``, given a workspace root).
@@ -57,6 +58,7 @@ AGENT_KEYS = frozenset(
     {
         "description",
         "model",
+        "max_messages",
         "system_prompt",
         "tools",
         "max_turns",
@@ -253,8 +255,9 @@ class _Reader:
             kwargs["model"] = self.model(field("model"), raw["model"])
         if "max_turns" in raw:
             kwargs["max_turns"] = self.number(field("max_turns"), raw["max_turns"], int)
-        if "max_children" in raw:
-            kwargs["max_children"] = self.number(field("max_children"), raw["max_children"], int)
+        for key in ("max_children", "max_messages"):
+            if key in raw:
+                kwargs[key] = self.number(field(key), raw[key], int)
         if "timeout" in raw:
             kwargs["timeout"] = self.number(field("timeout"), raw["timeout"], float)
         if "idle_timeout" in raw:

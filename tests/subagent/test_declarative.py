@@ -42,6 +42,7 @@ system_prompt = "You coordinate."
 tools = ["subagent", "mine"]
 max_turns = 4
 critical = true
+max_messages = 20
 
 [agents.reader]
 model = "fake:reader"
@@ -71,7 +72,7 @@ def test_loads_agents_pool_and_defaults(tmp_path: Path) -> None:
     assert coordinator.description == "Plans and delegates."
     assert coordinator.model is None  # inherits the default when registered
     assert coordinator.tools == (MINE,)
-    assert (coordinator.max_turns, coordinator.critical) == (4, True)
+    assert (coordinator.max_turns, coordinator.critical, coordinator.max_messages) == (4, True, 20)
     assert reader.model is MODELS["fake:reader"]
     assert [t.name for t in reader.tools] == ["read_file", "grep"]
     assert (reader.idle_timeout, reader.timeout) == (None, 90.0)
@@ -122,7 +123,8 @@ def test_same_as_mapping() -> None:
          "agent 'a' field 'model': Unknown model spec 'nope:x'"),
         ('[agents.a]\nmodel = "fake:x"\ncolour = "red"\n',
          "agent 'a' field 'colour': unknown; the fields are agent_id, critical, description, "
-         "idle_timeout, max_children, max_turns, model, system_prompt, timeout, tools"),
+         "idle_timeout, max_children, max_messages, max_turns, model, system_prompt, timeout, "
+         "tools"),
         ("[agents.a]\ndescription = 'no model'\n",
          "agent 'a': spec 'a': no model: give the spec a model or the pool a default model"),
         ('[pool]\nmax_concurrent = 1.5\n[agents.a]\nmodel = "fake:x"\n',
