@@ -47,7 +47,9 @@ from ._summary import RunSummary as RunSummary
 from ._toolcall import ToolOutcome as ToolOutcome
 from ._tools import FunctionTool as FunctionTool
 from ._tools import Liveness as Liveness
+from ._tools import SelfMonitoring as SelfMonitoring
 from ._tools import Tool as Tool
+from ._tools import check_liveness as check_liveness
 from ._tools import is_read_only as is_read_only
 from ._tools import liveness_of as liveness_of
 from ._tools import tool_spec as tool_spec

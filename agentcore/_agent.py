@@ -15,7 +15,7 @@ from ._hooks import NO_HOOKS, HookSet
 from ._messages import AgentPath, Message, ToolSpec
 from ._models import ChatModel
 from ._retry import DEFAULT_RETRY, RetryPolicy
-from ._tools import Tool, is_read_only, tool_spec
+from ._tools import Liveness, Tool, check_liveness, is_read_only, tool_spec
 
 if TYPE_CHECKING:
     from ledger import Sink
@@ -64,7 +64,9 @@ class Agent:
       retry: How model calls are retried (:class:`RetryPolicy`).
 
     Raises:
-      ConfigurationError: a duplicate tool name or a limit that is not positive.
+      ConfigurationError: a duplicate tool name, a tool whose declared liveness
+        class and contract disagree (see :class:`SelfMonitoring`), or a limit
+        that is not positive.
     """
 
     model: ChatModel
@@ -89,6 +91,7 @@ class Agent:
     streams: bool
     hookset: HookSet
     read_only_names: frozenset[str]
+    self_monitoring_names: frozenset[str]
     budgeted: bool
 
     def __init__(
@@ -124,10 +127,13 @@ class Agent:
         if history_limit is not None:
             _positive("history_limit", history_limit)
         by_name: dict[str, Tool] = {}
+        monitoring: set[str] = set()
         for tool in tools:
             if tool.name in by_name:
                 raise ConfigurationError(f"Agent has two tools named {tool.name!r}")
             by_name[tool.name] = tool
+            if check_liveness(tool) is Liveness.self_monitoring:
+                monitoring.add(tool.name)
         self.model = model
         self.tools = tuple(tools)
         self.system_prompt = system_prompt
@@ -150,6 +156,7 @@ class Agent:
         self.retry = retry
         self.hookset = HookSet(self.hooks) if hooks else NO_HOOKS
         self.read_only_names = frozenset(t.name for t in self.tools if is_read_only(t))
+        self.self_monitoring_names = frozenset(monitoring)
         self.budgeted = max_messages is not None or history_limit is not None
 
     def new_run(

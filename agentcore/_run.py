@@ -99,6 +99,7 @@ class Run:
         self._abort_reason: str | None = None
         self._interrupt_noted = False
         self._inbox: list[Pending] = []
+        self._preempting = 0
         self._follow_ups: list[str] = []
         self._reported = 0
         self._turn = 0
@@ -186,6 +187,8 @@ class Run:
         """
         self._check_open("put")
         self._inbox.append(pending)
+        if pending.preempts:
+            self._preempting += 1
 
     @property
     def ended(self) -> bool:
@@ -194,8 +197,8 @@ class Run:
 
     @property
     def has_pending(self) -> bool:
-        """Whether messages are waiting in the inbox."""
-        return bool(self._inbox)
+        """Whether messages that preempt tool calls (``Pending.preempts``) are waiting."""
+        return self._preempting > 0
 
     def _check_open(self, what: str) -> None:
         if self._state is _State.ended:
@@ -364,6 +367,7 @@ class Run:
         self._state = _State.ended
         self._follow_ups.extend(p.follow_up for p in self._inbox if p.follow_up is not None)
         self._inbox.clear()
+        self._preempting = 0
 
     async def _finish(self, start_delivered: bool, error: BaseException | None) -> None:
         assert self.summary is not None
@@ -423,7 +427,10 @@ class Run:
             await self.emit(EventKind.turn_start)
             for pending in injected:
                 message = pending.message
-                await self.emit(pending.event, message=message, text=message.content)
+                if pending.event is not None:
+                    await self.emit(pending.event, message=message, text=message.content)
+                if pending.on_read is not None:
+                    await pending.on_read()
             if self._reported < len(self._follow_ups):
                 await self._report_follow_ups()
             message = (await complete(self, agent.tool_specs)).message
@@ -444,6 +451,7 @@ class Run:
         injected = self._inbox
         if injected:
             self._inbox = []
+            self._preempting = 0
             self.messages.extend(p.message for p in injected)
         return injected
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import attrs
 
 from ._errors import AgentCoreError
@@ -38,11 +40,18 @@ class Pending:
 
     Attributes:
       message: What is appended to the conversation.
-      event: The event kind emitted (with ``message``) when it is appended.
+      event: The event kind emitted (with ``message``) when it is appended; None
+        for no agentcore event.
       follow_up: The text to return as a follow-up if the run ends before reading
         it; None drops it.
+      on_read: Awaited by the loop right after the message is appended (after its
+        event), in the run's task; e.g. to report a delivery.
+      preempts: Whether it skips the turn's tool calls not yet started (steering
+        does; a background result does not).
     """
 
     message: Message
-    event: EventKind
+    event: EventKind | None
     follow_up: str | None = None
+    on_read: Callable[[], Awaitable[None]] | None = None
+    preempts: bool = True

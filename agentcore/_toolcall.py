@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import attrs
 import trio
@@ -14,7 +14,7 @@ from ._gate import ALLOW, GateDecision, GateRequest
 from ._hooks import intercept
 from ._messages import Message, ToolCall
 from ._steering import SKIPPED_INTERRUPTED, SKIPPED_STEERED
-from ._tools import Liveness, Tool, liveness_of
+from ._tools import SelfMonitoring, Tool
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -190,8 +190,10 @@ async def _execute(run: Run, tool: Tool, call: ToolCall) -> ToolOutcome:
         await trio.lowlevel.checkpoint()
     timeout = run.agent.tool_timeout
     try:
-        if liveness_of(tool) is Liveness.self_monitoring:
-            return ToolOutcome(await tool.execute(call.arguments))
+        if call.name in run.agent.self_monitoring_names:
+            # Checked at Agent construction: the tool implements SelfMonitoring.
+            monitored = cast(SelfMonitoring, tool)
+            return ToolOutcome(await monitored.execute_monitored(call.arguments, timeout))
         with trio.move_on_after(timeout):
             return ToolOutcome(await tool.execute(call.arguments))
     except Exception as exc:

@@ -8,15 +8,18 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from ._errors import ConfigurationError
 from ._messages import ToolSpec
 
 
 class Liveness(enum.StrEnum):
     """How a tool call's liveness is bounded.
 
-    ``opaque`` tools (the default) are bounded by the calling loop's ``tool_timeout``.
+    ``opaque`` tools (the default) are bounded by the calling loop's ``tool_timeout``:
+    a call still running then gets a timed-out error result and the run goes on.
     ``self_monitoring`` tools bound themselves and always return a terminal result,
-    so the loop does not time them (the delegation tool is one).
+    so the loop does not time them (the delegation tool is one); they implement
+    :class:`SelfMonitoring`, which the Agent checks at construction.
     """
 
     opaque = "opaque"
@@ -52,6 +55,57 @@ class Tool(Protocol):
         ...
 
 
+@runtime_checkable
+class SelfMonitoring(Protocol):
+    """The contract of a ``self_monitoring`` tool: it bounds its own calls.
+
+    The loop calls :meth:`execute_monitored` instead of ``execute`` and does not
+    time it. A tool must declare ``liveness = Liveness.self_monitoring`` exactly
+    when it implements this; the Agent refuses any other combination.
+    """
+
+    async def execute_monitored(self, arguments: str, fallback_timeout: float) -> str:
+        """Run one call to a terminal result (return or raise), never hanging. A checkpoint.
+
+        Args:
+          arguments: The JSON argument text.
+          fallback_timeout: The calling agent's ``tool_timeout``: the wall-clock bound
+            the tool applies to a call that has no bound of its own.
+        """
+        ...
+
+
+def check_liveness(tool: Tool) -> Liveness:
+    """The liveness class ``tool`` declares, checked against the contract it implements.
+
+    Raises:
+      ConfigurationError: it declares an unknown class, declares ``self_monitoring``
+        without implementing :class:`SelfMonitoring`, or implements it while
+        declaring ``opaque``.
+    """
+    declared = getattr(tool, "liveness", Liveness.opaque)
+    try:
+        liveness = Liveness(declared)
+    except ValueError:
+        raise ConfigurationError(
+            f"tool {tool.name!r} declares liveness {declared!r}; "
+            "use Liveness.opaque or Liveness.self_monitoring"
+        ) from None
+    monitors = callable(getattr(tool, "execute_monitored", None))
+    if liveness is Liveness.self_monitoring and not monitors:
+        raise ConfigurationError(
+            f"tool {tool.name!r} declares liveness self_monitoring but does not implement "
+            "execute_monitored (the SelfMonitoring contract); declare it opaque to have "
+            "the agent's tool_timeout bound it"
+        )
+    if liveness is Liveness.opaque and monitors:
+        raise ConfigurationError(
+            f"tool {tool.name!r} implements execute_monitored (the SelfMonitoring contract) "
+            "but declares liveness opaque; declare liveness = Liveness.self_monitoring"
+        )
+    return liveness
+
+
 def is_read_only(tool: Tool) -> bool:
     """Whether ``tool`` declares itself free of side effects."""
     return bool(getattr(tool, "read_only", False))
@@ -69,7 +123,7 @@ def tool_spec(tool: Tool) -> ToolSpec:
 
 @attrs.frozen(eq=False)
 class FunctionTool:
-    """A tool whose ``execute`` is an async function of the JSON argument text.
+    """A tool whose ``execute`` is an async function of the JSON argument text (opaque).
 
     Example::
 
@@ -83,7 +137,6 @@ class FunctionTool:
     parameters: Mapping[str, Any]
     fn: Callable[[str], Awaitable[str]]
     read_only: bool = False
-    liveness: Liveness = Liveness.opaque
 
     async def execute(self, arguments: str) -> str:
         """Run the function. A checkpoint if the function is."""

@@ -112,6 +112,10 @@ class SubagentTool:
             "additionalProperties": False,
         }
 
+    async def execute_monitored(self, arguments: str, fallback_timeout: float) -> str:
+        """Like :meth:`execute`; the loop calls this (the ``SelfMonitoring`` contract)."""
+        return await self.execute(arguments)
+
     async def execute(self, arguments: str) -> str:
         """Run the subagent and return its output as JSON. A checkpoint.
 
