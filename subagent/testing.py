@@ -1,0 +1,425 @@
+"""A testing kit for programs built on subagent: deterministic models, hypothesis
+strategies for specs and workloads, and an invariant checker over an event log.
+
+The models and tools are agentcore's (:class:`ScriptedModel`, :class:`RecordingTool`,
+...), re-exported here. The strategies need hypothesis installed (a dev dependency:
+this module imports it only when a strategy is built). :func:`check_events` needs
+nothing but the events.
+
+Property-testing your own agent code: draw a workload, run it through a pool on
+trio's mock clock with every event going to one stream, then check the log::
+
+    import contextlib
+    import trio, trio.testing
+    from hypothesis import given, strategies as st
+    from subagent import Spec, Stream, SubagentTool, SubagentError, open_pool
+    from subagent.testing import check_events, workloads
+
+    @given(workloads(), st.integers(1, 4))
+    def test_my_pool(workload, max_concurrent):
+        async def main():
+            events = Stream(100_000)
+            async with open_pool(max_concurrent=max_concurrent, events=events) as pool:
+                pool.register(Spec("worker", model=workload.model(),
+                                   tools=[SubagentTool(pool)]))
+                tasks = [await pool.submit("worker", workload.input(job))
+                         for job in workload.roots]
+                for task in tasks:
+                    with contextlib.suppress(SubagentError):
+                        await task.wait()
+            events.close()
+            log = [event async for event in events]
+            check_events(log, max_concurrent=max_concurrent)
+
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+Replace the workload's model by your own agent's pieces (a tool, a gate, a hook)
+and keep :func:`check_events`: it fails the test with a message naming the run
+and the event that broke an invariant.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+import agentcore
+from agentcore import Message, ModelError, ModelRequest, ModelResponse, ToolCall
+from agentcore.testing import Blocked as Blocked
+from agentcore.testing import Delayed as Delayed
+from agentcore.testing import RecordingTool as RecordingTool
+from agentcore.testing import ScriptedModel as ScriptedModel
+from agentcore.testing import ScriptExhaustedError as ScriptExhaustedError
+from agentcore.testing import StreamingScriptedModel as StreamingScriptedModel
+from agentcore.testing import tool_call_reply as tool_call_reply
+
+from ._errors import format_path
+from ._events import Event, EventKind
+from ._spec import Spec
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import DrawFn, SearchStrategy
+
+__all__ = [
+    "Blocked",
+    "Delayed",
+    "EventLogError",
+    "EventLogReport",
+    "Job",
+    "RecordingTool",
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "StreamingScriptedModel",
+    "Workload",
+    "WorkloadModel",
+    "check_events",
+    "delegate_reply",
+    "specs",
+    "tool_call_reply",
+    "workloads",
+]
+
+
+def delegate_reply(agent: str, task: str, *, id: str | None = None) -> Message:
+    """A scripted assistant message that calls the delegation tool (``subagent``)
+    with ``agent`` and ``task``."""
+    return tool_call_reply("subagent", json.dumps({"agent": agent, "task": task}), id=id)
+
+
+# -- the invariant checker ------------------------------------------------------------
+
+_TERMINAL = frozenset({EventKind.task_finished, EventKind.task_cancelled})
+_UNORDERED = frozenset({EventKind.task_orphaned, EventKind.result_delivered})
+
+
+class EventLogError(AssertionError):
+    """An event log breaks one of the invariants :func:`check_events` checks."""
+
+
+@attrs.frozen
+class EventLogReport:
+    """What :func:`check_events` found in a log that passed."""
+
+    events: int
+    """Events checked."""
+    paths: int
+    """Distinct AgentPaths in the log (tasks seen)."""
+    runs: int
+    """Runs that delivered ``agent_start`` (each delivered exactly one ``agent_end``)."""
+    peak_concurrency: int
+    """The most runs holding a concurrency slot at once, as reconstructed from the log."""
+
+
+@attrs.define
+class _PathState:
+    queued: bool = False
+    started: bool = False
+    ended: bool = False
+    agent_start: bool = False
+    agent_end: bool = False
+    turn: int = 0
+    open_calls: dict[str, str] = attrs.field(factory=dict)
+    occupying: bool = False
+
+
+def check_events(
+    events: Iterable[Event],
+    *,
+    max_concurrent: int | None = None,
+    complete: bool = True,
+    delegation_tool: str = "subagent",
+) -> EventLogReport:
+    """Check the invariants of a pool's event log; not a checkpoint.
+
+    Per AgentPath, in log order: ``task_queued`` (at most once) comes first,
+    ``task_started`` (at most once) after it and before the run's events, a
+    terminal ``task_finished`` or ``task_cancelled`` exactly once and last; the
+    run's events start with ``agent_start``, end with exactly one ``agent_end``,
+    have non-decreasing turns, and each ``gate_decision`` and ``tool_end`` follows
+    its call's ``tool_start``. No event object appears twice.
+
+    With ``max_concurrent``, the runs holding a slot are reconstructed from the
+    log (from ``task_started`` to ``agent_end``, or to the terminal event when the
+    run never started; a run inside a call of the delegation tool lends its slot)
+    and must never exceed it. This needs every event of the pool in one log, in
+    the order one stream delivered them (overflow ``"block"``).
+
+    Args:
+      events: The log, in delivery order.
+      max_concurrent: The pool's bound, to check it; ``None`` skips the check.
+      complete: Whether the log was taken after the pool closed: then every task
+        has its terminal event and every ``agent_start`` its ``agent_end``.
+      delegation_tool: The name of the delegation tool.
+
+    Returns:
+      An :class:`EventLogReport`.
+
+    Raises:
+      EventLogError: an invariant is broken; the message names the path and event.
+    """
+    states: dict[tuple[str, ...], _PathState] = defaultdict(_PathState)
+    seen: set[int] = set()
+    occupying = peak = count = 0
+
+    for index, event in enumerate(events):
+        count += 1
+        where = f"event {index} ({event.kind}) of {format_path(event.path)}"
+
+        def fail(text: str, where: str = where) -> EventLogError:
+            return EventLogError(f"{where}: {text}")
+
+        if id(event) in seen:
+            raise fail("the same event object was delivered twice")
+        seen.add(id(event))
+        state = states[event.path]
+        kind = event.kind
+        if kind in _UNORDERED:
+            continue
+        if state.ended:
+            raise fail("an event after the task's terminal event")
+        if kind is EventKind.task_queued:
+            if state.queued or state.started or state.agent_start:
+                raise fail("task_queued is not the task's first event")
+            state.queued = True
+        elif kind is EventKind.task_started:
+            if state.started or state.agent_start:
+                raise fail("task_started twice, or after the run's events")
+            state.started = state.occupying = True
+            occupying += 1
+        elif kind in _TERMINAL:
+            if state.agent_start and not state.agent_end:
+                raise fail("the task ended with its run's agent_end missing")
+            state.ended = True
+            if state.occupying:
+                state.occupying = False
+                occupying -= 1
+        elif isinstance(kind, agentcore.EventKind):
+            inner = event.event
+            if inner is None:
+                raise fail("a run's event without its agentcore event")
+            if kind is agentcore.EventKind.agent_start:
+                if state.agent_start:
+                    raise fail("a second agent_start")
+                state.agent_start = True
+            elif not state.agent_start:
+                raise fail("a run's event before its agent_start")
+            elif state.agent_end:
+                raise fail("a run's event after its agent_end")
+            if inner.turn < state.turn:
+                raise fail(f"turn {inner.turn} after turn {state.turn}")
+            state.turn = inner.turn
+            call = inner.call
+            if kind is agentcore.EventKind.tool_start and call is not None:
+                state.open_calls[call.id] = call.name
+                if call.name == delegation_tool and state.occupying:
+                    state.occupying = False
+                    occupying -= 1
+            elif kind in (agentcore.EventKind.gate_decision, agentcore.EventKind.tool_end):
+                if call is None or call.id not in state.open_calls:
+                    raise fail(f"{kind} without its call's tool_start")
+                if kind is agentcore.EventKind.tool_end:
+                    name = state.open_calls.pop(call.id)
+                    if name == delegation_tool and state.started and not state.occupying:
+                        state.occupying = True
+                        occupying += 1
+            elif kind is agentcore.EventKind.agent_end:
+                state.agent_end = True
+                if state.occupying:
+                    state.occupying = False
+                    occupying -= 1
+        if max_concurrent is not None and occupying > max_concurrent:
+            raise fail(
+                f"{occupying} runs hold a concurrency slot at once, "
+                f"and max_concurrent is {max_concurrent}"
+            )
+        peak = max(peak, occupying)
+
+    if complete:
+        for path, state in states.items():
+            if state.agent_start and not state.agent_end:
+                raise EventLogError(f"{format_path(path)}: agent_start without agent_end")
+            if (state.queued or state.started) and not state.ended:
+                raise EventLogError(f"{format_path(path)}: no task_finished or task_cancelled")
+    runs = sum(1 for state in states.values() if state.agent_start)
+    return EventLogReport(count, len(states), runs, peak)
+
+
+# -- workloads ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Job:
+    """One run of a :class:`Workload`.
+
+    Its model calls each take ``delay`` virtual seconds. It delegates to its
+    ``children`` in order through the delegation tool (one model call each), then
+    answers ``done <id>``, or fails with a :class:`agentcore.ModelError` if ``fail``.
+
+    Attributes:
+      id: Its number in the workload (its input is ``job <id>``).
+      delay: Seconds (trio's clock) each of its model calls takes.
+      fail: Whether its last model call raises instead of answering.
+      children: The jobs it delegates to, in order.
+    """
+
+    id: int
+    delay: float
+    fail: bool = False
+    children: tuple[Job, ...] = ()
+
+
+@attrs.frozen
+class Workload:
+    """Root jobs to submit, each a tree of delegations.
+
+    Attributes:
+      roots: The jobs submitted from outside the pool.
+      agent: The spec name the delegations name.
+    """
+
+    roots: tuple[Job, ...]
+    agent: str = "worker"
+
+    @property
+    def jobs(self) -> dict[int, Job]:
+        """Every job of the workload by id."""
+        found: dict[int, Job] = {}
+        stack = list(self.roots)
+        while stack:
+            job = stack.pop()
+            found[job.id] = job
+            stack.extend(job.children)
+        return found
+
+    @staticmethod
+    def input(job: Job) -> str:
+        """The task text that runs ``job``."""
+        return f"job {job.id}"
+
+    def model(self) -> WorkloadModel:
+        """A fresh model that plays this workload."""
+        return WorkloadModel(self)
+
+
+class WorkloadModel:
+    """A ChatModel that plays a :class:`Workload`: it finds the job from the run's task
+    text (the last ``job <id>`` user message) and the step from the tool results so far.
+
+    Attributes:
+      calls: Model calls made.
+      active: Model calls in progress now; ``max_active``: the most ever at once.
+    """
+
+    def __init__(self, workload: Workload) -> None:
+        self.workload = workload
+        self._jobs: Mapping[int, Job] = workload.jobs
+        self.calls = 0
+        self.active = 0
+        self.max_active = 0
+
+    def __repr__(self) -> str:
+        return f"<WorkloadModel jobs={len(self._jobs)} calls={self.calls}>"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Play the next step of the request's job. A checkpoint."""
+        task = next(m.content for m in request.messages if m.role == "user")
+        job = self._jobs[int(task.removeprefix("job "))]
+        self.calls += 1
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            await trio.sleep(job.delay)
+        finally:
+            self.active -= 1
+        done = sum(1 for m in request.messages if m.role == "tool")
+        if done < len(job.children):
+            child = job.children[done]
+            arguments = json.dumps({"agent": self.workload.agent, "task": f"job {child.id}"})
+            call = ToolCall(f"job{job.id}-{done}", "subagent", arguments)
+            return ModelResponse(Message("assistant", tool_calls=(call,)), "tool_calls")
+        if job.fail:
+            raise ModelError(f"job {job.id} failed")
+        return ModelResponse(Message("assistant", f"done {job.id}"))
+
+
+def workloads(
+    *,
+    max_roots: int = 6,
+    max_depth: int = 3,
+    max_children: int = 2,
+    max_jobs: int = 16,
+    delays: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0),
+    agent: str = "worker",
+) -> SearchStrategy[Workload]:
+    """A hypothesis strategy for :class:`Workload`: up to ``max_roots`` root jobs,
+    each delegating up to ``max_children`` deep to ``max_depth`` (the root is depth 1),
+    at most ``max_jobs`` jobs in all; some fail. Shrinks toward fewer, shallower,
+    faster jobs. Needs hypothesis.
+    """
+    from hypothesis import strategies as st
+
+    @st.composite
+    def draw(draw: DrawFn) -> Workload:
+        ids = iter(range(1, max_jobs + 1))
+        budget = [max_jobs]
+
+        def job(depth: int) -> Job:
+            budget[0] -= 1
+            job_id = next(ids)
+            delay = draw(st.sampled_from(delays))
+            fail = draw(st.integers(0, 4)) == 0
+            children: list[Job] = []
+            if depth < max_depth:
+                for _ in range(draw(st.integers(0, max_children))):
+                    if budget[0] == 0:
+                        break
+                    children.append(job(depth + 1))
+            return Job(job_id, delay, fail, tuple(children))
+
+        roots: list[Job] = []
+        for _ in range(draw(st.integers(0, max_roots))):
+            if budget[0] == 0:
+                break
+            roots.append(job(1))
+        return Workload(tuple(roots), agent)
+
+    return draw()
+
+
+def specs(
+    *,
+    model: agentcore.ChatModel | None = None,
+    names: SearchStrategy[str] | None = None,
+) -> SearchStrategy[Spec]:
+    """A hypothesis strategy for valid :class:`subagent.Spec` values (every limit in
+    range, names without ``/``). Needs hypothesis.
+
+    Args:
+      model: The model every spec gets; ``None`` leaves it to the pool's defaults.
+      names: A strategy for the names; by default short lowercase words.
+    """
+    from hypothesis import strategies as st
+
+    name_strategy = names if names is not None else st.text(
+        "abcdefghijklmnopqrstuvwxyz_-", min_size=1, max_size=12
+    )
+    seconds = st.floats(0.001, 1e6, allow_nan=False, allow_infinity=False)
+    return st.builds(
+        Spec,
+        name=name_strategy,
+        description=st.text(max_size=40),
+        model=st.just(model),
+        system_prompt=st.text(max_size=40),
+        agent_id=st.text("abcdefghijklmnopqrstuvwxyz-", max_size=12),
+        max_turns=st.none() | st.integers(1, 20),
+        timeout=st.none() | seconds,
+        idle_timeout=st.none() | seconds,
+        critical=st.booleans(),
+        max_children=st.none() | st.integers(1, 8),
+        max_messages=st.none() | st.integers(1, 100),
+    )

@@ -1,0 +1,197 @@
+"""subagent.testing: the invariant checker, the strategies, and the documented example."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agentcore
+from agentcore import EndReason, GateDecision, RunSummary, ToolCall
+from subagent import (
+    Defaults,
+    Event,
+    EventKind,
+    Spec,
+    Stream,
+    SubagentError,
+    SubagentTool,
+    open_pool,
+)
+from subagent.testing import (
+    EventLogError,
+    EventLogReport,
+    ScriptedModel,
+    Workload,
+    check_events,
+    delegate_reply,
+    specs,
+    workloads,
+)
+
+A = ("a/0001",)
+B = ("a/0002",)
+AK = agentcore.EventKind
+
+
+def run_event(path: tuple[str, ...], kind: AK, turn: int = 0,
+              call: ToolCall | None = None) -> Event:
+    inner = agentcore.Event(kind, "r", "a", turn, call=call)
+    return Event(path, kind, inner)
+
+
+def pool_event(path: tuple[str, ...], kind: EventKind) -> Event:
+    return Event(path, kind)
+
+
+def whole_run(path: tuple[str, ...]) -> list[Event]:
+    return [
+        pool_event(path, EventKind.task_queued),
+        pool_event(path, EventKind.task_started),
+        run_event(path, AK.agent_start),
+        run_event(path, AK.turn_start, 1),
+        run_event(path, AK.agent_end, 1),
+        pool_event(path, EventKind.task_finished),
+    ]
+
+
+def test_a_good_log_passes_with_its_report() -> None:
+    log = whole_run(A) + whole_run(B)
+    assert check_events(log, max_concurrent=1) == EventLogReport(12, 2, 2, 1)
+
+
+def test_interleaved_runs_count_toward_the_bound() -> None:
+    a, b = whole_run(A), whole_run(B)
+    log = a[:3] + b[:3] + a[3:] + b[3:]
+    assert check_events(log, max_concurrent=2).peak_concurrency == 2
+    with pytest.raises(EventLogError) as info:
+        check_events(log, max_concurrent=1)
+    assert str(info.value) == (
+        "event 4 (task_started) of a/0002: 2 runs hold a concurrency slot at once, "
+        "and max_concurrent is 1"
+    )
+
+
+def test_a_run_delegating_lends_its_slot() -> None:
+    child = ("a/0001", "a/0002")
+    call = ToolCall("c1", "subagent", "{}")
+    a = whole_run(A)
+    log = [
+        *a[:4],
+        run_event(A, AK.tool_start, 1, call),
+        run_event(A, AK.gate_decision, 1, call),
+        *whole_run(child),
+        run_event(A, AK.tool_end, 1, call),
+        *a[4:],
+    ]
+    assert check_events(log, max_concurrent=1) == EventLogReport(15, 2, 2, 1)
+
+
+@pytest.mark.parametrize(
+    ("log", "message"),
+    [
+        ([run_event(A, AK.turn_start)], "event 0 (turn_start) of a/0001: "
+         "a run's event before its agent_start"),
+        ([*whole_run(A)[:5], run_event(A, AK.agent_end, 1)], "event 5 (agent_end) of a/0001: "
+         "a run's event after its agent_end"),
+        ([*whole_run(A)[:3], run_event(A, AK.agent_start)], "event 3 (agent_start) of a/0001: "
+         "a second agent_start"),
+        ([*whole_run(A)[:4], pool_event(A, EventKind.task_finished)],
+         "event 4 (task_finished) of a/0001: the task ended with its run's agent_end missing"),
+        ([*whole_run(A), pool_event(A, EventKind.task_cancelled)],
+         "event 6 (task_cancelled) of a/0001: an event after the task's terminal event"),
+        ([pool_event(A, EventKind.task_started), pool_event(A, EventKind.task_queued)],
+         "event 1 (task_queued) of a/0001: task_queued is not the task's first event"),
+        ([*whole_run(A)[:4], run_event(A, AK.turn_start, 0)],
+         "event 4 (turn_start) of a/0001: turn 0 after turn 1"),
+        ([*whole_run(A)[:4], run_event(A, AK.tool_end, 1, ToolCall("x", "t", "{}"))],
+         "event 4 (tool_end) of a/0001: tool_end without its call's tool_start"),
+        (whole_run(A)[:4], "a/0001: agent_start without agent_end"),
+        (whole_run(A)[:2], "a/0001: no task_finished or task_cancelled"),
+    ],
+)
+def test_broken_logs_name_the_path_and_event(log: list[Event], message: str) -> None:
+    with pytest.raises(EventLogError) as info:
+        check_events(log)
+    assert str(info.value) == message
+
+
+def test_an_event_delivered_twice_is_caught() -> None:
+    log = whole_run(A)
+    with pytest.raises(EventLogError, match=r"^event 3 .* the same event object was delivered"):
+        check_events([*log[:3], log[2], *log[3:]])
+
+
+def test_an_incomplete_log_may_be_checked_while_running() -> None:
+    assert check_events(whole_run(A)[:4], complete=False).runs == 1
+
+
+def test_importing_subagent_does_not_import_hypothesis() -> None:
+    code = ("import sys, subagent, subagent.testing; "
+            "assert 'hypothesis' not in sys.modules, 'hypothesis imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+
+
+@settings(max_examples=50)
+@given(specs())
+def test_drawn_specs_register(spec: Spec) -> None:
+    async def main() -> None:
+        async with open_pool(defaults=Defaults(model=ScriptedModel(["hi"]))) as pool:
+            pool.register(spec)
+            assert pool.specs[spec.name].name == spec.name
+
+    trio.run(main)
+
+
+async def test_delegate_reply_drives_the_delegation_tool() -> None:
+    events = Stream(1000)
+    async with open_pool(events=events) as pool:
+        pool.register(Spec("w", model=ScriptedModel(["inner"])))
+        pool.register(Spec("boss", model=ScriptedModel([delegate_reply("w", "go"), "outer"]),
+                            tools=[SubagentTool(pool)]))
+        result = await (await pool.submit("boss", "start")).wait()
+    events.close()
+    assert result.output == "outer"
+    assert check_events([e async for e in events], max_concurrent=8) == EventLogReport(
+        22, 2, 2, 1)
+
+
+# The module docstring's example, as users would write it.
+@given(workloads(), st.integers(1, 4))
+def test_documented_example(workload: Workload, max_concurrent: int) -> None:
+    async def main() -> None:
+        events = Stream(100_000)
+        async with open_pool(max_concurrent=max_concurrent, events=events) as pool:
+            pool.register(Spec("worker", model=workload.model(), tools=[SubagentTool(pool)]))
+            tasks = [await pool.submit("worker", workload.input(job))
+                     for job in workload.roots]
+            for task in tasks:
+                with contextlib.suppress(SubagentError):
+                    await task.wait()
+        events.close()
+        log = [event async for event in events]
+        check_events(log, max_concurrent=max_concurrent)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def test_workload_model_plays_a_tree() -> None:
+    from subagent.testing import Job
+
+    workload = Workload((Job(1, 0.0, children=(Job(2, 0.0), Job(3, 0.0, fail=True))),))
+    async with open_pool() as pool:
+        pool.register(Spec("worker", model=workload.model(), tools=[SubagentTool(pool)]))
+        result = await (await pool.submit("worker", "job 1")).wait()
+    assert result.output == "done 1"
+    assert result.summary.tool_errors == 1
+    assert result.summary.end_reason is EndReason.stop
+    assert isinstance(result.summary, RunSummary)
+    assert GateDecision(True).allowed
