@@ -7,6 +7,7 @@ import trio
 import trio.testing
 
 from subagent import Event, EventKind, Stream, StreamStatistics
+from subagent._stream import RECEIVE_BATCH
 
 
 def ev(n: int) -> Event:
@@ -95,6 +96,73 @@ async def test_receiver_waits_for_a_send() -> None:
         assert stats(stream) == (0, 0, 0, 0, False, 0, 1)
         stream.send_nowait(ev(7))
     assert got == [ev(7)]
+
+
+async def test_a_burst_wakes_a_parked_receiver_once_and_keeps_order() -> None:
+    stream = Stream(2)
+    got: list[Event] = []
+
+    async def receive_two() -> None:
+        for _ in range(2):
+            got.append(await stream.receive())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(receive_two)
+        await trio.testing.wait_all_tasks_blocked()
+        for n in range(2):
+            stream.send_nowait(ev(n))
+        # The first send woke the receiver, the second just buffered.
+        assert stats(stream) == (2, 2, 0, 0, False, 0, 0)
+        with pytest.raises(trio.WouldBlock):
+            stream.send_nowait(ev(2))
+    assert got == [ev(0), ev(1)]
+
+
+async def test_receive_drains_a_backlog_yielding_once_per_batch() -> None:
+    stream = Stream(RECEIVE_BATCH * 2)
+    for n in range(RECEIVE_BATCH * 2):
+        stream.send_nowait(ev(n))
+    other_ran = False
+
+    async def other() -> None:
+        nonlocal other_ran
+        other_ran = True
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        for _ in range(RECEIVE_BATCH - 1):
+            await stream.receive()
+        assert not other_ran
+        await stream.receive()
+        assert other_ran
+
+
+async def test_receive_with_a_backlog_checks_for_cancellation() -> None:
+    stream = Stream(2)
+    await stream.send(ev(0))
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await stream.receive()
+    assert scope.cancelled_caught
+    assert stats(stream) == (1, 1, 0, 0, False, 0, 0)
+
+
+async def test_a_woken_receiver_whose_event_was_taken_waits_again() -> None:
+    stream = Stream(1)
+    got: list[Event] = []
+
+    async def receive() -> None:
+        got.append(await stream.receive())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(receive)
+        await trio.testing.wait_all_tasks_blocked()
+        stream.send_nowait(ev(0))
+        assert stream.receive_nowait() == ev(0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert stats(stream) == (0, 1, 0, 0, False, 0, 1)
+        stream.send_nowait(ev(1))
+    assert got == [ev(1)]
 
 
 async def test_zero_buffer_send_waits_for_a_receiver() -> None:
