@@ -8,7 +8,13 @@ import pytest
 
 from fuzz._runner import run_hypothesis
 
-HARNESSES = ["fuzz.fuzz_sse", "fuzz.fuzz_model_responses", "fuzz.fuzz_ledger_verify"]
+HARNESSES = [
+    "fuzz.fuzz_sse",
+    "fuzz.fuzz_model_responses",
+    "fuzz.fuzz_ledger_verify",
+    "fuzz.fuzz_subagent_tool",
+    "fuzz.fuzz_spec_file",
+]
 
 
 @pytest.mark.parametrize("name", HARNESSES)
