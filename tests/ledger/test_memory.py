@@ -5,6 +5,7 @@ import trio
 import trio.testing
 
 from ledger import GENESIS, MemorySink, Record, SinkClosedError, SinkStatistics, check_chain
+from ledger._memory import RECORD_BATCH
 
 from ._helpers import TIME, fixed_clock
 
@@ -40,15 +41,31 @@ async def test_many_concurrent_tasks_make_one_chain() -> None:
         assert mine == [str(n) for n in range(50)]
 
 
-async def test_record_is_a_checkpoint_and_cancelled_records_nothing() -> None:
+async def test_record_checks_for_cancellation_and_cancelled_records_nothing() -> None:
     sink = MemorySink()
     with trio.CancelScope() as scope:
         scope.cancel()
         await sink.record(Record("prompt"))
     assert scope.cancelled_caught
     assert sink.entries == []
-    with trio.testing.assert_checkpoints():
+
+
+async def test_record_yields_once_per_batch() -> None:
+    sink = MemorySink()
+    other_ran = False
+
+    async def other() -> None:
+        nonlocal other_ran
+        other_ran = True
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        for _ in range(RECORD_BATCH - 1):
+            await sink.record(Record("prompt"))
+        assert not other_ran
         await sink.record(Record("prompt"))
+        assert other_ran
+    assert sink.statistics().recorded == RECORD_BATCH
 
 
 async def test_closed_sink_refuses_records() -> None:
