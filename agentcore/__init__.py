@@ -5,6 +5,7 @@ from ._context import MessageCounter as MessageCounter
 from ._context import count_chars as count_chars
 from ._context import estimate_tokens as estimate_tokens
 from ._errors import AgentCoreError as AgentCoreError
+from ._errors import AuditError as AuditError
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import ContextTooLongError as ContextTooLongError
 from ._errors import ModelError as ModelError

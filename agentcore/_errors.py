@@ -11,6 +11,14 @@ class ConfigurationError(AgentCoreError):
     """An Agent or tool was configured wrongly; raised at construction, never mid-run."""
 
 
+class AuditError(AgentCoreError):
+    """The audit sink failed to record an entry (its exception is the cause).
+
+    Audit fails closed: an action whose entry cannot be recorded does not happen,
+    and the run ends ``error`` with this error.
+    """
+
+
 class ModelError(AgentCoreError):
     """A model call failed in a way the model adapter understood.
 

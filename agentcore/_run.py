@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from ._errors import AuditError
 from ._events import Event, EventKind, EventSink
 from ._hooks import call_hook
 from ._messages import AgentPath, Message, ModelResponse, ToolCall, Usage
@@ -231,14 +232,24 @@ class Run:
             await call_hook(self, hook, event, report=False)
 
     async def audit(self, kind: str, **fields: Any) -> None:
-        """Record one audit entry for this run; a checkpoint when there is a sink."""
+        """Record one audit entry for this run; a checkpoint when there is a sink.
+
+        Raises:
+          AuditError: the sink failed (its exception chained): the caller must not
+            go on with the action the entry records.
+        """
         sink = self.agent.audit
         if sink is not None:
             from ledger import Record
 
-            await sink.record(
-                Record(kind, self.run_id, self.path, self.agent.agent_id, **fields)
-            )
+            try:
+                await sink.record(
+                    Record(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+                )
+            except Exception as exc:
+                raise AuditError(
+                    f"the audit sink failed to record {kind!r}: {describe(exc)}"
+                ) from exc
 
     def count_call(self) -> None:
         """Count one tool call. Not a checkpoint."""
@@ -352,7 +363,8 @@ class Run:
                 error=describe(error) if reason in _FAILED else None,
                 duration=trio.current_time() - clock_start,
             )
-            await self._finish(start_delivered, error)
+            error = await self._finish(start_delivered, error)
+            reason = self.summary.end_reason
         if reason is EndReason.aborted and error is not None:
             raise error
         return RunResult(
@@ -369,7 +381,12 @@ class Run:
         self._inbox.clear()
         self._preempting = 0
 
-    async def _finish(self, start_delivered: bool, error: BaseException | None) -> None:
+    async def _finish(
+        self, start_delivered: bool, error: BaseException | None
+    ) -> BaseException | None:
+        # Returns the exception that ended the run: ``error``, or the AuditError of a
+        # run_end entry that could not be recorded (the run then ends ``error``: its
+        # end is audited before agent_end announces it).
         assert self.summary is not None
         summary = self.summary
         with trio.move_on_after(self.agent.end_timeout, shield=True):
@@ -378,25 +395,39 @@ class Run:
                     text = f"abort: {self._abort_reason}" if self._abort_reason else "abort"
                     await self.emit(EventKind.interrupt_received, text=text)
                 why = describe(error) or self._abort_reason or "cancelled"
-                await self.audit("abort", error=why)
-            elif summary.end_reason is EndReason.error:
+                try:
+                    await self.audit("abort", error=why)
+                except AuditError as exc:
+                    # An abort cannot be refused: it goes on, and the failure is reported.
+                    await self.emit(EventKind.error, text=describe(exc) or "")
+            try:
+                await self.audit(
+                    "run_end",
+                    error=summary.error,
+                    duration=summary.duration,
+                    data={
+                        "end_reason": str(summary.end_reason),
+                        "turns": summary.turns,
+                        "tool_calls": summary.tool_calls,
+                        "input_tokens": summary.usage.input_tokens,
+                        "output_tokens": summary.usage.output_tokens,
+                    },
+                )
+            except AuditError as exc:
+                if summary.end_reason is EndReason.aborted:
+                    await self.emit(EventKind.error, text=describe(exc) or "")
+                elif summary.end_reason is not EndReason.error:
+                    summary = self.summary = attrs.evolve(
+                        summary, end_reason=EndReason.error, error=describe(exc)
+                    )
+                    error = exc
+            if summary.end_reason is EndReason.error:
                 await self.emit(EventKind.error, text=summary.error or "")
             if self._reported < len(self._follow_ups):
                 await self._report_follow_ups()
             if start_delivered:
                 await self.emit(EventKind.agent_end, summary=summary)
-            await self.audit(
-                "run_end",
-                error=summary.error,
-                duration=summary.duration,
-                data={
-                    "end_reason": str(summary.end_reason),
-                    "turns": summary.turns,
-                    "tool_calls": summary.tool_calls,
-                    "input_tokens": summary.usage.input_tokens,
-                    "output_tokens": summary.usage.output_tokens,
-                },
-            )
+        return error
 
     async def _report_follow_ups(self) -> None:
         while self._reported < len(self._follow_ups):

@@ -1,0 +1,111 @@
+"""A failing audit sink fails closed (SPEC 2.2, issue 9): an action whose entry cannot be
+recorded does not happen, and the run ends ``error`` naming the ledger failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import ledger
+from agentcore import Agent, AuditError, EndReason, Event, EventKind
+from agentcore.testing import Blocked, RecordingTool, ScriptedModel, tool_call_reply
+
+DISK_FULL = "OSError: [Errno 28] No space left on device"
+
+
+class FailingSink:
+    """A MemorySink that raises on entries of one kind."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.inner = ledger.MemorySink()
+
+    async def record(self, record: ledger.Record) -> ledger.Entry:
+        if record.kind == self.kind:
+            raise OSError(28, "No space left on device")
+        return await self.inner.record(record)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    @property
+    def kinds(self) -> list[str]:
+        return [str(e.kind) for e in self.inner.entries]
+
+
+async def run_with(kind: str) -> tuple[Any, RecordingTool, FailingSink, list[Event]]:
+    tool = RecordingTool("echo")
+    sink = FailingSink(kind)
+    events: list[Event] = []
+
+    async def emit(event: Event) -> None:
+        events.append(event)
+
+    model = ScriptedModel([tool_call_reply("echo", id="c1"), "done"])
+    agent = Agent(model=model, tools=[tool], audit=sink)
+    return await agent.run("go", emit=emit), tool, sink, events
+
+
+@pytest.mark.parametrize(
+    ("kind", "tool_ran", "recorded"),
+    [
+        ("prompt", False, ["run_end"]),
+        ("model_response", False, ["prompt", "run_end"]),
+        ("tool_request", False, ["prompt", "model_response", "run_end"]),
+        ("gate_decision", False, ["prompt", "model_response", "tool_request", "run_end"]),
+        ("tool_result", True,
+         ["prompt", "model_response", "tool_request", "gate_decision", "run_end"]),
+    ],
+)
+async def test_an_entry_that_cannot_be_recorded_ends_the_run_error(
+    kind: str, tool_ran: bool, recorded: list[str]
+) -> None:
+    result, tool, sink, events = await run_with(kind)
+    text = f"AuditError: the audit sink failed to record {kind!r}: {DISK_FULL}"
+    assert result.summary.end_reason is EndReason.error
+    assert result.summary.error == text
+    assert isinstance(result.exception, AuditError)
+    assert isinstance(result.exception.__cause__, OSError)
+    assert bool(tool.calls) is tool_ran
+    assert sink.kinds == recorded
+    assert [str(e.kind) for e in events[-2:]] == ["error", "agent_end"]
+    assert events[-2].text == text
+
+
+async def test_run_end_audit_failure_ends_the_run_error_instead_of_escaping() -> None:
+    # The bug: a sink failing on run_end raised out of Run.run() (in a pool: the
+    # task resolved as cancelled and the exception crashed the pool's nursery).
+    result, tool, _, events = await run_with("run_end")
+    assert tool.calls == ["{}"]
+    assert result.output == "done"
+    assert result.summary.end_reason is EndReason.error
+    assert result.summary.error == (
+        f"AuditError: the audit sink failed to record 'run_end': {DISK_FULL}"
+    )
+    assert isinstance(result.exception, AuditError)
+    end = events[-1]
+    assert end.kind is EventKind.agent_end
+    assert end.summary == result.summary
+
+
+async def test_abort_audit_failure_still_aborts(autojump_clock: trio.testing.MockClock) -> None:
+    sink = FailingSink("abort")
+    events: list[Event] = []
+
+    async def emit(event: Event) -> None:
+        events.append(event)
+
+    agent = Agent(model=ScriptedModel([Blocked("late")]), audit=sink)
+    with trio.move_on_after(3) as scope:
+        await agent.run("go", emit=emit)
+    assert scope.cancelled_caught
+    assert sink.kinds == ["prompt", "run_end"]
+    assert [(str(e.kind), e.text) for e in events[-2:]] == [
+        ("error", f"AuditError: the audit sink failed to record 'abort': {DISK_FULL}"),
+        ("agent_end", ""),
+    ]
+    assert events[-1].summary is not None
+    assert events[-1].summary.end_reason is EndReason.aborted
