@@ -21,3 +21,11 @@ HARNESSES = [
 def test_harness_finds_nothing(name: str) -> None:
     module = importlib.import_module(name)
     assert run_hypothesis(module.target, module.ALLOWED, max_examples=300) == 300
+
+
+def test_seconds_budget_stops_the_hypothesis_engine() -> None:
+    # The bug: with --seconds under hypothesis, inputs past the budget were skipped
+    # but still generated, up to max_examples=10**9, so the run never ended.
+    ran = run_hypothesis(lambda data: None, (), max_examples=10**9, seconds=0.1, batch=50)
+    assert 0 < ran < 10**9
+    assert ran % 50 == 0
