@@ -7,31 +7,43 @@ import os
 import platform
 
 from . import _memory, _workloads
+from ._timing import compare, compare_latency
 
 FULL = {"w1": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500}
 QUICK = {"w1": 100, "w2": 5_000, "w3": 50, "w4": 20, "w5": 20}
 
 
+def _load() -> str:
+    try:
+        return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover - platforms without getloadavg
+        return "load average unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (CI keeps it working)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (for CI)")
     parser.add_argument("--only", default="w1,w2,w3,w4,w5", help="comma-separated workloads")
+    parser.add_argument("--repeat", type=int, help="runs of each case, best kept (default 5)")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
+    repeat = args.repeat or (1 if args.quick else 5)
     only = set(args.only.split(","))
-    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores")
+    print(f"python {platform.python_version()} on {platform.machine()}, "
+          f"{os.cpu_count()} cores, {_load()}; best of {repeat}, interleaved")
 
     if "w1" in only:
         n = sizes["w1"]
-        pool, bare = _workloads.w1_pool(n), _workloads.w1_bare(n)
+        pool, bare = compare(_workloads.w1_pool(n), _workloads.w1_bare(n), repeat=repeat)
         print(f"W1 fan-out, {n} runs: subagent {pool.per_op_us:.0f} us/run, "
               f"bare trio {bare.per_op_us:.0f} us/run, ratio {pool.seconds / bare.seconds:.2f}x"
               " (target <= 2.0x)")
     if "w2" in only:
         n = sizes["w2"]
-        stream = _workloads.w2_stream(n)
-        chan = _workloads.w2_channel(n)
-        fast = _workloads.w2_channel_nowait(n)
+        stream, chan, fast = compare(
+            _workloads.w2_stream(n), _workloads.w2_channel(n), _workloads.w2_channel_nowait(n),
+            repeat=repeat,
+        )
         print(f"W2 stream, {n} events: Stream {stream.per_second:,.0f}/s, "
               f"trio channel {chan.per_second:,.0f}/s "
               f"({stream.per_second / chan.per_second:.1f}x), "
@@ -39,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({stream.per_second / fast.per_second:.2f}x) (target >= 300,000/s, 5x channel)")
     if "w3" in only:
         n = sizes["w3"]
-        pool, bare = _workloads.w3_pool(n), _workloads.w3_bare(n)
+        pool, bare = compare_latency(_workloads.w3_pool(n), _workloads.w3_bare(n), repeat=repeat)
         print(f"W3 cancel latency, {n} blocked runs: subagent {pool.seconds * 1e3:.1f} ms, "
               f"bare trio {bare.seconds * 1e3:.1f} ms, ratio {pool.seconds / bare.seconds:.2f}x"
               " (target <= 2x)")
@@ -55,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
               + "; ".join(rows) + " (target within 10%)")
     if "w5" in only:
         n = sizes["w5"]
-        pool, bare = _workloads.w5_pool(n), _workloads.w5_bare(n)
+        pool, bare = compare(_workloads.w5_pool(n), _workloads.w5_bare(n), repeat=repeat)
         print(f"W5 nesting, {n} top-level runs x 2 children: "
               f"subagent {pool.per_op_us:.0f} us/top run, "
               f"bare trio {bare.per_op_us:.0f} us/top run, "

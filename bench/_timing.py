@@ -1,13 +1,19 @@
-"""Timing helpers shared by the workloads."""
+"""Timing helpers: fresh ``trio.run`` calls, interleaved, best of a few repeats."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import time
 from collections.abc import Awaitable, Callable
 
 import attrs
 import trio
+
+#: One repetition of a workload; returns its operation count.
+Body = Callable[[], Awaitable[int]]
+#: One repetition of a latency workload; returns its count and the seconds it measured.
+Latency = Callable[[], Awaitable[tuple[int, float]]]
 
 
 @attrs.frozen
@@ -26,15 +32,36 @@ class Measure:
         return self.count / self.seconds
 
 
-def timed(fn: Callable[[], Awaitable[int]], *, repeat: int = 3) -> Measure:
-    """The best of ``repeat`` fresh ``trio.run(fn)`` calls; ``fn`` returns its op count."""
-    best: Measure | None = None
+def _once(body: Body) -> Measure:
+    gc.collect()
+    start = time.perf_counter()
+    count = trio.run(body)
+    return Measure(time.perf_counter() - start, count)
+
+
+def _once_latency(body: Latency) -> Measure:
+    gc.collect()
+    count, seconds = trio.run(body)
+    return Measure(seconds, count)
+
+
+def _best(runs: list[Callable[[], Measure]], repeat: int) -> list[Measure]:
+    # Interleaved (a, b, a, b, ...) so that a change of load hits every contender alike.
+    best: list[Measure | None] = [None] * len(runs)
     for _ in range(repeat):
-        gc.collect()
-        start = time.perf_counter()
-        count = trio.run(fn)
-        elapsed = time.perf_counter() - start
-        if best is None or elapsed < best.seconds:
-            best = Measure(elapsed, count)
-    assert best is not None
-    return best
+        for k, run in enumerate(runs):
+            m = run()
+            current = best[k]
+            if current is None or m.seconds < current.seconds:
+                best[k] = m
+    return [m for m in best if m is not None]
+
+
+def compare(*bodies: Body, repeat: int) -> list[Measure]:
+    """Time each body ``repeat`` times, interleaved; the best run of each, in order."""
+    return _best([functools.partial(_once, b) for b in bodies], repeat)
+
+
+def compare_latency(*bodies: Latency, repeat: int) -> list[Measure]:
+    """Like :func:`compare`, for bodies that time themselves."""
+    return _best([functools.partial(_once_latency, b) for b in bodies], repeat)

@@ -1,13 +1,14 @@
 """The workloads W1-W5: each for subagent and for a hand-written bare-trio equivalent.
 
-Every function runs its workload in fresh ``trio.run`` calls and returns a
-:class:`Measure` (the best of a few repeats).
+Every ``wN_*(size)`` function returns the async function of one repetition, for
+:func:`bench._timing.compare` to time in fresh ``trio.run`` calls. It returns
+its operation count; the W3 ones return ``(count, seconds)`` and time the
+cancellation themselves.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import trio
 
@@ -15,7 +16,7 @@ import subagent
 from agentcore import FunctionTool, Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ledger import MemorySink
 
-from ._timing import Measure, timed
+from ._timing import Body, Latency
 
 # -- shared pieces ---------------------------------------------------------------------
 
@@ -51,7 +52,7 @@ class BlockingModel:
 # -- W1 fan-out ----------------------------------------------------------------------
 
 
-def w1_pool(runs: int) -> Measure:
+def w1_pool(runs: int) -> Body:
     async def main() -> int:
         stream: subagent.Stream = subagent.Stream(64)
         seen = 0
@@ -78,10 +79,10 @@ def w1_pool(runs: int) -> Measure:
         assert seen >= runs * 6
         return runs
 
-    return timed(main)
+    return main
 
 
-def w1_bare(runs: int) -> Measure:
+def w1_bare(runs: int) -> Body:
     async def main() -> int:
         send, receive = trio.open_memory_channel[tuple[str, int]](64)
         limiter = trio.CapacityLimiter(8)
@@ -113,13 +114,13 @@ def w1_bare(runs: int) -> Measure:
         assert seen == runs * 6
         return runs
 
-    return timed(main)
+    return main
 
 
 # -- W2 stream throughput ---------------------------------------------------------------
 
 
-def w2_stream(events: int) -> Measure:
+def w2_stream(events: int) -> Body:
     async def main() -> int:
         stream: subagent.Stream = subagent.Stream(64)
         seen = 0
@@ -137,10 +138,10 @@ def w2_stream(events: int) -> Measure:
         assert seen == events
         return events
 
-    return timed(main)
+    return main
 
 
-def w2_channel(events: int) -> Measure:
+def w2_channel(events: int) -> Body:
     async def main() -> int:
         send, receive = trio.open_memory_channel[int](64)
         seen = 0
@@ -158,10 +159,10 @@ def w2_channel(events: int) -> Measure:
         assert seen == events
         return events
 
-    return timed(main)
+    return main
 
 
-def w2_channel_nowait(events: int) -> Measure:
+def w2_channel_nowait(events: int) -> Body:
     async def main() -> int:
         send, receive = trio.open_memory_channel[int](64)
         seen = 0
@@ -191,22 +192,13 @@ def w2_channel_nowait(events: int) -> Measure:
         assert seen == events
         return events
 
-    return timed(main)
+    return main
 
 
 # -- W3 cancel latency --------------------------------------------------------------------
 
 
-def _cancel_latency(body: Any) -> Measure:
-    best = float("inf")
-    count = 0
-    for _ in range(3):
-        count, elapsed = trio.run(body)
-        best = min(best, elapsed)
-    return Measure(best, count)
-
-
-def w3_pool(runs: int) -> Measure:
+def w3_pool(runs: int) -> Latency:
     async def main() -> tuple[int, float]:
         async with subagent.open_pool(
             max_concurrent=runs, max_queued=runs,
@@ -223,10 +215,10 @@ def w3_pool(runs: int) -> Measure:
         assert pool.statistics().cancelled == runs
         return runs, elapsed
 
-    return _cancel_latency(main)
+    return main
 
 
-def w3_bare(runs: int) -> Measure:
+def w3_bare(runs: int) -> Latency:
     async def main() -> tuple[int, float]:
         model = BlockingModel()
         request = ModelRequest((Message("user", "x"),))
@@ -238,7 +230,7 @@ def w3_bare(runs: int) -> Measure:
             nursery.cancel_scope.cancel()
         return runs, time.perf_counter() - start
 
-    return _cancel_latency(main)
+    return main
 
 
 # -- W5 nesting ---------------------------------------------------------------------------
@@ -259,7 +251,7 @@ class DelegatingModel:
         return ModelResponse(FINAL, "stop", Usage(10, 5))
 
 
-def w5_pool(runs: int) -> Measure:
+def w5_pool(runs: int) -> Body:
     async def main() -> int:
         async with subagent.open_pool(
             max_concurrent=8, max_queued=runs, max_depth=2,
@@ -272,10 +264,10 @@ def w5_pool(runs: int) -> Measure:
         assert pool.statistics().finished == runs * 3, pool.statistics()
         return runs
 
-    return timed(main)
+    return main
 
 
-def w5_bare(runs: int) -> Measure:
+def w5_bare(runs: int) -> Body:
     async def main() -> int:
         limiter = trio.CapacityLimiter(8)
         send, receive = trio.open_memory_channel[tuple[str, int]](64)
@@ -309,4 +301,4 @@ def w5_bare(runs: int) -> Measure:
             await send.aclose()
         return runs
 
-    return timed(main)
+    return main
