@@ -1,6 +1,7 @@
 """subagent: run LLM subagents on trio — a bounded pool, AgentPath-tagged events, delegation."""
 
 from ._errors import InvalidArgumentsError as InvalidArgumentsError
+from ._errors import MaxChildrenError as MaxChildrenError
 from ._errors import MaxDepthError as MaxDepthError
 from ._errors import PoolClosedError as PoolClosedError
 from ._errors import SpecError as SpecError
@@ -15,6 +16,7 @@ from ._events import EventKind as EventKind
 from ._pool import Pool as Pool
 from ._pool import PoolStatistics as PoolStatistics
 from ._pool import open_pool as open_pool
+from ._results import SubagentResultsTool as SubagentResultsTool
 from ._spec import Defaults as Defaults
 from ._spec import Spec as Spec
 from ._stream import Stream as Stream

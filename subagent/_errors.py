@@ -54,6 +54,11 @@ class PoolClosedError(SubagentError):
     """The pool was closed (or cancelled) and accepts no new task from outside."""
 
 
+class MaxChildrenError(SubagentError):
+    """A delegation waited ``children_timeout`` for one of its run's ``max_children``
+    live subagents to end, and none did."""
+
+
 class InvalidArgumentsError(SubagentError):
     """The delegation tool was called with arguments that do not match its schema."""
 

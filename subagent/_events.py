@@ -7,7 +7,7 @@ import enum
 import attrs
 
 import agentcore
-from agentcore import AgentPath, RunSummary
+from agentcore import AgentPath, RunSummary, Usage
 
 
 class EventKind(enum.StrEnum):
@@ -25,9 +25,11 @@ class EventKind(enum.StrEnum):
     task_cancelled = "task_cancelled"
     """The task was cancelled, before or while running."""
     task_orphaned = "task_orphaned"
-    """A background result arrived after its parent run ended."""
+    """A background task's result (or error) arrived after its parent run ended;
+    ``path`` is the task's, ``output`` or ``error`` what it produced."""
     result_delivered = "result_delivered"
-    """A background result was delivered into its parent run."""
+    """A background task's result (or error) was delivered into its parent run as a
+    message; ``path`` is the parent's, ``child`` the task's."""
 
 
 @attrs.frozen(slots=True)
@@ -40,8 +42,14 @@ class Event:
       kind: ``agentcore.EventKind`` for a run's events, :class:`EventKind` for pool events.
       event: The agentcore event, or ``None`` for a pool event.
       call_id: The id of the tool call that delegated this task, if one did.
-      summary: The run summary (``task_finished``, and ``task_cancelled`` once it ran).
+      summary: The run summary (``task_finished``, and ``task_cancelled`` once it ran;
+        ``task_orphaned``).
       error: Why the task failed, timed out or was cancelled, if it did.
+      child: The background task whose result was delivered (``result_delivered``).
+      output: The background task's output (``result_delivered``, ``task_orphaned``;
+        ``None`` when it produced an error instead).
+      tree_usage: The usage of the task and all its descendants that ended before it
+        resolved (``task_finished``, ``task_cancelled``, ``task_orphaned``).
     """
 
     path: AgentPath
@@ -50,3 +58,6 @@ class Event:
     call_id: str | None = None
     summary: RunSummary | None = None
     error: str | None = None
+    child: AgentPath | None = None
+    output: str | None = None
+    tree_usage: Usage | None = None

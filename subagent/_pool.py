@@ -173,11 +173,13 @@ class Pool:
         parent_path: AgentPath,
         events: Stream | None,
         call_id: str | None,
+        fanout: trio.Semaphore | None = None,
+        background: bool = False,
     ) -> Task:
         await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             try:
-                task = self._accept(name, input, parent_path, events, call_id)
+                task = self._accept(name, input, parent_path, events, call_id, fanout, background)
             except trio.WouldBlock:
                 await self._room.park()
             else:
@@ -205,7 +207,11 @@ class Pool:
         parent_path: AgentPath,
         events: Stream | None,
         call_id: str | None,
+        fanout: trio.Semaphore | None = None,
+        background: bool = False,
     ) -> Task:
+        # ``fanout``: the parent's max_children slot the task holds until it ends;
+        # ``background``: deliver its result into the parent run (see _background.py).
         spec = self._specs.get(name)
         if spec is None:
             raise UnknownAgentError(name, tuple(sorted(self._specs)))
@@ -227,6 +233,10 @@ class Pool:
         self._queue.append(task)
         if parent is not None:
             parent.children.append(task)
+            if background:
+                task._deliver_to = parent
+                parent._background.add(task)
+        task._fanout_slot = fanout
         self._nursery.start_soon(run_task, task, name=f"subagent {format_path(path)}")
         self._pump()
         if parent is not None and parent._scope.cancel_called:

@@ -11,8 +11,10 @@ import trio
 import agentcore
 from agentcore import Agent, EndReason, RunSummary
 
+from ._background import end_children, orphan, settle
 from ._context import current_task
 from ._events import Event, EventKind
+from ._results import SubagentResultsTool
 from ._task import Task, TaskStatus, end_status
 from ._tool import SubagentTool
 
@@ -30,12 +32,13 @@ END_TIMEOUT = 5.0
 def build_agent(task: Task) -> Agent:
     """A fresh Agent for ``task``: its spec's configuration plus the subagent framing.
 
-    At the depth limit the delegation tool is left out, so the model is not offered it.
+    At the depth limit the delegation tools (:class:`SubagentTool`,
+    :class:`SubagentResultsTool`) are left out, so the model is not offered them.
     """
     spec = task.spec
     tools = spec.tools
     if len(task.path) >= task.pool.max_depth:
-        tools = tuple(t for t in tools if not isinstance(t, SubagentTool))
+        tools = tuple(t for t in tools if not isinstance(t, SubagentTool | SubagentResultsTool))
     prompt = f"{spec.system_prompt}\n\n{FRAMING}" if spec.system_prompt else FRAMING
     limits: dict[str, Any] = {}
     if spec.max_turns is not None:
@@ -91,7 +94,10 @@ async def _report(
             )
         )
     if task.events is not None:
-        await task.events.send(Event(task.path, kind, None, task.call_id, summary, error))
+        usage = task.tree_usage if summary is not None else None
+        await task.events.send(
+            Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
+        )
 
 
 async def _execute(task: Task) -> TaskStatus:
@@ -121,7 +127,7 @@ async def _execute(task: Task) -> TaskStatus:
     if wall.cancelled_caught:
         text = f"timed out after {spec.timeout:g}s"
     else:
-        text = f"made no progress for {spec.idle_timeout:g}s"
+        text = f"was idle for {spec.idle_timeout:g}s: no event within its idle_timeout"
     task._summary = attrs.evolve(run.summary, end_reason=EndReason.timeout, error=text)
     task._error = text
     return TaskStatus.timed_out
@@ -131,8 +137,9 @@ async def run_task(task: Task) -> None:
     """Take ``task`` from queued to resolved; runs in the pool's nursery.
 
     It reports ``task_queued``, waits for a slot, reports ``task_started``,
-    runs, releases its slot, counts its end, and (shielded, time-bounded)
-    waits for the descendants a cancel reached and reports the end.
+    runs, releases its slot, counts its end, and (shielded, time-bounded) ends
+    its children (see :func:`end_children`), reports the end, and hands a
+    background task's result to its parent run (or reports it orphaned).
     """
     pool = task.pool
     status = TaskStatus.cancelled
@@ -153,13 +160,13 @@ async def run_task(task: Task) -> None:
         if task._summary is None and run is not None:
             task._summary = run.summary
         with trio.CancelScope(shield=True):
-            if status is TaskStatus.cancelled:
-                for child in list(task.children):
-                    await child._done.wait()
-                kind = EventKind.task_cancelled
-            else:
-                kind = EventKind.task_finished
+            hard = status is TaskStatus.cancelled
+            await end_children(task, hard=hard, bound=END_TIMEOUT)
+            kind = EventKind.task_cancelled if hard else EventKind.task_finished
             with trio.move_on_after(END_TIMEOUT):
                 await _report(task, kind, task._summary, task._error)
+            if not settle(task):
+                with trio.move_on_after(END_TIMEOUT):
+                    await orphan(task)
         pool._forget(task)
         task._done.set()

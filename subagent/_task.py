@@ -9,9 +9,9 @@ import attrs
 import trio
 
 import agentcore
-from agentcore import AgentPath, EndReason, RunSummary
+from agentcore import AgentPath, EndReason, RunSummary, Usage
 
-from ._errors import TaskCancelled, TaskFailed, TaskTimeout, format_path
+from ._errors import TaskCancelled, TaskError, TaskFailed, TaskTimeout, format_path
 from ._spec import Spec
 from ._stream import Stream
 
@@ -46,12 +46,17 @@ class Result:
     Attributes:
       path: The task's AgentPath.
       output: The final assistant text.
-      summary: The run's :class:`agentcore.RunSummary`.
+      summary: The run's :class:`agentcore.RunSummary` (its usage is the run's own).
+      tree_usage: The usage of this task and of every descendant that ended before
+        it resolved (waited-for, delivered, orphaned or cancelled children alike); a
+        critical child still running then is not in it (its ``task_orphaned``
+        event carries its own tree usage).
     """
 
     path: AgentPath
     output: str
     summary: RunSummary
+    tree_usage: Usage = Usage()
 
 
 @attrs.define(eq=False, repr=False)
@@ -100,6 +105,18 @@ class Task:
     _summary: RunSummary | None = None
     _cause: BaseException | None = None
     _error: str | None = None
+    # Background delegation (see _background.py). Parent side: the live children of
+    # its run (a semaphore of max_children, made on first use), background children
+    # whose result is not in its inbox yet, results in its inbox not yet read, the
+    # lot its results tool waits on, and the tree usage of its ended children.
+    _fanout: trio.Semaphore | None = None
+    _background: set[Task] = attrs.field(factory=set)
+    _unread: list[Task] = attrs.field(factory=list)
+    _arrivals: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+    _child_usage: Usage = Usage()
+    # Child side: the parent run to deliver its result to, and the fan-out slot it holds.
+    _deliver_to: Task | None = None
+    _fanout_slot: trio.Semaphore | None = None
 
     def __repr__(self) -> str:
         return f"<subagent.Task {format_path(self.path)} {self.status}>"
@@ -173,15 +190,31 @@ class Task:
           TaskCancelled: it was cancelled.
         """
         await self._done.wait()
+        failure = self._failure()
+        if isinstance(failure, TaskFailed):
+            raise failure from self._cause
+        if failure is not None:
+            raise failure
+        assert self._summary is not None
+        return Result(self.path, self._output, self._summary, self.tree_usage)
+
+    @property
+    def tree_usage(self) -> Usage:
+        """The usage of this task's run plus that of every descendant that ended
+        before it resolved (see :attr:`Result.tree_usage`); grows while it runs."""
+        own = self._summary.usage if self._summary is not None else Usage()
+        return own + self._child_usage
+
+    def _failure(self) -> TaskError | None:
+        # The error wait() raises for an ended task, None for a finished one.
         where = format_path(self.path)
         if self.status is TaskStatus.finished:
-            assert self._summary is not None
-            return Result(self.path, self._output, self._summary)
+            return None
         if self.status is TaskStatus.failed:
-            raise TaskFailed(f"task {where} failed: {self._error}", self.path) from self._cause
+            return TaskFailed(f"task {where} failed: {self._error}", self.path)
         if self.status is TaskStatus.timed_out:
-            raise TaskTimeout(f"task {where} {self._error}", self.path)
-        raise TaskCancelled(f"task {where} was cancelled", self.path)
+            return TaskTimeout(f"task {where} {self._error}", self.path)
+        return TaskCancelled(f"task {where} was cancelled", self.path)
 
     def _progress(self) -> None:
         # An event of this run or of a descendant's: push back every idle watchdog above it.

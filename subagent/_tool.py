@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -12,21 +13,25 @@ import agentcore
 from agentcore import Liveness
 
 from ._context import current_task
-from ._errors import InvalidArgumentsError, SubagentError
+from ._errors import InvalidArgumentsError, MaxChildrenError, SubagentError, format_path
 
 if TYPE_CHECKING:
     from ._pool import Pool
     from ._task import Task
 
-_ARGUMENTS = ("agent", "task")
+_ARGUMENTS = ("agent", "task", "wait")
+_T = TypeVar("_T")
+
+#: The bound on a call when there is no calling run to take a ``tool_timeout`` from.
+DEFAULT_FALLBACK = 120.0
 
 
 def _invalid(text: str) -> InvalidArgumentsError:
     return InvalidArgumentsError(f"invalid arguments for the subagent tool: {text}")
 
 
-def parse_arguments(arguments: str) -> tuple[str, str]:
-    """The ``agent`` and ``task`` of the tool's JSON arguments.
+def parse_arguments(arguments: str) -> tuple[str, str, bool]:
+    """The ``agent``, ``task`` and ``wait`` (default true) of the tool's JSON arguments.
 
     Raises:
       InvalidArgumentsError: they do not match the tool's schema.
@@ -39,9 +44,11 @@ def parse_arguments(arguments: str) -> tuple[str, str]:
         raise _invalid(f"expected a JSON object, not {type(value).__name__}")
     for key in value:
         if key not in _ARGUMENTS:
-            raise _invalid(f"unknown argument {key!r}; the arguments are 'agent' and 'task'")
+            raise _invalid(
+                f"unknown argument {key!r}; the arguments are 'agent', 'task' and 'wait'"
+            )
     found: list[str] = []
-    for key in _ARGUMENTS:
+    for key in _ARGUMENTS[:2]:
         if key not in value:
             raise _invalid(f"missing required argument {key!r}")
         if not isinstance(value[key], str):
@@ -50,19 +57,75 @@ def parse_arguments(arguments: str) -> tuple[str, str]:
     agent, task = found
     if not task.strip():
         raise _invalid("'task' must not be empty")
-    return agent, task
+    wait = value.get("wait", True)
+    if not isinstance(wait, bool):
+        raise _invalid(f"'wait' must be true or false, not {type(wait).__name__}")
+    return agent, task, wait
+
+
+def calling_task(pool: Pool) -> Task | None:
+    """The task of ``pool`` whose run is calling a tool now, if the caller is one."""
+    caller = current_task.get()
+    if caller is None or caller.pool is not pool or caller._run is not agentcore.current_run():
+        return None
+    return caller
+
+
+def fallback_bound() -> float:
+    """The calling run's ``tool_timeout`` (``DEFAULT_FALLBACK`` outside a run)."""
+    run = agentcore.current_run()
+    return run.agent.tool_timeout if run is not None else DEFAULT_FALLBACK
+
+
+async def lend_slot(caller: Task | None, fn: Callable[[], Awaitable[_T]]) -> _T:
+    """Await ``fn()`` while ``caller`` lends its concurrency slot to the pool. A checkpoint.
+
+    With several lending calls at once, the first lends the slot and the last takes
+    it back (after ``fn`` returns or raises a :class:`SubagentError`).
+    """
+    if caller is None:
+        return await fn()
+    pool = caller.pool
+    caller._delegating += 1
+    if caller._delegating == 1:
+        pool._release_slot(caller)
+    failure: SubagentError | None = None
+    try:
+        value = await fn()
+    except SubagentError as exc:
+        failure = exc
+    finally:
+        caller._delegating -= 1
+    if caller._delegating == 0:
+        await pool._reacquire_slot(caller)
+    if failure is not None:
+        raise failure
+    return value
 
 
 class SubagentTool:
     """The delegation tool: the model names a registered agent and a task, and gets
     back that subagent's final answer as JSON (``agent``, ``path``, ``output``).
 
-    It submits under the calling run's AgentPath, so paths compose and the
-    pool's depth limit applies; while the caller waits, its concurrency slot
-    is lent to the pool. Every failure (bad arguments, unknown agent, depth,
-    closed pool, a failed, timed out or cancelled subagent) raises a
-    :class:`SubagentError` whose message the agent loop turns into one error
-    result. A task at the depth limit is not offered this tool.
+    With ``"wait": false`` it starts the subagent in the background and returns at
+    once (``agent``, ``path``, ``"status": "started"``); the result, or the error,
+    comes into the calling run later as a user message (see ``RESULT_PREFIX`` in
+    ``subagent._background``) before a model call, with a ``result_delivered`` event;
+    :class:`SubagentResultsTool` waits for it. Background delegation is open to runs
+    of the pool's tasks.
+
+    It submits under the calling run's AgentPath, so paths compose and the pool's
+    depth limit applies. A run of the pool has at most ``max_children`` live
+    subagents (its spec's, else the pool's); a delegation waits at most the pool's
+    ``children_timeout`` for one to end. While the caller blocks, its concurrency
+    slot is lent to the pool. Every failure (bad arguments, unknown agent, depth,
+    fan-out, closed pool, a failed, timed out or cancelled subagent) raises a
+    :class:`SubagentError` whose message the agent loop turns into one error result.
+    A task at the depth limit is not offered this tool.
+
+    Liveness: self-monitoring (``agentcore.SelfMonitoring``). A waited-for subagent is
+    bounded by its spec's ``timeout`` and ``idle_timeout``; one with neither is bounded
+    by the calling agent's ``tool_timeout`` (then cancelled, and the call fails).
 
     Args:
       pool: The pool that runs the subagents.
@@ -84,7 +147,8 @@ class SubagentTool:
         return (
             "Delegate one task to a subagent and wait for its final answer. The subagent "
             "starts with a fresh conversation and sees only the task text, so make the task "
-            "self-contained. Returns JSON with the agent, the subagent's path and its output."
+            "self-contained. Returns JSON with the agent, the subagent's path and its output. "
+            "With wait=false it returns at once and the result arrives later as a message."
         )
 
     @property
@@ -107,66 +171,143 @@ class SubagentTool:
                     "type": "string",
                     "description": "The complete task for the subagent, verbatim.",
                 },
+                "wait": {
+                    "type": "boolean",
+                    "description": "false: start it in the background; its result arrives "
+                    "later as a message (default true: wait for it).",
+                },
             },
             "required": ["agent", "task"],
             "additionalProperties": False,
         }
 
-    async def execute_monitored(self, arguments: str, fallback_timeout: float) -> str:
-        """Like :meth:`execute`; the loop calls this (the ``SelfMonitoring`` contract)."""
-        return await self.execute(arguments)
-
     async def execute(self, arguments: str) -> str:
-        """Run the subagent and return its output as JSON. A checkpoint.
+        """Run one call bounded by the calling run's ``tool_timeout``; see
+        :meth:`execute_monitored`. A checkpoint."""
+        return await self.execute_monitored(arguments, fallback_bound())
+
+    async def execute_monitored(self, arguments: str, fallback_timeout: float) -> str:
+        """Run the subagent (or start it, with ``wait: false``). A checkpoint.
+
+        Args:
+          arguments: The JSON arguments.
+          fallback_timeout: Bounds waiting for a subagent whose spec has neither
+            ``timeout`` nor ``idle_timeout``.
 
         Raises:
           SubagentError: any failure, with one message saying what went wrong.
         """
-        agent, text = parse_arguments(arguments)
+        agent, text, wait = parse_arguments(arguments)
         pool = self.pool
-        caller = current_task.get()
+        caller = calling_task(pool)
+        if not wait:
+            if caller is None:
+                raise SubagentError(
+                    "wait: false is only open to runs of the pool's tasks; "
+                    "call with wait: true"
+                )
+            path = await self._start(caller, agent, text)
+            return json.dumps({"agent": agent, "path": list(path), "status": "started"})
         run = agentcore.current_run()
-        if caller is None or caller.pool is not pool or caller._run is not run:
-            caller = None
         parent_path = caller.path if caller is not None else run.path if run is not None else ()
-        failure: SubagentError | None = None
-        if caller is not None:
-            # The caller lends its slot while it waits (no nested deadlock); with
-            # several delegations at once, the first lends it and the last takes it back.
-            caller._delegating += 1
-            if caller._delegating == 1:
-                pool._release_slot(caller)
-        try:
-            output, path = await self._delegate(caller, parent_path, agent, text)
-        except SubagentError as exc:
-            failure = exc
-        finally:
-            if caller is not None:
-                caller._delegating -= 1
-        if caller is not None and caller._delegating == 0:
-            await pool._reacquire_slot(caller)
-        if failure is not None:
-            raise failure
+        output, path = await lend_slot(
+            caller, lambda: self._delegate(caller, parent_path, agent, text, fallback_timeout)
+        )
         return json.dumps({"agent": agent, "path": list(path), "output": output})
 
+    async def _child_slot(self, caller: Task, agent: str) -> trio.Semaphore:
+        # A fan-out slot of the caller's run, waiting at most children_timeout for one.
+        pool = self.pool
+        slots = caller._fanout
+        if slots is None:
+            limit = caller.spec.max_children
+            limit = limit if limit is not None else pool.max_children
+            slots = caller._fanout = trio.Semaphore(limit, max_value=limit)
+        try:
+            slots.acquire_nowait()
+        except trio.WouldBlock:
+            pass
+        else:
+            return slots
+        timeout = pool.children_timeout
+        with trio.move_on_after(timeout):
+            await lend_slot(caller, slots.acquire)
+            return slots
+        raise MaxChildrenError(
+            f"cannot start agent {agent!r}: run {format_path(caller.path)} has reached its "
+            f"limit of {slots.max_value} live subagents (max_children) and none ended "
+            f"within {timeout:g}s; wait for results or work without delegating"
+        )
+
+    async def _start(self, caller: Task, agent: str, text: str) -> tuple[str, ...]:
+        slots = await self._child_slot(caller, agent)
+        call_id = caller._current_call_id
+        try:
+            try:
+                child = self.pool._accept(agent, text, caller.path, None, call_id, slots, True)
+            except trio.WouldBlock:
+                child = await lend_slot(
+                    caller,
+                    lambda: self.pool._submit(agent, text, caller.path, None, call_id,
+                                              slots, True),
+                )
+        except BaseException:
+            slots.release()
+            raise
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return child.path
+
     async def _delegate(
-        self, caller: Task | None, parent_path: tuple[str, ...], agent: str, text: str
+        self,
+        caller: Task | None,
+        parent_path: tuple[str, ...],
+        agent: str,
+        text: str,
+        fallback_timeout: float,
     ) -> tuple[str, tuple[str, ...]]:
         call_id = caller._current_call_id if caller is not None else None
-        child = await self.pool._submit(agent, text, parent_path, None, call_id)
+        slots = await self._child_slot(caller, agent) if caller is not None else None
+        try:
+            child = await self.pool._submit(agent, text, parent_path, None, call_id, slots)
+        except BaseException:
+            if slots is not None:
+                slots.release()
+            raise
         if caller is not None:
             caller._awaiting = child
+        spec = child.spec
+        bound = math.inf if spec.timeout or spec.idle_timeout else fallback_timeout
         try:
-            result = await child.wait()
-        except SubagentError:
-            raise
-        except BaseException:
-            # The caller is being cancelled or timed out: its subagent goes with it.
+            with trio.move_on_after(bound):
+                result = await child.wait()
+                return result.output, child.path
             child.cancel()
             with trio.CancelScope(shield=True):
                 await child._done.wait()
+            raise SubagentError(
+                f"subagent {format_path(child.path)} gave no result within "
+                f"{fallback_timeout:g}s and was cancelled (its spec has neither timeout "
+                "nor idle_timeout, so the caller's tool_timeout bounds it)"
+            )
+        except SubagentError:
+            raise
+        except BaseException:
+            # The caller is being cancelled or timed out: its subagent goes with it,
+            # unless it is critical and the caller was not hard-aborted (it then
+            # finishes in the background; its result is delivered or orphaned).
+            if (
+                caller is not None
+                and spec.critical
+                and not caller._scope.cancel_called
+                and not child.done
+            ):
+                child._deliver_to = caller
+                caller._background.add(child)
+            else:
+                child.cancel()
+                with trio.CancelScope(shield=True):
+                    await child._done.wait()
             raise
         finally:
             if caller is not None and caller._awaiting is child:
                 caller._awaiting = None
-        return result.output, child.path

@@ -190,9 +190,10 @@ async def test_failed_child_is_an_error_result() -> None:
         ('{"task": "t"}', "missing required argument 'agent'"),
         ('{"agent": 1, "task": "t"}', "'agent' must be a string, not int"),
         ('{"agent": "a", "task": "  "}', "'task' must not be empty"),
+        ('{"agent": "a", "task": "t", "wait": 0}', "'wait' must be true or false, not int"),
         (
             '{"agent": "a", "task": "t", "x": 1}',
-            "unknown argument 'x'; the arguments are 'agent' and 'task'",
+            "unknown argument 'x'; the arguments are 'agent', 'task' and 'wait'",
         ),
     ],
 )
@@ -221,6 +222,11 @@ async def test_schema_lists_the_agents() -> None:
                 "task": {
                     "type": "string",
                     "description": "The complete task for the subagent, verbatim.",
+                },
+                "wait": {
+                    "type": "boolean",
+                    "description": "false: start it in the background; its result arrives "
+                    "later as a message (default true: wait for it).",
                 },
             },
             "required": ["agent", "task"],

@@ -1,0 +1,163 @@
+"""Background delegation: a child's result delivered into its parent run as a message,
+orphans, and what the end of a parent run does to its children (SPEC 3.4, 3.5).
+
+Every background child's result (or error) ends up exactly once either delivered
+(read by its parent run's loop: ``result_delivered``) or orphaned (``task_orphaned``):
+it is offered to the parent run's inbox when the child's task ends; a parent run
+that has ended refuses it (orphaned now), and results still unread when the parent
+run ends are orphaned by the parent's end.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import TYPE_CHECKING
+
+import trio
+
+from agentcore import Message, Pending
+
+from ._events import Event, EventKind
+
+if TYPE_CHECKING:
+    from ._task import Task
+
+#: Starts the content of the message that delivers a background result. The rest is
+#: JSON: ``{"agent", "path", "output"}``, or ``"error"`` instead of ``"output"``.
+RESULT_PREFIX = "[subagent result] "
+
+
+def outcome(task: Task) -> tuple[str | None, str | None]:
+    """The output of an ended task, or the error ``wait()`` raises for it: one is None."""
+    failure = task._failure()
+    if failure is None:
+        return task._output, None
+    return None, str(failure)
+
+
+def result_message(task: Task) -> Message:
+    """The user message that hands a background task's result to its parent run.
+
+    Its role is ``user`` (the only role a model accepts outside a tool answer), and the
+    ``[subagent result]`` prefix tells the model it is information, not a request.
+    """
+    output, error = outcome(task)
+    body: dict[str, object] = {"agent": task.name, "path": list(task.path)}
+    if error is None:
+        body["output"] = output
+    else:
+        body["error"] = error
+    return Message("user", RESULT_PREFIX + json.dumps(body))
+
+
+def settle(task: Task) -> bool:
+    """Account for a task that has ended: free its fan-out slot, add its tree usage to
+    its parent (unless the parent has resolved), and offer a background task's result
+    to its parent run's inbox. Not a checkpoint.
+
+    Returns False when the result is an orphan (the parent run has ended): the caller
+    then reports it with :func:`orphan`.
+    """
+    if task._fanout_slot is not None:
+        task._fanout_slot.release()
+        task._fanout_slot = None
+    parent = task.parent
+    if parent is not None and not parent.done:
+        parent._child_usage = parent._child_usage + task.tree_usage
+    target = task._deliver_to
+    if target is None:
+        return True
+    target._background.discard(task)
+    target._arrivals.unpark_all()
+    run = target._run
+    if run is None or run.ended:
+        return False
+    read = functools.partial(_delivered, target, task)
+    run.put(Pending(result_message(task), None, on_read=read, preempts=False))
+    target._unread.append(task)
+    return True
+
+
+async def _delivered(parent: Task, task: Task) -> None:
+    # Awaited by the parent run's loop right after it appended the result message.
+    parent._unread.remove(task)
+    output, error = outcome(task)
+    sink = parent.spec.audit
+    if sink is not None:
+        from ledger import Record
+
+        await sink.record(
+            Record(
+                str(EventKind.result_delivered),
+                run_id="/".join(parent.path),
+                path=parent.path,
+                agent_id=parent.spec.agent_id,
+                call_id=task.call_id,
+                result=output,
+                error=error,
+                data={"agent": task.name, "child": "/".join(task.path)},
+            )
+        )
+    if parent.events is not None:
+        await parent.events.send(
+            Event(parent.path, EventKind.result_delivered, None, parent.call_id,
+                  error=error, child=task.path, output=output)
+        )
+
+
+async def orphan(task: Task) -> None:
+    """Report that a background task's result arrived after its parent run ended:
+    audited in the task's sink, then a ``task_orphaned`` event. A checkpoint."""
+    output, error = outcome(task)
+    sink = task.spec.audit
+    if sink is not None:
+        from ledger import Record
+
+        parent = task._deliver_to
+        await sink.record(
+            Record(
+                str(EventKind.task_orphaned),
+                run_id="/".join(task.path),
+                path=task.path,
+                agent_id=task.spec.agent_id,
+                call_id=task.call_id,
+                result=output,
+                error=error,
+                data={
+                    "agent": task.name,
+                    "parent": "/".join(parent.path) if parent is not None else "",
+                },
+            )
+        )
+    if task.events is not None:
+        await task.events.send(
+            Event(task.path, EventKind.task_orphaned, None, task.call_id, task._summary,
+                  error, output=output, tree_usage=task.tree_usage)
+        )
+
+
+async def end_children(task: Task, *, hard: bool, bound: float) -> None:
+    """What the end of ``task``'s run does to its children. A checkpoint; call it shielded.
+
+    Results in its inbox still unread become orphans (each report bounded by
+    ``bound`` seconds). A hard end (``hard``: the task was cancelled or aborted)
+    cancels every descendant, critical ones included, and waits for them all. Any
+    other end cancels the background children that are not critical, waits for them
+    at most ``bound`` seconds, and leaves critical ones running.
+    """
+    unread, task._unread = task._unread, []
+    for child in unread:
+        with trio.move_on_after(bound):
+            await orphan(child)
+    if hard:
+        task.cancel()
+        for child in list(task.children):
+            await child._done.wait()
+        return
+    stopped = [child for child in task._background if not child.spec.critical]
+    for child in stopped:
+        child.cancel()
+    with trio.move_on_after(bound):
+        for child in stopped:
+            await child._done.wait()
