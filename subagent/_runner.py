@@ -9,7 +9,7 @@ import attrs
 import trio
 
 import agentcore
-from agentcore import Agent, EndReason, RunSummary
+from agentcore import Agent, AuditError, EndReason, RunSummary
 
 from ._background import end_children, orphan, settle
 from ._context import current_task
@@ -73,31 +73,45 @@ def _emitter(task: Task) -> agentcore.EventSink:
 
 async def _report(
     task: Task, kind: EventKind, summary: RunSummary | None = None, error: str | None = None
-) -> None:
+) -> AuditError | None:
     # A pool lifecycle step: audited in the task's sink first, then sent as an event.
+    # If the sink fails, the AuditError is returned: a start that cannot be audited
+    # is not announced (the task does not run); an end still is, with the failure
+    # as its error when it has none.
     sink = task.spec.audit
+    failure: AuditError | None = None
     if sink is not None:
         from ledger import Record
 
         data: dict[str, str | int | float | bool | None] = {"agent": task.name}
         if summary is not None:
             data["end_reason"] = str(summary.end_reason)
-        await sink.record(
-            Record(
-                str(kind),
-                run_id="/".join(task.path),
-                path=task.path,
-                agent_id=task.spec.agent_id,
-                call_id=task.call_id,
-                error=error,
-                data=data,
+        try:
+            await sink.record(
+                Record(
+                    str(kind),
+                    run_id="/".join(task.path),
+                    path=task.path,
+                    agent_id=task.spec.agent_id,
+                    call_id=task.call_id,
+                    error=error,
+                    data=data,
+                )
             )
-        )
+        except Exception as exc:
+            failure = AuditError(
+                f"the audit sink failed to record {str(kind)!r}: {type(exc).__name__}: {exc}"
+            )
+            failure.__cause__ = exc
+            if kind in (EventKind.task_queued, EventKind.task_started):
+                return failure
+            error = error or f"AuditError: {failure}"
     if task.events is not None:
         usage = task.tree_usage if summary is not None else None
         await task.events.send(
             Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
         )
+    return failure
 
 
 async def _execute(task: Task) -> TaskStatus:
@@ -143,16 +157,24 @@ async def run_task(task: Task) -> None:
     """
     pool = task.pool
     status = TaskStatus.cancelled
+    failure: AuditError | None = None
     try:
         with task._scope:
             # A task cancelled before its runner ran still reports that it was queued.
             with trio.CancelScope(shield=task._scope.cancel_called) as queued:
                 if queued.shield:
                     queued.deadline = trio.current_time() + END_TIMEOUT
-                await _report(task, EventKind.task_queued)
+                failure = await _report(task, EventKind.task_queued)
             await task._granted.wait()
-            await _report(task, EventKind.task_started)
-            status = await _execute(task)
+            if failure is None:
+                failure = await _report(task, EventKind.task_started)
+            if failure is None:
+                status = await _execute(task)
+            else:
+                # Fail closed: a task whose queueing or start cannot be audited does not run.
+                task._cause = failure
+                task._error = f"AuditError: {failure}"
+                status = TaskStatus.failed
     finally:
         pool._end_slot(task)
         pool._count_end(task, status)
