@@ -53,7 +53,7 @@ def result_message(task: Task) -> Message:
 
 def settle(task: Task) -> bool:
     """Account for a task that has ended: free its fan-out slot, add its tree usage to
-    its parent (unless the parent has resolved), and offer a background task's result
+    its parent (unless the parent has reported its own end), and offer a background task's result
     to its parent run's inbox. Not a checkpoint.
 
     Returns False when the result is an orphan (the parent run has ended): the caller
@@ -63,7 +63,7 @@ def settle(task: Task) -> bool:
         task._fanout_slot.release()
         task._fanout_slot = None
     parent = task.parent
-    if parent is not None and not parent.done:
+    if parent is not None and not parent._usage_sealed:
         parent._child_usage = parent._child_usage + task.tree_usage
     target = task._deliver_to
     if target is None:

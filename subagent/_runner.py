@@ -185,6 +185,7 @@ async def run_task(task: Task) -> None:
             hard = status is TaskStatus.cancelled
             await end_children(task, hard=hard, bound=END_TIMEOUT)
             kind = EventKind.task_cancelled if hard else EventKind.task_finished
+            task._usage_sealed = True
             with trio.move_on_after(END_TIMEOUT):
                 await _report(task, kind, task._summary, task._error)
             if not settle(task):

@@ -114,6 +114,8 @@ class Task:
     _unread: list[Task] = attrs.field(factory=list)
     _arrivals: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
     _child_usage: Usage = Usage()
+    # Set just before the task reports its end: later children's usage is not added.
+    _usage_sealed: bool = False
     # Child side: the parent run to deliver its result to, and the fan-out slot it holds.
     _deliver_to: Task | None = None
     _fanout_slot: trio.Semaphore | None = None
