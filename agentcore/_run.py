@@ -386,41 +386,43 @@ class Run:
     ) -> BaseException | None:
         # Returns the exception that ended the run: ``error``, or the AuditError of a
         # run_end entry that could not be recorded (the run then ends ``error``: its
-        # end is audited before agent_end announces it).
+        # end is audited before agent_end announces it). Each audit and the final
+        # emits are bounded apart, so a hung sink cannot hold back agent_end.
         assert self.summary is not None
         summary = self.summary
-        with trio.move_on_after(self.agent.end_timeout, shield=True):
+        failures: list[AuditError] = []
+        if summary.end_reason is EndReason.aborted:
+            why = describe(error) or self._abort_reason or "cancelled"
+            abort_failure = await self._audit_end("abort", error=why)
+            if abort_failure is not None:
+                # An abort cannot be refused: it goes on, and the failure is reported.
+                failures.append(abort_failure)
+        end_failure = await self._audit_end(
+            "run_end",
+            error=summary.error,
+            duration=summary.duration,
+            data={
+                "end_reason": str(summary.end_reason),
+                "turns": summary.turns,
+                "tool_calls": summary.tool_calls,
+                "input_tokens": summary.usage.input_tokens,
+                "output_tokens": summary.usage.output_tokens,
+            },
+        )
+        if end_failure is not None:
             if summary.end_reason is EndReason.aborted:
-                if error is None:
-                    text = f"abort: {self._abort_reason}" if self._abort_reason else "abort"
-                    await self.emit(EventKind.interrupt_received, text=text)
-                why = describe(error) or self._abort_reason or "cancelled"
-                try:
-                    await self.audit("abort", error=why)
-                except AuditError as exc:
-                    # An abort cannot be refused: it goes on, and the failure is reported.
-                    await self.emit(EventKind.error, text=describe(exc) or "")
-            try:
-                await self.audit(
-                    "run_end",
-                    error=summary.error,
-                    duration=summary.duration,
-                    data={
-                        "end_reason": str(summary.end_reason),
-                        "turns": summary.turns,
-                        "tool_calls": summary.tool_calls,
-                        "input_tokens": summary.usage.input_tokens,
-                        "output_tokens": summary.usage.output_tokens,
-                    },
+                failures.append(end_failure)
+            elif summary.end_reason is not EndReason.error:
+                summary = self.summary = attrs.evolve(
+                    summary, end_reason=EndReason.error, error=describe(end_failure)
                 )
-            except AuditError as exc:
-                if summary.end_reason is EndReason.aborted:
-                    await self.emit(EventKind.error, text=describe(exc) or "")
-                elif summary.end_reason is not EndReason.error:
-                    summary = self.summary = attrs.evolve(
-                        summary, end_reason=EndReason.error, error=describe(exc)
-                    )
-                    error = exc
+                error = end_failure
+        with trio.move_on_after(self.agent.end_timeout, shield=True):
+            if summary.end_reason is EndReason.aborted and error is None:
+                text = f"abort: {self._abort_reason}" if self._abort_reason else "abort"
+                await self.emit(EventKind.interrupt_received, text=text)
+            for failure in failures:
+                await self.emit(EventKind.error, text=describe(failure) or "")
             if summary.end_reason is EndReason.error:
                 await self.emit(EventKind.error, text=summary.error or "")
             if self._reported < len(self._follow_ups):
@@ -428,6 +430,18 @@ class Run:
             if start_delivered:
                 await self.emit(EventKind.agent_end, summary=summary)
         return error
+
+    async def _audit_end(self, kind: str, **fields: Any) -> AuditError | None:
+        # One shielded audit entry of the run's end, bounded by end_timeout; a sink
+        # that fails or does not answer in time is returned as an AuditError.
+        timeout = self.agent.end_timeout
+        with trio.move_on_after(timeout, shield=True):
+            try:
+                await self.audit(kind, **fields)
+            except AuditError as exc:
+                return exc
+            return None
+        return AuditError(f"the audit sink did not record {kind!r} within {timeout:g}s")
 
     async def _report_follow_ups(self) -> None:
         while self._reported < len(self._follow_ups):

@@ -109,3 +109,31 @@ async def test_abort_audit_failure_still_aborts(autojump_clock: trio.testing.Moc
     ]
     assert events[-1].summary is not None
     assert events[-1].summary.end_reason is EndReason.aborted
+
+
+class HangingSink(FailingSink):
+    """A MemorySink that never answers for entries of one kind."""
+
+    async def record(self, record: ledger.Record) -> ledger.Entry:
+        if record.kind == self.kind:
+            await trio.sleep_forever()
+        return await self.inner.record(record)
+
+
+async def test_hung_run_end_audit_does_not_hold_back_agent_end(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The bug: run_end was audited inside the same bounded scope as agent_end, so a
+    # sink that hung on it used up the bound and agent_end was never delivered.
+    events: list[Event] = []
+
+    async def emit(event: Event) -> None:
+        events.append(event)
+
+    agent = Agent(model=ScriptedModel(["done"]), audit=HangingSink("run_end"))
+    result = await agent.run("go", emit=emit)
+    assert trio.current_time() == 5.0
+    assert result.summary.end_reason is EndReason.error
+    text = "AuditError: the audit sink did not record 'run_end' within 5s"
+    assert result.summary.error == text
+    assert [(str(e.kind), e.text) for e in events[-2:]] == [("error", text), ("agent_end", "")]
