@@ -69,7 +69,8 @@ def settle(task: Task) -> bool:
     if target is None:
         return True
     target._background.discard(task)
-    target._arrivals.unpark_all()
+    if target._arrivals is not None:
+        target._arrivals.unpark_all()
     run = target._run
     if run is None or run.ended:
         return False

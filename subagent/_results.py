@@ -148,6 +148,8 @@ class SubagentResultsTool:
             return bool(caller._unread) or not caller._background
 
         async def wait() -> bool:
+            if caller._arrivals is None:
+                caller._arrivals = trio.lowlevel.ParkingLot()
             with trio.move_on_after(bound):
                 while not settled():
                     await caller._arrivals.park()

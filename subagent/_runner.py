@@ -86,24 +86,32 @@ async def _report(
         data: dict[str, str | int | float | bool | None] = {"agent": task.name}
         if summary is not None:
             data["end_reason"] = str(summary.end_reason)
-        try:
-            await sink.record(
-                Record(
-                    str(kind),
-                    run_id="/".join(task.path),
-                    path=task.path,
-                    agent_id=task.spec.agent_id,
-                    call_id=task.call_id,
-                    error=error,
-                    data=data,
+        starting = kind in (EventKind.task_queued, EventKind.task_started)
+        # An end's entry is bounded on its own, so a hung sink cannot hold back its event.
+        with trio.move_on_after(math.inf if starting else END_TIMEOUT) as bound:
+            try:
+                await sink.record(
+                    Record(
+                        str(kind),
+                        run_id="/".join(task.path),
+                        path=task.path,
+                        agent_id=task.spec.agent_id,
+                        call_id=task.call_id,
+                        error=error,
+                        data=data,
+                    )
                 )
-            )
-        except Exception as exc:
+            except Exception as exc:
+                failure = AuditError(
+                    f"the audit sink failed to record {str(kind)!r}: {type(exc).__name__}: {exc}"
+                )
+                failure.__cause__ = exc
+        if bound.cancelled_caught:
             failure = AuditError(
-                f"the audit sink failed to record {str(kind)!r}: {type(exc).__name__}: {exc}"
+                f"the audit sink did not record {str(kind)!r} within {END_TIMEOUT:g}s"
             )
-            failure.__cause__ = exc
-            if kind in (EventKind.task_queued, EventKind.task_started):
+        if failure is not None:
+            if starting:
                 return failure
             error = error or f"AuditError: {failure}"
     if task.events is not None:
@@ -186,7 +194,7 @@ async def run_task(task: Task) -> None:
             await end_children(task, hard=hard, bound=END_TIMEOUT)
             kind = EventKind.task_cancelled if hard else EventKind.task_finished
             task._usage_sealed = True
-            with trio.move_on_after(END_TIMEOUT):
+            with trio.move_on_after(2 * END_TIMEOUT):
                 await _report(task, kind, task._summary, task._error)
             if not settle(task):
                 with trio.move_on_after(END_TIMEOUT):

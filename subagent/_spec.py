@@ -60,8 +60,12 @@ class Spec:
       timeout: Wall-clock seconds a run may take; ``None`` for no limit.
       idle_timeout: Seconds a run may go without an event (its own or a
         descendant's) before it is aborted; ``None`` disables the watchdog.
-      critical: Whether it keeps running when its parent ends gracefully.
-      max_children: Live subagents one of its runs may have; ``None`` for the pool's.
+      critical: Whether it keeps running when its parent run ends other than by a
+        hard abort (its result then becomes a ``task_orphaned`` event); a
+        non-critical background subagent is cancelled then. A hard abort
+        (``Task.cancel``, ``Pool.cancel``) reaches critical subagents too.
+      max_children: Live subagents one of its runs may start through the delegation
+        tool; ``None`` for the pool's.
       max_messages: The most messages its conversation keeps (default 50): before
         each model call the oldest non-system ones are dropped; ``None`` for no bound.
     """

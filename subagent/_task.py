@@ -112,7 +112,7 @@ class Task:
     _fanout: trio.Semaphore | None = None
     _background: set[Task] = attrs.field(factory=set)
     _unread: list[Task] = attrs.field(factory=list)
-    _arrivals: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+    _arrivals: trio.lowlevel.ParkingLot | None = None
     _child_usage: Usage = Usage()
     # Set just before the task reports its end: later children's usage is not added.
     _usage_sealed: bool = False

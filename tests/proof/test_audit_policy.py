@@ -5,11 +5,15 @@ nothing hangs and nothing else escapes ``open_pool``."""
 from __future__ import annotations
 
 import pytest
+import trio
+import trio.testing
 
 import ledger
 from agentcore import AuditError
 from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
 from subagent import Event, Spec, Stream, TaskFailed, TaskStatus, open_pool
+from subagent._runner import END_TIMEOUT
+from subagent.testing import check_events
 
 DISK_FULL = "OSError: [Errno 28] No space left on device"
 
@@ -110,3 +114,27 @@ async def test_task_finished_audit_failure_is_reported_on_the_event_instead_of_c
     last = [e async for e in events][-1]
     assert str(last.kind) == "task_finished"
     assert last.error == f"AuditError: the audit sink failed to record 'task_finished': {DISK_FULL}"
+
+
+async def test_hung_task_finished_audit_does_not_swallow_the_terminal_event(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The bug: the task_finished entry and its event shared one bound, so a sink that
+    # hung on the entry used it up and the event was never delivered.
+    class HangingSink(FailingSink):
+        async def record(self, record: ledger.Record) -> ledger.Entry:
+            if record.kind == self.kind:
+                await trio.sleep_forever()
+            return await self.inner.record(record)
+
+    events = Stream(1000)
+    async with open_pool(events=events) as pool:
+        pool.register(Spec("a", model=ScriptedModel(["done"]), audit=HangingSink("task_finished")))
+        result = await (await pool.submit("a", "go")).wait()
+        assert trio.current_time() == END_TIMEOUT
+    events.close()
+    log = [e async for e in events]
+    assert result.output == "done"
+    assert str(log[-1].kind) == "task_finished"
+    assert log[-1].error == "AuditError: the audit sink did not record 'task_finished' within 5s"
+    check_events(log)
