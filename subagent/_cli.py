@@ -21,12 +21,22 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from agentcore import ApprovalGate, GateDecision, GateRequest, ToolGate, allow_all, read_only
+from agentcore import (
+    ApprovalGate,
+    GateDecision,
+    GateRequest,
+    Tool,
+    ToolGate,
+    Usage,
+    allow_all,
+    read_only,
+)
 
 from ._declarative import SpecFile, load_specs
 from ._errors import SubagentError, TaskError, UnknownAgentError, format_path
 from ._events import Event
 from ._pool import open_pool
+from ._results import SubagentResultsTool
 from ._stream import Stream
 from ._tool import SubagentTool
 from ._view import TreeView, render_lines, render_rich
@@ -141,6 +151,7 @@ async def run_specs(
     defaults = attrs.evolve(specs.defaults, gate=gate, audit=sink)
     code = EXIT_OK
     output = ""
+    usage: Usage | None = None
     with Display(out, rich) as display:
         async with trio.open_nursery() as nursery:
 
@@ -151,12 +162,17 @@ async def run_specs(
             nursery.start_soon(show)
             try:
                 async with open_pool(**specs.pool, defaults=defaults, events=stream) as pool:  # type: ignore[arg-type]
-                    tool = SubagentTool(pool)
-                    for spec in specs.specs_for(tool):
+                    pool_tools: dict[str, Tool] = {
+                        "subagent": SubagentTool(pool),
+                        "subagent_results": SubagentResultsTool(pool),
+                    }
+                    for spec in specs.specs_for(pool_tools):
                         pool.register(spec)
                     task = await pool.submit(agent, task_text)
                     try:
-                        output = (await task.wait()).output
+                        result = await task.wait()
+                        output = result.output
+                        usage = result.tree_usage
                     except TaskError as exc:
                         code = EXIT_TASK_FAILED
                         output = f"the task did not finish: {exc}"
@@ -165,9 +181,10 @@ async def run_specs(
                 await sink.aclose()
         display.final()
     print("\noutput:\n" + output, file=out)
-    tokens_in, tokens_out = display.view.total_tokens()
-    print(f"\nusage of the whole tree: {tokens_in} input + {tokens_out} output tokens "
-          f"over {len(display.view.nodes)} runs", file=out)
+    if usage is None:  # the task failed: add up what the events showed
+        usage = Usage(*display.view.total_tokens())
+    print(f"\nusage of the whole tree: {usage.input_tokens} input + {usage.output_tokens} "
+          f"output tokens over {len(display.view.nodes)} runs", file=out)
     report = ledger.verify(ledger_path)
     print(f"ledger: {ledger_path}", file=out)
     if report.ok:

@@ -27,8 +27,9 @@ The format::
 
 Tool names resolve against the caller's registry, then the workspace tools
 (``read_file``, ``list_dir``, ``grep``, ``write_file``, given a workspace root).
-``subagent`` means the delegation tool: it is added when the specs are bound to a
-pool (:meth:`SpecFile.specs_for`).
+``subagent`` (the delegation tool) and ``subagent_results`` (waiting for background
+subagents) belong to a pool: they are added when the specs are bound to one
+(:meth:`SpecFile.specs_for`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from agentcore import ChatModel, Tool
 from ._errors import SpecError
 from ._spec import Defaults, Spec
 
-DELEGATION_TOOL = "subagent"
+#: Tools that belong to a pool, added by :meth:`SpecFile.specs_for`.
+POOL_TOOLS = ("subagent", "subagent_results")
 POOL_KEYS = {
     "max_concurrent": int,
     "max_queued": int,
@@ -82,23 +84,27 @@ class SpecFile:
 
     Attributes:
       source: Where it came from (the file path, or ``<mapping>``).
-      specs: The agents, in file order, without the delegation tool.
-      delegating: Names of the agents that listed the ``subagent`` tool.
+      specs: The agents, in file order, without the pool's tools.
+      pool_tools: Per agent, the pool tools it listed (``subagent``, ``subagent_results``).
       pool: Keyword arguments for :func:`subagent.open_pool` (limits only).
       defaults: The defaults agents inherit.
     """
 
     source: str
     specs: tuple[Spec, ...]
-    delegating: frozenset[str]
+    pool_tools: Mapping[str, tuple[str, ...]]
     pool: Mapping[str, int | float]
     defaults: Defaults
 
-    def specs_for(self, delegation_tool: Tool) -> tuple[Spec, ...]:
-        """The specs, each agent that listed ``subagent`` given ``delegation_tool``."""
+    def specs_for(self, pool_tools: Mapping[str, Tool]) -> tuple[Spec, ...]:
+        """The specs, each given the pool tools it listed, from ``pool_tools`` by name
+        (e.g. ``{"subagent": SubagentTool(pool), "subagent_results":
+        SubagentResultsTool(pool)}``)."""
         return tuple(
-            attrs.evolve(spec, tools=(*spec.tools, delegation_tool))
-            if spec.name in self.delegating
+            attrs.evolve(
+                spec, tools=(*spec.tools, *(pool_tools[n] for n in self.pool_tools[spec.name]))
+            )
+            if self.pool_tools.get(spec.name)
             else spec
             for spec in self.specs
         )
@@ -192,17 +198,16 @@ class _Reader:
         if not agents:
             raise self.error("[agents]", "no agents are defined")
         specs: list[Spec] = []
-        delegating: set[str] = set()
+        listed: dict[str, tuple[str, ...]] = {}
         for name, raw in agents.items():
-            spec, delegates = self.agent(name, raw)
+            spec, pool_tools = self.agent(name, raw)
             try:
                 spec.inherit(defaults)
             except SpecError as exc:
                 raise self.error(f"agent {name!r}", str(exc)) from None
             specs.append(spec)
-            if delegates:
-                delegating.add(name)
-        return SpecFile(self.source, tuple(specs), frozenset(delegating), pool, defaults)
+            listed[name] = pool_tools
+        return SpecFile(self.source, tuple(specs), listed, pool, defaults)
 
     def table(self, data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
         value = data.get(key, {})
@@ -233,7 +238,7 @@ class _Reader:
         agent_id = self.string("[defaults] field 'agent_id'", table.get("agent_id", ""))
         return Defaults(model=model, agent_id=agent_id)
 
-    def agent(self, name: str, raw: Any) -> tuple[Spec, bool]:
+    def agent(self, name: str, raw: Any) -> tuple[Spec, tuple[str, ...]]:
         where = f"agent {name!r}"
         if not isinstance(raw, Mapping):
             raise self.error(where, f"must be a table, not {_kind(raw)}")
@@ -271,28 +276,28 @@ class _Reader:
                     field("critical"), f"must be true or false, not {_kind(raw['critical'])}"
                 )
             kwargs["critical"] = raw["critical"]
-        tools, delegates = self.tools(field("tools"), raw.get("tools", []))
+        tools, pool_tools = self.tools(field("tools"), raw.get("tools", []))
         try:
             spec = Spec(name, tools=tools, **kwargs)
         except (TypeError, ValueError) as exc:
             raise self.error(where, str(exc)) from None
-        return spec, delegates
+        return spec, pool_tools
 
-    def tools(self, where: str, names: Any) -> tuple[tuple[Tool, ...], bool]:
+    def tools(self, where: str, names: Any) -> tuple[tuple[Tool, ...], tuple[str, ...]]:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise self.error(where, f"must be a list of tool names, not {_kind(names)}")
         tools: list[Tool] = []
-        delegates = False
+        pool_tools: list[str] = []
         seen: set[str] = set()
         for name in names:
             if name in seen:
                 raise self.error(where, f"names tool {name!r} twice")
             seen.add(name)
-            if name == DELEGATION_TOOL:
-                delegates = True
+            if name in POOL_TOOLS:
+                pool_tools.append(name)
             else:
                 tools.append(self.tool(where, name))
-        return tuple(tools), delegates
+        return tuple(tools), tuple(pool_tools)
 
     def tool(self, where: str, name: str) -> Tool:
         if name in self.user_tools:
@@ -302,7 +307,7 @@ class _Reader:
             return builtins[name]
         if self.workspace is None and name in WORKSPACE_TOOL_NAMES:
             raise self.error(where, f"tool {name!r} needs a workspace root, and none was given")
-        known = sorted({*self.user_tools, *builtins, *WORKSPACE_TOOL_NAMES, DELEGATION_TOOL})
+        known = sorted({*self.user_tools, *builtins, *WORKSPACE_TOOL_NAMES, *POOL_TOOLS})
         raise self.error(where, f"unknown tool {name!r}; known tools: {', '.join(known)}")
 
     def builtin_tools(self) -> dict[str, Tool]:

@@ -1,8 +1,9 @@
 """``subagent demo``: a small delegation tree on scripted models, fully offline.
 
-A coordinator hands three tasks to subagents; the researcher delegates further to a
-fact checker; the reader uses the workspace tools on a bundled sample directory.
-Every model call takes a moment (real time) so the live tree can be watched. The
+A coordinator starts three subagents in the background (they run in parallel), waits
+for their results and merges them; the researcher delegates further to a fact
+checker; the reader uses the workspace tools on a bundled sample directory. Every
+model call takes a moment (real time) so the live tree can be watched. The
 run is audited to a ledger file, which is verified at the end.
 """
 
@@ -15,6 +16,7 @@ from typing import TextIO
 from agentcore import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from agentcore.testing import Delayed, ScriptedModel, ScriptItem
 
+from ._background import RESULT_PREFIX
 from ._declarative import SpecFile
 from ._spec import Defaults, Spec
 from .tools import workspace_tools
@@ -35,8 +37,9 @@ def _reply(text: str, *, calls: tuple[ToolCall, ...] = (), tokens: int = 40) -> 
     return Delayed(PAUSE, ModelResponse(message, reason, Usage(10 * tokens, tokens)))
 
 
-def _delegate(call_id: str, agent: str, task: str) -> ToolCall:
-    return ToolCall(call_id, "subagent", json.dumps({"agent": agent, "task": task}))
+def _delegate(call_id: str, agent: str, task: str, *, wait: bool = True) -> ToolCall:
+    arguments = {"agent": agent, "task": task, "wait": wait}
+    return ToolCall(call_id, "subagent", json.dumps(arguments))
 
 
 def _tool_results(request: ModelRequest) -> list[Message]:
@@ -44,18 +47,25 @@ def _tool_results(request: ModelRequest) -> list[Message]:
 
 
 def coordinator(request: ModelRequest) -> ScriptItem:
-    results = _tool_results(request)
-    if not results:
-        calls = tuple(_delegate(f"d{i}", a, t) for i, (a, t) in enumerate(SUBTASKS.items(), 1))
-        return _reply("I will split this three ways.", calls=calls, tokens=60)
-    lines = []
-    for message in results:
-        if message.is_error:
-            lines.append(f"- (failed) {message.content}")
-        else:
-            answer = json.loads(message.content)
-            lines.append(f"- {answer['agent']}: {answer['output']}")
-    return _reply("What this project cares about:\n" + "\n".join(lines), tokens=90)
+    delivered = [
+        json.loads(m.content[len(RESULT_PREFIX):])
+        for m in request.messages
+        if m.role == "user" and m.content.startswith(RESULT_PREFIX)
+    ]
+    if delivered:
+        order = list(SUBTASKS)
+        delivered.sort(key=lambda d: order.index(d["agent"]))
+        lines = [f"- {d['agent']}: {d.get('output') or '(failed) ' + d['error']}"
+                 for d in delivered]
+        return _reply("What this project cares about:\n" + "\n".join(lines), tokens=90)
+    if _tool_results(request):
+        wait = ToolCall("w1", "subagent_results", json.dumps({"all": True}))
+        return _reply("Three subagents are at work; waiting for them.", calls=(wait,))
+    calls = tuple(
+        _delegate(f"d{i}", agent, task, wait=False)
+        for i, (agent, task) in enumerate(SUBTASKS.items(), 1)
+    )
+    return _reply("I will split this three ways, in parallel.", calls=calls, tokens=60)
 
 
 def researcher(request: ModelRequest) -> ScriptItem:
@@ -109,7 +119,10 @@ def demo_specs() -> SpecFile:
     return SpecFile(
         source="<demo>",
         specs=specs,
-        delegating=frozenset({"coordinator", "researcher"}),
+        pool_tools={
+            "coordinator": ("subagent", "subagent_results"),
+            "researcher": ("subagent",),
+        },
         pool={"max_concurrent": 4, "max_depth": 3},
         defaults=Defaults(agent_id="demo"),
     )

@@ -76,8 +76,10 @@ class TreeView:
         if kind is P.task_cancelled:
             node.status = "cancelled"
             return "cancelled"
-        if kind in (P.task_orphaned, P.result_delivered):
-            return str(kind).replace("_", " ")
+        if kind is P.result_delivered and ev.child is not None:
+            return f"result of {ev.child[-1]} delivered"
+        if kind is P.task_orphaned:
+            return f"orphaned: {_clip(ev.output or ev.error or '')}"
         inner = ev.event
         if inner is None:
             return None

@@ -22,13 +22,19 @@ def test_demo_exits_0_with_the_tree_and_a_verified_ledger(tmp_path: Path) -> Non
     done = run("demo", "--ledger", str(path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "final tree:\n  coordinator/0001  done  turn 2  1650 tok" in out
-    assert "\n      fact_checker/0003  done  turn 1  220 tok" in out
+    # three subagents in parallel: all three start before the first one ends
+    lines = out.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.endswith(": started")]
+    first_end = min(i for i, line in enumerate(lines) if "done after" in line)
+    assert len([i for i in starts if i < first_end]) == 4  # coordinator + three children
+    assert out.count("coordinator/0001: result of ") == 3
+    assert "final tree:\n  coordinator/0001  done  turn 3  2090 tok" in out
+    assert "\n      fact_checker/0005  done  turn 1  220 tok" in out
     assert "- reader: 3 lines mention nurseries; the main idea: Structured concurrency" in out
-    assert "usage of the whole tree: 4400 input + 440 output tokens over 5 runs" in out
-    assert "ledger verified: 56 entries, chain intact" in out
+    assert "usage of the whole tree: 4800 input + 480 output tokens over 5 runs" in out
+    assert "ledger verified: 63 entries, chain intact" in out
     report = ledger.verify(path)
-    assert (report.ok, report.entries) == (True, 56)
+    assert (report.ok, report.entries) == (True, 63)
 
 
 def test_demo_can_write_sqlite(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ model = "fake:default"
 [agents.coordinator]
 description = "Plans and delegates."
 system_prompt = "You coordinate."
-tools = ["subagent", "mine"]
+tools = ["subagent", "mine", "subagent_results"]
 max_turns = 4
 critical = true
 max_messages = 20
@@ -76,10 +76,13 @@ def test_loads_agents_pool_and_defaults(tmp_path: Path) -> None:
     assert reader.model is MODELS["fake:reader"]
     assert [t.name for t in reader.tools] == ["read_file", "grep"]
     assert (reader.idle_timeout, reader.timeout) == (None, 90.0)
-    assert specs.delegating == frozenset({"coordinator"})
+    assert specs.pool_tools == {
+        "coordinator": ("subagent", "subagent_results"), "reader": ()
+    }
     delegate = FunctionTool("subagent", "delegate", {"type": "object"}, noop)
-    bound = specs.specs_for(delegate)
-    assert bound[0].tools == (MINE, delegate)
+    wait = FunctionTool("subagent_results", "wait", {"type": "object"}, noop)
+    bound = specs.specs_for({"subagent": delegate, "subagent_results": wait})
+    assert bound[0].tools == (MINE, delegate, wait)
     assert bound[1] is reader
 
 
@@ -114,7 +117,7 @@ def test_same_as_mapping() -> None:
          "agent 'a' field 'critical': must be true or false, not a string ('yes')"),
         ('[agents.a]\nmodel = "fake:x"\ntools = ["nope"]\n',
          "agent 'a' field 'tools': unknown tool 'nope'; known tools: grep, list_dir, "
-         "mine, read_file, subagent, write_file"),
+         "mine, read_file, subagent, subagent_results, write_file"),
         ('[agents.a]\nmodel = "fake:x"\ntools = ["read_file"]\n',
          "agent 'a' field 'tools': tool 'read_file' needs a workspace root, and none was given"),
         ('[agents.a]\nmodel = "fake:x"\ntools = ["mine", "mine"]\n',
