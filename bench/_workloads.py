@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 import trio
+import trio.testing
 
 import subagent
 from agentcore import FunctionTool, Message, ModelRequest, ModelResponse, ToolCall, Usage
