@@ -115,6 +115,29 @@ def _number(value: float | None) -> str:
     return sorted_json(value)
 
 
+def _data_json(data: Mapping[str, Scalar]) -> str:
+    # sorted_json(dict(data)) by hand: a data mapping holds a few scalars, and this
+    # skips the copy and the C encoder's per-call setup (about 1.5 us -> 1 us).
+    q = _quote
+    parts = []
+    for key in sorted(data):
+        if type(key) is not str:
+            return sorted_json(dict(data))
+        value = data[key]
+        if type(value) is str:
+            text = q(value)
+        elif type(value) is int:
+            text = int.__repr__(value)
+        elif value is None:
+            text = "null"
+        elif type(value) is bool:
+            text = "true" if value else "false"
+        else:
+            text = sorted_json(value)
+        parts.append(f"{q(key)}:{text}")
+    return "{" + ",".join(parts) + "}"
+
+
 def canonical_body(seq: int, time: str, content: Content, prev_hash: str) -> str:
     """Return the canonical encoding (as text) of an entry's fields but ``hash``.
 
@@ -131,15 +154,17 @@ def canonical_body(seq: int, time: str, content: Content, prev_hash: str) -> str
     q = _quote
     c = content
     data = c.data
+    duration = c.duration
+    path = c.path
     return (
         f'{{"agent_id":{q(c.agent_id)}'
         f',"arguments":{"null" if c.arguments is None else q(c.arguments)}'
         f',"call_id":{"null" if c.call_id is None else q(c.call_id)}'
-        f',"data":{sorted_json(dict(data)) if data else "{}"}'
-        f',"duration":{_number(c.duration)}'
+        f',"data":{_data_json(data) if data else "{}"}'
+        f',"duration":{"null" if duration is None else _number(duration)}'
         f',"error":{"null" if c.error is None else q(c.error)}'
         f',"kind":{q(c.kind)}'
-        f',"path":[{",".join(map(q, c.path))}]'
+        f',"path":[{q(path[0]) if len(path) == 1 else ",".join(map(q, path))}]'
         f',"prev_hash":{q(prev_hash)}'
         f',"reason":{"null" if c.reason is None else q(c.reason)}'
         f',"result":{"null" if c.result is None else q(c.result)}'
