@@ -311,6 +311,8 @@ class Pool:
 
     def _cancel_one(self, task: Task) -> None:
         task._scope.cancel()
+        if task._reclaim is not None:
+            task._reclaim.cancel()
         if task.status is TaskStatus.queued:
             self._queue.remove(task)
             self._room.unpark()

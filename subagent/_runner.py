@@ -132,6 +132,7 @@ async def _execute(task: Task) -> TaskStatus:
     token = current_task.set(task)
     try:
         with trio.move_on_after(spec.timeout if spec.timeout is not None else math.inf) as wall:
+            task._wall_scope = wall
             with trio.CancelScope() as idle:
                 if spec.idle_timeout is not None:
                     idle.deadline = trio.current_time() + spec.idle_timeout
@@ -143,7 +144,7 @@ async def _execute(task: Task) -> TaskStatus:
                 task._error = result.summary.error
                 return end_status(result.summary.end_reason)
     finally:
-        task._idle_scope = None
+        task._idle_scope = task._wall_scope = None
         current_task.reset(token)
     assert run.summary is not None
     if wall.cancelled_caught:

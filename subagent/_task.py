@@ -95,6 +95,10 @@ class Task:
     _interrupt: bool = False
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _idle_scope: trio.CancelScope | None = None
+    # The run's wall-clock limit (spec.timeout) while it runs, and the shielded wait of a
+    # cancelled delegation taking its slot back (see subagent._tool.lend_slot).
+    _wall_scope: trio.CancelScope | None = None
+    _reclaim: trio.CancelScope | None = None
     _granted: trio.Event = attrs.field(factory=trio.Event)
     _done: trio.Event = attrs.field(factory=trio.Event)
     _holds_slot: bool = False

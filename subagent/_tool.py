@@ -81,7 +81,10 @@ async def lend_slot(caller: Task | None, fn: Callable[[], Awaitable[_T]]) -> _T:
     """Await ``fn()`` while ``caller`` lends its concurrency slot to the pool. A checkpoint.
 
     With several lending calls at once, the first lends the slot and the last takes
-    it back (after ``fn`` returns or raises a :class:`SubagentError`).
+    it back, however ``fn`` ends: returning, raising, or cancelled. When the cancel
+    comes from inside the run (a ``tool_timeout`` around the call, any scope the run
+    goes on after), the slot is taken back before the ``Cancelled`` propagates (see
+    :func:`take_back`), so the run never goes on without one.
     """
     if caller is None:
         return await fn()
@@ -89,18 +92,58 @@ async def lend_slot(caller: Task | None, fn: Callable[[], Awaitable[_T]]) -> _T:
     caller._delegating += 1
     if caller._delegating == 1:
         pool._release_slot(caller)
-    failure: SubagentError | None = None
     try:
-        value = await fn()
-    except SubagentError as exc:
-        failure = exc
+        return await fn()
     finally:
         caller._delegating -= 1
-    if caller._delegating == 0:
-        await pool._reacquire_slot(caller)
-    if failure is not None:
-        raise failure
-    return value
+        if caller._delegating == 0:
+            await take_back(caller)
+
+
+def run_ending(task: Task) -> bool:
+    """Whether ``task``'s run is being ended from outside the tool call: the task was
+    cancelled, its run aborted, or its ``timeout`` or ``idle_timeout`` passed."""
+    run = task._run
+    return (
+        task._scope.cancel_called
+        or (run is not None and run.abort_requested)
+        or any(
+            scope is not None and scope.cancel_called
+            for scope in (task._wall_scope, task._idle_scope)
+        )
+    )
+
+
+async def take_back(task: Task) -> None:
+    """Give ``task`` its concurrency slot back after it lent it. A checkpoint.
+
+    If the wait is cancelled, or the call was cancelled already, it depends on who
+    cancelled. A run being ended from outside (:func:`run_ending`) runs only its
+    shielded, bounded end sequence from here, which needs no slot: it does not wait
+    (a task cancel must not wait for a slot). Otherwise the cancel came from a scope
+    inside the run (a ``tool_timeout``), which goes on after it: the slot is taken
+    back shielded first. That wait is as long as any run's return from a subagent
+    (returning runs get free slots before queued tasks) and it stops, leaving the
+    task without a slot, as soon as the run is being ended from outside: a task
+    cancel cancels it, and it wakes at the run's ``timeout`` and ``idle_timeout``.
+    """
+    pool = task.pool
+    try:
+        await pool._reacquire_slot(task)
+    except trio.Cancelled:
+        with trio.CancelScope(shield=True):
+            while not task._holds_slot and not run_ending(task):
+                # Woken at the run's limits (an idle deadline pushed back meanwhile
+                # just loops) and by a task cancel (Pool._cancel_one).
+                limits = (task._wall_scope, task._idle_scope)
+                deadline = min([s.deadline for s in limits if s is not None], default=math.inf)
+                task._reclaim = trio.CancelScope(deadline=deadline)
+                try:
+                    with task._reclaim:
+                        await pool._reacquire_slot(task)
+                finally:
+                    task._reclaim = None
+        raise
 
 
 class SubagentTool:

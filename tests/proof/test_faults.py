@@ -121,7 +121,7 @@ def test_faults_never_hang_the_pool_or_escape(data: st.DataObject, workload: Wor
     if consumer_fault is None and exited_at[0] < DEADLINE:
         # A consumer cancelled at the deadline closes its stream, so only a run that
         # ended before it has a complete log.
-        check_events(received)
+        check_events(received, max_concurrent=max_concurrent)
 
 
 async def wait_outcome(task: Task) -> str:

@@ -1,10 +1,10 @@
-"""Bugs the proof tests found that are not fixed yet, each pinned by a strict xfail."""
+"""Bugs the proof tests found. A test pins an unfixed one as a strict xfail; once fixed,
+it stays here as the regression test."""
 
 from __future__ import annotations
 
 import contextlib
 
-import pytest
 import trio
 import trio.testing
 
@@ -14,11 +14,6 @@ from subagent.testing import Job, Workload, check_events
 from .faults import Fault, FaultyModel, FaultyTool, Plan
 
 
-@pytest.mark.xfail(
-    reason="SubagentTool.execute skips _reacquire_slot when the call is cancelled (here by "
-    "the tool timeout of an opaque wrapper), so the parent run goes on without a slot",
-    strict=True,
-)
 async def test_cancelled_delegation_resumes_the_parent_without_a_slot(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
