@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import TYPE_CHECKING
+import math
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from agentcore import Message, Pending
+from agentcore import AuditError, Message, Pending
 
 from ._events import Event, EventKind
 
 if TYPE_CHECKING:
+    from ledger import Sink
+
     from ._task import Task
 
 #: Starts the content of the message that delivers a background result. The rest is
@@ -80,26 +83,46 @@ def settle(task: Task) -> bool:
     return True
 
 
+async def _audit(sink: Sink, kind: EventKind, bound: float, **fields: Any) -> AuditError | None:
+    # One entry of background delegation, bounded by ``bound``: a sink that fails or
+    # does not answer in time is returned as an AuditError naming the entry's kind.
+    from ledger import Record
+
+    with trio.move_on_after(bound):
+        try:
+            await sink.record(Record(str(kind), **fields))
+        except Exception as exc:
+            failure = AuditError(
+                f"the audit sink failed to record {str(kind)!r}: {type(exc).__name__}: {exc}"
+            )
+            failure.__cause__ = exc
+            return failure
+        return None
+    return AuditError(f"the audit sink did not record {str(kind)!r} within {bound:g}s")
+
+
 async def _delivered(parent: Task, task: Task) -> None:
     # Awaited by the parent run's loop right after it appended the result message.
-    parent._unread.remove(task)
+    # Fail closed: a delivery that cannot be audited raises AuditError (the run ends
+    # ``error``), and the result stays unread, so the parent's end orphans it.
     output, error = outcome(task)
     sink = parent.spec.audit
     if sink is not None:
-        from ledger import Record
-
-        await sink.record(
-            Record(
-                str(EventKind.result_delivered),
-                run_id="/".join(parent.path),
-                path=parent.path,
-                agent_id=parent.spec.agent_id,
-                call_id=task.call_id,
-                result=output,
-                error=error,
-                data={"agent": task.name, "child": "/".join(task.path)},
-            )
+        failure = await _audit(
+            sink,
+            EventKind.result_delivered,
+            math.inf,
+            run_id="/".join(parent.path),
+            path=parent.path,
+            agent_id=parent.spec.agent_id,
+            call_id=task.call_id,
+            result=output,
+            error=error,
+            data={"agent": task.name, "child": "/".join(task.path)},
         )
+        if failure is not None:
+            raise failure
+    parent._unread.remove(task)
     if parent.events is not None:
         await parent.events.send(
             Event(parent.path, EventKind.result_delivered, None, parent.call_id,
@@ -107,35 +130,47 @@ async def _delivered(parent: Task, task: Task) -> None:
         )
 
 
-async def orphan(task: Task) -> None:
+async def orphan(task: Task, *, bound: float) -> AuditError | None:
     """Report that a background task's result arrived after its parent run ended:
-    audited in the task's sink, then a ``task_orphaned`` event. A checkpoint."""
+    audited in the task's sink, then a ``task_orphaned`` event. A checkpoint; call it
+    shielded, bounded by more than ``bound``.
+
+    An orphan cannot be refused, so an entry that fails, or is not recorded within
+    ``bound`` seconds, does not stop the event: the event's ``error`` says so (after
+    the task's own error, if any).
+
+    Returns:
+      The AuditError of an entry that could not be recorded, else None.
+    """
     output, error = outcome(task)
     sink = task.spec.audit
+    failure: AuditError | None = None
     if sink is not None:
-        from ledger import Record
-
         parent = task._deliver_to
-        await sink.record(
-            Record(
-                str(EventKind.task_orphaned),
-                run_id="/".join(task.path),
-                path=task.path,
-                agent_id=task.spec.agent_id,
-                call_id=task.call_id,
-                result=output,
-                error=error,
-                data={
-                    "agent": task.name,
-                    "parent": "/".join(parent.path) if parent is not None else "",
-                },
-            )
+        failure = await _audit(
+            sink,
+            EventKind.task_orphaned,
+            bound,
+            run_id="/".join(task.path),
+            path=task.path,
+            agent_id=task.spec.agent_id,
+            call_id=task.call_id,
+            result=output,
+            error=error,
+            data={
+                "agent": task.name,
+                "parent": "/".join(parent.path) if parent is not None else "",
+            },
         )
     if task.events is not None:
+        reported = error
+        if failure is not None:
+            reported = "; ".join(filter(None, (error, f"AuditError: {failure}")))
         await task.events.send(
             Event(task.path, EventKind.task_orphaned, None, task.call_id, task._summary,
-                  error, output=output, tree_usage=task.tree_usage)
+                  reported, output=output, tree_usage=task.tree_usage)
         )
+    return failure
 
 
 async def end_children(task: Task, *, hard: bool, bound: float) -> None:
@@ -149,8 +184,9 @@ async def end_children(task: Task, *, hard: bool, bound: float) -> None:
     """
     unread, task._unread = task._unread, []
     for child in unread:
-        with trio.move_on_after(bound):
-            await orphan(child)
+        # The entry and the event are bounded apart: a hung sink cannot hold back the event.
+        with trio.move_on_after(2 * bound):
+            await orphan(child, bound=bound)
     if hard:
         task.cancel()
         for child in list(task.children):

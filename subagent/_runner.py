@@ -198,7 +198,7 @@ async def run_task(task: Task) -> None:
             with trio.move_on_after(2 * END_TIMEOUT):
                 await _report(task, kind, task._summary, task._error)
             if not settle(task):
-                with trio.move_on_after(END_TIMEOUT):
-                    await orphan(task)
+                with trio.move_on_after(2 * END_TIMEOUT):
+                    await orphan(task, bound=END_TIMEOUT)
         pool._forget(task)
         task._done.set()
