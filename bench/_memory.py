@@ -1,6 +1,9 @@
 """W4: peak RSS under backpressure, measured in a fresh subprocess per case.
 
-``python -m bench._memory {pool|bare} RUNS EVENTS`` prints the peak RSS in KiB.
+``python -m bench._memory {pool|bare} RUNS EVENTS`` prints the peak RSS in KiB:
+the process's own high-water mark (``VmHWM`` on Linux). ``ru_maxrss`` is no use
+here: on Linux it keeps the parent's peak across fork and exec, so every child
+of a large parent would report the parent's size.
 The consumer sleeps 1 ms (virtual, autojump clock) per event, far slower than the
 producers, so every producer spends its life blocked on a full buffer.
 """
@@ -88,11 +91,23 @@ def peak_rss_kib(kind: str, runs: int, events: int) -> int:
     return int(out.stdout.strip())
 
 
+def own_peak_rss_kib() -> int:
+    """This process's peak RSS in KiB."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # pragma: no cover
+
+
 def main() -> None:
     kind, runs, events = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     case = pool_case if kind == "pool" else bare_case
     trio.run(case, runs, events, clock=trio.testing.MockClock(autojump_threshold=0))
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    print(own_peak_rss_kib())
 
 
 if __name__ == "__main__":
