@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, cast
 import attrs
 import trio
 
+from ._errors import AuditError
 from ._events import EventKind
 from ._gate import ALLOW, GateDecision, GateRequest
 from ._hooks import intercept
@@ -94,15 +95,46 @@ async def _batch(run: Run, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
                 slots.release()
 
     started = 0
-    async with trio.open_nursery() as nursery:
-        for k in range(len(calls)):
-            if slots is not None:
-                await slots.acquire()
-            # start() returns after the call's tool_start, so those come in call order.
-            if not await nursery.start(one, k):
-                break
-            started += 1
+    try:
+        async with trio.open_nursery() as nursery:
+            for k in range(len(calls)):
+                if slots is not None:
+                    await slots.acquire()
+                # start() returns after the call's tool_start, so those come in call order.
+                if not await nursery.start(one, k):
+                    break
+                started += 1
+    except BaseExceptionGroup as group:
+        failure = _audit_failure(group)
+        if failure is None:
+            raise
+        raise failure from group
     return [o for o in outcomes[:started] if o is not None]
+
+
+def _audit_failure(group: BaseExceptionGroup[BaseException]) -> AuditError | None:
+    # When every failure of a batch is an AuditError (a concurrent call's entry could
+    # not be recorded), the one the run ends with: it names the first entry that
+    # failed and how many did; the caller chains the group to it. None for any other
+    # group (a cancel among them, say), which goes on as it is.
+    failures, rest = group.split(AuditError)
+    if failures is None or rest is not None:
+        return None
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [failures]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(reversed(exc.exceptions))
+        else:
+            leaves.append(exc)
+    text = str(leaves[0])
+    if len(leaves) > 1:
+        text += (
+            f" (the first of {len(leaves)} entries of one batch of parallel tool calls "
+            "that could not be recorded)"
+        )
+    return AuditError(text)
 
 
 async def call_tool(
