@@ -347,10 +347,12 @@ class RefPool:
     def _retry(self) -> None:
         waiter = self.waiter
         assert waiter is not None
-        waiter.woken = False
+        # Not parked while it retries: an unpark by its own accept wakes nobody.
         outcome = self._accept(waiter.name, waiter.key, waiter.parent_path, waiter.stream,
                                None, None)
-        if outcome != "WouldBlock":
+        if outcome == "WouldBlock":
+            waiter.woken = False
+        else:
             self.outcomes[waiter.sid] = outcome
             self.waiter = None
 
