@@ -125,7 +125,8 @@ async def take_back(task: Task) -> None:
     back shielded first. That wait is as long as any run's return from a subagent
     (returning runs get free slots before queued tasks) and it stops, leaving the
     task without a slot, as soon as the run is being ended from outside: a task
-    cancel cancels it, and it wakes at the run's ``timeout`` and ``idle_timeout``.
+    cancel cancels it, and it wakes at the run's ``timeout`` and ``idle_timeout`` (an
+    ``agentcore.Run.abort`` meanwhile is seen at the next wake or grant).
     """
     pool = task.pool
     try:
