@@ -52,14 +52,15 @@ def coordinator(request: ModelRequest) -> ScriptItem:
         for m in request.messages
         if m.role == "user" and m.content.startswith(RESULT_PREFIX)
     ]
-    if delivered:
+    if len(delivered) == len(SUBTASKS):
         order = list(SUBTASKS)
         delivered.sort(key=lambda d: order.index(d["agent"]))
         lines = [f"- {d['agent']}: {d.get('output') or '(failed) ' + d['error']}"
                  for d in delivered]
         return _reply("What this project cares about:\n" + "\n".join(lines), tokens=90)
-    if _tool_results(request):
-        wait = ToolCall("w1", "subagent_results", json.dumps({"all": True}))
+    waits = len(_tool_results(request)) - len(SUBTASKS)
+    if waits >= 0:  # the three are started; wait until every result is in
+        wait = ToolCall(f"w{waits + 1}", "subagent_results", json.dumps({"all": True}))
         return _reply("Three subagents are at work; waiting for them.", calls=(wait,))
     calls = tuple(
         _delegate(f"d{i}", agent, task, wait=False)
