@@ -96,6 +96,9 @@ class Pool:
         self._reacquiring: deque[Task] = deque()
         self._room = trio.lowlevel.ParkingLot()
         self._live: dict[AgentPath, Task] = {}
+        # Roots of Task.cancel() calls: a later submit below one is cancelled too, so
+        # the outcome does not depend on whether the cancelled task has ended yet.
+        self._cancelled_paths: set[AgentPath] = set()
         self._holding = 0
         self._running = 0
         self._finished = 0
@@ -239,9 +242,19 @@ class Pool:
         task._fanout_slot = fanout
         self._nursery.start_soon(run_task, task, name=f"subagent {format_path(path)}")
         self._pump()
-        if parent is not None and parent._scope.cancel_called:
+        if self._under_a_cancel(parent, parent_path):
             task.cancel()
         return task
+
+    def _under_a_cancel(self, parent: Task | None, parent_path: AgentPath) -> bool:
+        # Below a task whose cancel was called, live or already ended: the outcome
+        # must not depend on whether the cancelled task has resolved yet.
+        if parent is not None and parent._scope.cancel_called:
+            return True
+        cancelled = self._cancelled_paths
+        return bool(cancelled) and any(
+            parent_path[:depth] in cancelled for depth in range(1, len(parent_path) + 1)
+        )
 
     def _inside(self, parent: Task | None) -> bool:
         # Accepted work may still delegate after close(): the caller is a running

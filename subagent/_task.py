@@ -139,6 +139,7 @@ class Task:
         cancelled without running; a running one is aborted. The task resolves
         only after every descendant it cancelled has ended. Idempotent.
         """
+        self.pool._cancelled_paths.add(self.path)
         stack = [self]
         while stack:
             task = stack.pop()

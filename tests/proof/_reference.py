@@ -152,6 +152,7 @@ class RefPool:
         self.holding = self.running = self.finished = self.failed = self.cancelled = 0
         self.closed = self.aborted = False
         self.waiter: Waiter | None = None
+        self.cancelled_roots: set[tuple[str, ...]] = set()
         self.outcomes: dict[int, Outcome] = {}
         self._ready: deque[Callable[[], None]] = deque()
 
@@ -222,7 +223,9 @@ class RefPool:
         self._settle()
 
     def cancel_task(self, task: RefTask) -> None:
-        """``task.cancel()``: the task and every task below it."""
+        """``task.cancel()``: the task and every task below it, and any task submitted
+        below its path later."""
+        self.cancelled_roots.add(task.path)
         self._cancel_tree(task)
         self._settle()
 
@@ -328,6 +331,9 @@ class RefPool:
             parent.children.append(task)
         self._emit(task, "task_queued")
         self._pump()
+        if any(parent_path[:depth] in self.cancelled_roots
+               for depth in range(1, len(parent_path) + 1)):
+            self._cancel_one(task)
         return task
 
     def _emit(self, task: RefTask, *kinds: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 
-import pytest
 import trio
 import trio.testing
 
@@ -54,14 +53,7 @@ class _Hang:
         raise AssertionError("unreachable")
 
 
-@pytest.mark.xfail(
-    reason="Pool._accept cancels a task submitted under a live task whose cancel was called, "
-    "but runs one submitted under the same path once that task resolved (it is no longer in "
-    "_live); a submit blocked on the full queue under a cancelled task is accepted either way, "
-    "depending on the scheduler (found by tests/proof/test_model.py)",
-    strict=True,
-)
-async def test_a_submit_under_a_cancelled_tasks_path_is_treated_one_way(
+async def test_a_submit_under_a_cancelled_tasks_path_is_cancelled_whether_or_not_it_ended(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     async with open_pool() as pool:
