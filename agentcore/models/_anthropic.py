@@ -16,17 +16,14 @@ from ._http import (
     ApiError,
     Endpoint,
     Malformed,
-    api_error_to_exception,
     as_object,
+    complete_json,
     error_from_object,
     event_json,
     field,
     httpx,
-    malformed_response,
     mask,
-    post_event_stream,
-    post_json,
-    stream_ended_early,
+    stream_reply,
 )
 from ._sse import ServerSentEvent
 
@@ -134,47 +131,34 @@ class AnthropicChatModel:
           ContextTooLongError: the conversation is too long for the model.
           ModelError: any other failure, including a malformed reply or a missing key.
         """
-        endpoint = self._endpoint
-        payload = await post_json(
-            endpoint,
+        return await complete_json(
+            self._endpoint,
             self._url,
             self._headers(stream=False),
             self.request_body(request, stream=False),
+            parse_anthropic_response,
         )
-        try:
-            return parse_anthropic_response(payload)
-        except Malformed as exc:
-            raise malformed_response(endpoint, exc) from None
 
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
         """The model's reply to ``request``, streamed: ``on_delta`` is awaited with each
         text delta as it arrives. A checkpoint. Raises as :meth:`complete`."""
-        endpoint = self._endpoint
-        state = AnthropicStreamState()
-
-        async def on_event(event: ServerSentEvent) -> bool:
-            data = event_json(event)
-            if data.get("type", event.event) == "error":
-                error = field(data, "error", dict, "error event")
-                raise api_error_to_exception(endpoint, error_from_object(None, error))
-            delta = state.feed(data)
-            if delta:
-                await on_delta(delta)
-            return state.stopped
-
-        ended = await post_event_stream(
-            endpoint,
+        return await stream_reply(
+            self._endpoint,
             self._url,
             self._headers(stream=True),
             self.request_body(request, stream=True),
-            on_event,
+            read_anthropic_event,
+            AnthropicStreamState(),
+            on_delta,
         )
-        if not ended and state.stop_reason is None:
-            raise stream_ended_early(endpoint)
-        try:
-            return state.response()
-        except Malformed as exc:
-            raise malformed_response(endpoint, exc) from None
+
+
+def read_anthropic_event(event: ServerSentEvent) -> Mapping[str, Any] | ApiError:
+    """A streamed event's JSON data, or its error."""
+    data = event_json(event)
+    if data.get("type", event.event) == "error":
+        return error_from_object(None, field(data, "error", dict, "error event"))
+    return data
 
 
 def is_anthropic_context_error(error: ApiError) -> bool:
@@ -297,6 +281,11 @@ class AnthropicStreamState:
     _text: list[str] = attrs.Factory(list)
     # block index -> [id, name, initial input JSON, partial JSON...] for tool_use blocks
     _calls: dict[int, list[str]] = attrs.Factory(dict)
+
+    @property
+    def finished(self) -> bool:
+        """Whether an event gave the stop reason."""
+        return self.stop_reason is not None
 
     def feed(self, data: Mapping[str, Any]) -> str:
         """Take in one event's data; return its text delta ("" if none).

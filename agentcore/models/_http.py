@@ -19,7 +19,7 @@ import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import attrs
 import trio
@@ -32,6 +32,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from .._errors import ContextTooLongError, ModelError, TransientModelError
+from .._messages import ModelResponse
+from .._models import DeltaSink
 from ._sse import ServerSentEvent, SSEParser
 
 T = TypeVar("T")
@@ -328,6 +330,93 @@ async def _finish(response: httpx.Response, chunks: AsyncGenerator[bytes, None])
 def stream_ended_early(endpoint: Endpoint) -> TransientModelError:
     """The error for a stream that ended before its reply was complete."""
     return TransientModelError(f"{endpoint.api} stream ended before the reply was complete")
+
+
+async def complete_json(
+    endpoint: Endpoint,
+    url: str,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    parse: Callable[[object], ModelResponse],
+) -> ModelResponse:
+    """POST ``body`` and return the reply ``parse`` makes of the JSON answer. A
+    checkpoint. Raises as :func:`post_json`; a reply ``parse`` calls :class:`Malformed`
+    is a ModelError naming the API."""
+    payload = await post_json(endpoint, url, headers, body)
+    try:
+        return parse(payload)
+    except Malformed as exc:
+        raise malformed_response(endpoint, exc) from None
+
+
+class StreamState(Protocol):
+    """Accumulates the events of one streamed reply (sans-IO; an adapter's own class)."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the reply's finish reason has been seen."""
+        ...
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the events so far ended the stream."""
+        ...
+
+    def feed(self, data: Mapping[str, Any], /) -> str:
+        """Take in one event's JSON data; return its text delta. May raise
+        :class:`Malformed`."""
+        ...
+
+    def response(self) -> ModelResponse:
+        """The reply the events so far make up."""
+        ...
+
+
+#: Reads one event of a stream: the JSON data to feed the state, an :class:`ApiError`
+#: for an error event, or None for the stream's end marker. May raise :class:`Malformed`.
+EventReader = Callable[[ServerSentEvent], Mapping[str, Any] | ApiError | None]
+
+
+async def stream_reply(
+    endpoint: Endpoint,
+    url: str,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    read_event: EventReader,
+    state: StreamState,
+    on_delta: DeltaSink,
+) -> ModelResponse:
+    """POST ``body`` and build the streamed reply in ``state``, awaiting ``on_delta``
+    with each text delta as it arrives. A checkpoint.
+
+    The stream ends at the end marker ``read_event`` reports, or once ``state`` says
+    it has stopped.
+
+    Raises:
+      TransientModelError: as :func:`post_event_stream`, and when the stream ends
+        before ``state`` is finished.
+      ContextTooLongError, ModelError: as :func:`post_event_stream`; an error event as
+        :func:`api_error_to_exception` maps it; a malformed reply.
+    """
+
+    async def on_event(event: ServerSentEvent) -> bool:
+        data = read_event(event)
+        if data is None:
+            return True
+        if isinstance(data, ApiError):
+            raise api_error_to_exception(endpoint, data)
+        delta = state.feed(data)
+        if delta:
+            await on_delta(delta)
+        return state.stopped
+
+    ended = await post_event_stream(endpoint, url, headers, body, on_event)
+    if not ended and not state.finished:
+        raise stream_ended_early(endpoint)
+    try:
+        return state.response()
+    except Malformed as exc:
+        raise malformed_response(endpoint, exc) from None
 
 
 _MISSING: Any = object()

@@ -16,17 +16,14 @@ from ._http import (
     ApiError,
     Endpoint,
     Malformed,
-    api_error_to_exception,
     as_object,
+    complete_json,
     error_from_object,
     event_json,
     field,
     httpx,
-    malformed_response,
     mask,
-    post_event_stream,
-    post_json,
-    stream_ended_early,
+    stream_reply,
 )
 from ._sse import ServerSentEvent
 
@@ -133,49 +130,37 @@ class OpenAIChatModel:
           ContextTooLongError: the conversation is too long for the model.
           ModelError: any other failure, including a malformed reply.
         """
-        endpoint = self._endpoint
-        payload = await post_json(
-            endpoint,
+        return await complete_json(
+            self._endpoint,
             self._url,
             self._headers(stream=False),
             self.request_body(request, stream=False),
+            parse_openai_response,
         )
-        try:
-            return parse_openai_response(payload)
-        except Malformed as exc:
-            raise malformed_response(endpoint, exc) from None
 
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
         """The model's reply to ``request``, streamed: ``on_delta`` is awaited with each
         text delta as it arrives. A checkpoint. Raises as :meth:`complete`."""
-        endpoint = self._endpoint
-        state = OpenAIStreamState()
-
-        async def on_event(event: ServerSentEvent) -> bool:
-            if event.data.strip() == "[DONE]":
-                return True
-            chunk = event_json(event)
-            error = chunk.get("error")
-            if isinstance(error, Mapping):
-                raise api_error_to_exception(endpoint, error_from_object(None, error))
-            delta = state.feed(chunk)
-            if delta:
-                await on_delta(delta)
-            return False
-
-        ended = await post_event_stream(
-            endpoint,
+        return await stream_reply(
+            self._endpoint,
             self._url,
             self._headers(stream=True),
             self.request_body(request, stream=True),
-            on_event,
+            read_openai_event,
+            OpenAIStreamState(),
+            on_delta,
         )
-        if not ended and state.finish_reason is None:
-            raise stream_ended_early(endpoint)
-        try:
-            return state.response()
-        except Malformed as exc:
-            raise malformed_response(endpoint, exc) from None
+
+
+def read_openai_event(event: ServerSentEvent) -> Mapping[str, Any] | ApiError | None:
+    """A streamed chunk's JSON data, its error, or None for the ``[DONE]`` marker."""
+    if event.data.strip() == "[DONE]":
+        return None
+    chunk = event_json(event)
+    error = chunk.get("error")
+    if isinstance(error, Mapping):
+        return error_from_object(None, error)
+    return chunk
 
 
 def is_openai_context_error(error: ApiError) -> bool:
@@ -276,6 +261,16 @@ class OpenAIStreamState:
     finish_reason: str | None = None
     usage: Usage = Usage()
     _calls: dict[int, list[str]] = attrs.Factory(dict)  # index -> [id, name, arguments...]
+
+    @property
+    def finished(self) -> bool:
+        """Whether a chunk gave the finish reason."""
+        return self.finish_reason is not None
+
+    @property
+    def stopped(self) -> bool:
+        """Never: the ``[DONE]`` marker, not a chunk, ends the stream."""
+        return False
 
     def feed(self, chunk: Mapping[str, Any]) -> str:
         """Take in one chunk; return its text delta ("" if none). Raises :class:`Malformed`."""
