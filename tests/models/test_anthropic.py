@@ -14,19 +14,14 @@ from agentcore import (
     ModelRequest,
     ModelResponse,
     ToolCall,
-    ToolSpec,
     TransientModelError,
     Usage,
 )
 from agentcore.models import AnthropicChatModel
 from tests.models._fakeapi import FakeAPI, Reply, json_reply, sse, sse_reply
+from tests.models._support import WEATHER, Deltas, ignore
 
 KEY = "sk-ant-test-secret-456"
-WEATHER = ToolSpec(
-    "weather",
-    "The weather in a city.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
 REQUEST = ModelRequest(
     (
         Message("system", "Be brief."),
@@ -112,10 +107,6 @@ def message_delta(stop_reason: str, output_tokens: int) -> bytes:
             "usage": {"output_tokens": output_tokens},
         }
     )
-
-
-async def ignore(text: str) -> None:
-    pass
 
 
 async def test_complete_sends_the_documented_request(api: FakeAPI) -> None:
@@ -228,12 +219,8 @@ async def test_stream_delivers_deltas_and_the_whole_reply(api: FakeAPI) -> None:
             ]
         )
     )
-    deltas: list[str] = []
-
-    async def on_delta(text: str) -> None:
-        deltas.append(text)
-
-    response = await model(api).stream(REQUEST, on_delta)
+    deltas = Deltas()
+    response = await model(api).stream(REQUEST, deltas)
     assert deltas == ["Hel", "lo"]
     assert response == ModelResponse(Message("assistant", "Hello"), "stop", Usage(25, 15))
     assert api.requests[0].body["stream"] is True
@@ -262,12 +249,8 @@ async def test_stream_assembles_tool_input_fragments(api: FakeAPI) -> None:
             ]
         )
     )
-    deltas: list[str] = []
-
-    async def on_delta(text: str) -> None:
-        deltas.append(text)
-
-    response = await model(api).stream(REQUEST, on_delta)
+    deltas = Deltas()
+    response = await model(api).stream(REQUEST, deltas)
     assert deltas == ["Checking."]
     assert response == ModelResponse(
         Message(
@@ -425,13 +408,9 @@ async def test_connection_dropped_mid_stream_is_transient(api: FakeAPI) -> None:
             drop=True,
         )
     )
-    deltas: list[str] = []
-
-    async def on_delta(text: str) -> None:
-        deltas.append(text)
-
+    deltas = Deltas()
     with pytest.raises(TransientModelError) as info:
-        await model(api).stream(REQUEST, on_delta)
+        await model(api).stream(REQUEST, deltas)
     assert deltas == ["Hi"]
     assert str(info.value) == (
         "Anthropic connection failed: peer closed connection without sending complete message body "

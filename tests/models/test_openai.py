@@ -14,19 +14,14 @@ from agentcore import (
     ModelRequest,
     ModelResponse,
     ToolCall,
-    ToolSpec,
     TransientModelError,
     Usage,
 )
 from agentcore.models import OpenAIChatModel
 from tests.models._fakeapi import FakeAPI, Reply, json_reply, sse, sse_reply
+from tests.models._support import WEATHER, Deltas, ignore
 
 KEY = "sk-test-secret-key-123"
-WEATHER = ToolSpec(
-    "weather",
-    "The weather in a city.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
 REQUEST = ModelRequest(
     (
         Message("system", "Be brief."),
@@ -170,12 +165,8 @@ async def test_stream_delivers_deltas_and_the_whole_reply(api: FakeAPI) -> None:
             ]
         )
     )
-    deltas: list[str] = []
-
-    async def on_delta(text: str) -> None:
-        deltas.append(text)
-
-    response = await model(api).stream(REQUEST, on_delta)
+    deltas = Deltas()
+    response = await model(api).stream(REQUEST, deltas)
     assert deltas == ["Hel", "lo"]
     assert response == ModelResponse(Message("assistant", "Hello"), "stop", Usage(12, 5))
     body = api.requests[0].body
@@ -233,10 +224,6 @@ async def test_stream_assembles_tool_call_fragments(api: FakeAPI) -> None:
         "tool_calls",
         Usage(12, 5),
     )
-
-
-async def ignore(text: str) -> None:
-    pass
 
 
 async def test_429_is_transient_with_retry_after_seconds(api: FakeAPI) -> None:
@@ -365,13 +352,9 @@ async def test_error_event_in_stream(api: FakeAPI) -> None:
 
 async def test_connection_dropped_mid_stream_is_transient(api: FakeAPI) -> None:
     api.replies.append(sse_reply([chunk({"content": "Hel"})], drop=True))
-    deltas: list[str] = []
-
-    async def on_delta(text: str) -> None:
-        deltas.append(text)
-
+    deltas = Deltas()
     with pytest.raises(TransientModelError) as info:
-        await model(api).stream(REQUEST, on_delta)
+        await model(api).stream(REQUEST, deltas)
     assert deltas == ["Hel"]
     assert str(info.value) == (
         "OpenAI connection failed: peer closed connection without sending complete message body "

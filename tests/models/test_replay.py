@@ -21,6 +21,7 @@ from agentcore import (
     Usage,
 )
 from agentcore.models import AnthropicChatModel, OpenAIChatModel, ReplayModel, resolve_model
+from tests.models._support import Deltas
 
 REQUEST = ModelRequest((Message("user", "hi"),))
 REPLIES: list[dict[str, Any]] = [
@@ -54,12 +55,8 @@ async def test_replies_come_back_in_order_then_run_out(tmp_path: Path) -> None:
     assert await model.complete(REQUEST) == ModelResponse(
         Message("assistant", "", (ToolCall("call_0", "read_file", '{"path": "a.txt"}'),)), "length"
     )
-    deltas: list[str] = []
-
-    async def on_delta(text: str) -> None:
-        deltas.append(text)
-
-    assert await model.stream(REQUEST, on_delta) == ModelResponse(
+    deltas = Deltas()
+    assert await model.stream(REQUEST, deltas) == ModelResponse(
         Message("assistant", "Done.  All good.")
     )
     assert deltas == ["Done.  ", "All ", "good."]
