@@ -9,31 +9,9 @@ import pytest
 import trio
 import trio.testing
 
-import ledger
 from agentcore import Agent, AuditError, EndReason, Event, EventKind
 from agentcore.testing import Blocked, RecordingTool, ScriptedModel, tool_call_reply
-
-DISK_FULL = "OSError: [Errno 28] No space left on device"
-
-
-class FailingSink:
-    """A MemorySink that raises on entries of one kind."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.inner = ledger.MemorySink()
-
-    async def record(self, record: ledger.Record) -> ledger.Entry:
-        if record.kind == self.kind:
-            raise OSError(28, "No space left on device")
-        return await self.inner.record(record)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    @property
-    def kinds(self) -> list[str]:
-        return [str(e.kind) for e in self.inner.entries]
+from tests._failing_sink import DISK_FULL, FailingSink
 
 
 async def run_with(kind: str) -> tuple[Any, RecordingTool, FailingSink, list[Event]]:
@@ -111,15 +89,6 @@ async def test_abort_audit_failure_still_aborts(autojump_clock: trio.testing.Moc
     assert events[-1].summary.end_reason is EndReason.aborted
 
 
-class HangingSink(FailingSink):
-    """A MemorySink that never answers for entries of one kind."""
-
-    async def record(self, record: ledger.Record) -> ledger.Entry:
-        if record.kind == self.kind:
-            await trio.sleep_forever()
-        return await self.inner.record(record)
-
-
 async def test_hung_run_end_audit_does_not_hold_back_agent_end(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -130,7 +99,7 @@ async def test_hung_run_end_audit_does_not_hold_back_agent_end(
     async def emit(event: Event) -> None:
         events.append(event)
 
-    agent = Agent(model=ScriptedModel(["done"]), audit=HangingSink("run_end"))
+    agent = Agent(model=ScriptedModel(["done"]), audit=FailingSink("run_end", hang=True))
     result = await agent.run("go", emit=emit)
     assert trio.current_time() == 5.0
     assert result.summary.end_reason is EndReason.error

@@ -13,29 +13,11 @@ import pytest
 import trio
 import trio.testing
 
-import ledger
 from agentcore import Agent, AuditError, EndReason, Message, ToolCall
 from agentcore.testing import ScriptedModel
+from tests._failing_sink import DISK_FULL, FailingSink
 
 Clock = trio.testing.MockClock
-DISK_FULL = "OSError: [Errno 28] No space left on device"
-
-
-class FailingSink:
-    """A MemorySink that raises on entries of one kind (of the given calls, if any)."""
-
-    def __init__(self, kind: str, call_ids: tuple[str, ...] = ()) -> None:
-        self.kind = kind
-        self.call_ids = call_ids
-        self.inner = ledger.MemorySink()
-
-    async def record(self, record: ledger.Record) -> ledger.Entry:
-        if record.kind == self.kind and (not self.call_ids or record.call_id in self.call_ids):
-            raise OSError(28, "No space left on device")
-        return await self.inner.record(record)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 class Reader:

@@ -14,28 +14,7 @@ from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
 from subagent import Event, Spec, Stream, TaskFailed, TaskStatus, open_pool
 from subagent._runner import END_TIMEOUT
 from subagent.testing import check_events
-
-DISK_FULL = "OSError: [Errno 28] No space left on device"
-
-
-class FailingSink:
-    """A MemorySink that raises on entries of one kind."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.inner = ledger.MemorySink()
-
-    async def record(self, record: ledger.Record) -> ledger.Entry:
-        if record.kind == self.kind:
-            raise OSError(28, "No space left on device")
-        return await self.inner.record(record)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    @property
-    def kinds(self) -> list[str]:
-        return [str(e.kind) for e in self.inner.entries]
+from tests._failing_sink import DISK_FULL, FailingSink
 
 
 async def run_failing(kind: str) -> tuple[TaskFailed, RecordingTool, FailingSink, list[Event]]:

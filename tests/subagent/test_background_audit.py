@@ -11,7 +11,6 @@ import pytest
 import trio
 import trio.testing
 
-import ledger
 from agentcore import AuditError, Message, ModelRequest, ToolCall
 from agentcore.testing import Delayed, ScriptedModel, ScriptItem
 from subagent import (
@@ -24,34 +23,11 @@ from subagent import (
     open_pool,
 )
 from subagent._runner import END_TIMEOUT
+from tests._failing_sink import DISK_FULL, FailingSink
 
 from .helpers import drain, kinds
 
 Clock = trio.testing.MockClock
-DISK_FULL = "OSError: [Errno 28] No space left on device"
-
-
-class FailingSink:
-    """A MemorySink that raises (or, with ``hang``, never answers) on one kind of entry."""
-
-    def __init__(self, kind: str, *, hang: bool = False) -> None:
-        self.kind = kind
-        self.hang = hang
-        self.inner = ledger.MemorySink()
-
-    async def record(self, record: ledger.Record) -> ledger.Entry:
-        if record.kind == self.kind:
-            if self.hang:
-                await trio.sleep_forever()
-            raise OSError(28, "No space left on device")
-        return await self.inner.record(record)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    @property
-    def kinds(self) -> list[str]:
-        return [str(e.kind) for e in self.inner.entries]
 
 
 def start(task: str, agent: str = "c") -> Message:

@@ -1,0 +1,35 @@
+"""An audit sink that fails on purpose, for the fail-closed tests of every layer."""
+
+from __future__ import annotations
+
+import trio
+
+import ledger
+
+#: How the sink's failure reads in error messages.
+DISK_FULL = "OSError: [Errno 28] No space left on device"
+
+
+class FailingSink:
+    """A MemorySink that raises (or, with ``hang``, never answers) on entries of one
+    kind (of the given calls, if any)."""
+
+    def __init__(self, kind: str, call_ids: tuple[str, ...] = (), *, hang: bool = False) -> None:
+        self.kind = kind
+        self.call_ids = call_ids
+        self.hang = hang
+        self.inner = ledger.MemorySink()
+
+    async def record(self, record: ledger.Record) -> ledger.Entry:
+        if record.kind == self.kind and (not self.call_ids or record.call_id in self.call_ids):
+            if self.hang:
+                await trio.sleep_forever()
+            raise OSError(28, "No space left on device")
+        return await self.inner.record(record)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    @property
+    def kinds(self) -> list[str]:
+        return [str(e.kind) for e in self.inner.entries]
