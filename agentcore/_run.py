@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from ledger import Record
+
 from ._errors import AuditError
 from ._events import Event, EventKind, EventSink
 from ._hooks import call_hook
@@ -240,8 +242,6 @@ class Run:
         """
         sink = self.agent.audit
         if sink is not None:
-            from ledger import Record
-
             try:
                 await sink.record(
                     Record(kind, self.run_id, self.path, self.agent.agent_id, **fields)
@@ -417,6 +417,8 @@ class Run:
                     summary, end_reason=EndReason.error, error=describe(end_failure)
                 )
                 error = end_failure
+        if self._emit_to is None and not self._observers:
+            return error
         with trio.move_on_after(self.agent.end_timeout, shield=True):
             if summary.end_reason is EndReason.aborted and error is None:
                 text = f"abort: {self._abort_reason}" if self._abort_reason else "abort"
@@ -434,6 +436,8 @@ class Run:
     async def _audit_end(self, kind: str, **fields: Any) -> AuditError | None:
         # One shielded audit entry of the run's end, bounded by end_timeout; a sink
         # that fails or does not answer in time is returned as an AuditError.
+        if self.agent.audit is None:
+            return None
         timeout = self.agent.end_timeout
         with trio.move_on_after(timeout, shield=True):
             try:
