@@ -130,24 +130,29 @@ async def _execute(task: Task) -> TaskStatus:
     task._run = run
     task._attach(run)
     token = current_task.set(task)
+    # One scope for both limits: its deadline is the earlier of the wall deadline and
+    # the idle one (Task._progress pushes the latter back); which fired is told by
+    # the wall deadline.
+    now = trio.current_time()
+    wall = now + spec.timeout if spec.timeout is not None else math.inf
+    limits = trio.CancelScope(
+        deadline=wall if spec.idle_timeout is None else min(wall, now + spec.idle_timeout)
+    )
+    task._limits = limits
+    task._wall_deadline = wall
     try:
-        with trio.move_on_after(spec.timeout if spec.timeout is not None else math.inf) as wall:
-            task._wall_scope = wall
-            with trio.CancelScope() as idle:
-                if spec.idle_timeout is not None:
-                    idle.deadline = trio.current_time() + spec.idle_timeout
-                    task._idle_scope = idle
-                result = await run.run()
-                task._output = result.output
-                task._summary = result.summary
-                task._cause = result.exception
-                task._error = result.summary.error
-                return end_status(result.summary.end_reason)
+        with limits:
+            result = await run.run()
+            task._output = result.output
+            task._summary = result.summary
+            task._cause = result.exception
+            task._error = result.summary.error
+            return end_status(result.summary.end_reason)
     finally:
-        task._idle_scope = task._wall_scope = None
+        task._limits = None
         current_task.reset(token)
     assert run.summary is not None
-    if wall.cancelled_caught:
+    if trio.current_time() >= wall:
         text = f"timed out after {spec.timeout:g}s"
     else:
         text = f"was idle for {spec.idle_timeout:g}s: no event within its idle_timeout"
@@ -169,10 +174,11 @@ async def run_task(task: Task) -> None:
     failure: AuditError | None = None
     try:
         with task._scope:
-            # A task cancelled before its runner ran still reports that it was queued.
-            with trio.CancelScope(shield=task._scope.cancel_called) as queued:
-                if queued.shield:
-                    queued.deadline = trio.current_time() + END_TIMEOUT
+            if task._scope.cancel_called:
+                # A task cancelled before its runner ran still reports that it was queued.
+                with trio.move_on_after(END_TIMEOUT, shield=True):
+                    failure = await _report(task, EventKind.task_queued)
+            else:
                 failure = await _report(task, EventKind.task_queued)
             await task._granted.wait()
             if failure is None:
@@ -195,8 +201,9 @@ async def run_task(task: Task) -> None:
             await end_children(task, hard=hard, bound=END_TIMEOUT)
             kind = EventKind.task_cancelled if hard else EventKind.task_finished
             task._usage_sealed = True
-            with trio.move_on_after(2 * END_TIMEOUT):
-                await _report(task, kind, task._summary, task._error)
+            if task.spec.audit is not None or task.events is not None:
+                with trio.move_on_after(2 * END_TIMEOUT):
+                    await _report(task, kind, task._summary, task._error)
             if not settle(task):
                 with trio.move_on_after(2 * END_TIMEOUT):
                     await orphan(task, bound=END_TIMEOUT)

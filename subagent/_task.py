@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from typing import TYPE_CHECKING
 
 import attrs
@@ -94,10 +95,12 @@ class Task:
     _steering: list[str] = attrs.field(factory=list)
     _interrupt: bool = False
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    _idle_scope: trio.CancelScope | None = None
-    # The run's wall-clock limit (spec.timeout) while it runs, and the shielded wait of a
-    # cancelled delegation taking its slot back (see subagent._tool.lend_slot).
-    _wall_scope: trio.CancelScope | None = None
+    # While the run runs, the scope of its limits (spec.timeout and spec.idle_timeout:
+    # its deadline is the earlier of the two) and its wall deadline (inf for none);
+    # and the shielded wait of a cancelled delegation taking its slot back (see
+    # subagent._tool.lend_slot).
+    _limits: trio.CancelScope | None = None
+    _wall_deadline: float = math.inf
     _reclaim: trio.CancelScope | None = None
     _granted: trio.Event = attrs.field(factory=trio.Event)
     _done: trio.Event = attrs.field(factory=trio.Event)
@@ -228,9 +231,10 @@ class Task:
         now = trio.current_time()
         task: Task | None = self
         while task is not None:
-            scope = task._idle_scope
-            if scope is not None and task.spec.idle_timeout is not None:
-                scope.deadline = now + task.spec.idle_timeout
+            scope = task._limits
+            idle = task.spec.idle_timeout
+            if scope is not None and idle is not None:
+                scope.deadline = min(task._wall_deadline, now + idle)
             task = task.parent
 
 

@@ -107,10 +107,7 @@ def run_ending(task: Task) -> bool:
     return (
         task._scope.cancel_called
         or (run is not None and run.abort_requested)
-        or any(
-            scope is not None and scope.cancel_called
-            for scope in (task._wall_scope, task._idle_scope)
-        )
+        or (task._limits is not None and task._limits.cancel_called)
     )
 
 
@@ -136,8 +133,8 @@ async def take_back(task: Task) -> None:
             while not task._holds_slot and not run_ending(task):
                 # Woken at the run's limits (an idle deadline pushed back meanwhile
                 # just loops) and by a task cancel (Pool._cancel_one).
-                limits = (task._wall_scope, task._idle_scope)
-                deadline = min([s.deadline for s in limits if s is not None], default=math.inf)
+                limits = task._limits
+                deadline = limits.deadline if limits is not None else math.inf
                 task._reclaim = trio.CancelScope(deadline=deadline)
                 try:
                     with task._reclaim:
