@@ -12,15 +12,14 @@ import trio.testing
 from agentcore import Agent, AuditError, EndReason, Event, EventKind
 from agentcore.testing import Blocked, RecordingTool, ScriptedModel, tool_call_reply
 from tests._failing_sink import DISK_FULL, FailingSink
+from tests.agentcore._support import Recorder
 
 
 async def run_with(kind: str) -> tuple[Any, RecordingTool, FailingSink, list[Event]]:
     tool = RecordingTool("echo")
     sink = FailingSink(kind)
-    events: list[Event] = []
-
-    async def emit(event: Event) -> None:
-        events.append(event)
+    emit = Recorder()
+    events = emit.events
 
     model = ScriptedModel([tool_call_reply("echo", id="c1"), "done"])
     agent = Agent(model=model, tools=[tool], audit=sink)
@@ -71,10 +70,8 @@ async def test_run_end_audit_failure_ends_the_run_error_instead_of_escaping() ->
 
 async def test_abort_audit_failure_still_aborts(autojump_clock: trio.testing.MockClock) -> None:
     sink = FailingSink("abort")
-    events: list[Event] = []
-
-    async def emit(event: Event) -> None:
-        events.append(event)
+    emit = Recorder()
+    events = emit.events
 
     agent = Agent(model=ScriptedModel([Blocked("late")]), audit=sink)
     with trio.move_on_after(3) as scope:
@@ -94,10 +91,8 @@ async def test_hung_run_end_audit_does_not_hold_back_agent_end(
 ) -> None:
     # The bug: run_end was audited inside the same bounded scope as agent_end, so a
     # sink that hung on it used up the bound and agent_end was never delivered.
-    events: list[Event] = []
-
-    async def emit(event: Event) -> None:
-        events.append(event)
+    emit = Recorder()
+    events = emit.events
 
     agent = Agent(model=ScriptedModel(["done"]), audit=FailingSink("run_end", hang=True))
     result = await agent.run("go", emit=emit)

@@ -11,7 +11,6 @@ from agentcore import (
     ConfigurationError,
     ContextTooLongError,
     EndReason,
-    Event,
     EventKind,
     Message,
     ModelResponse,
@@ -25,6 +24,7 @@ from agentcore import (
 from agentcore._context import drop_oldest_half, fit
 from agentcore._steering import LENGTH_RECOVERY
 from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
+from tests.agentcore._support import Recorder
 
 Clock = trio.testing.MockClock
 EXACT = RetryPolicy(jitter=0)
@@ -46,21 +46,6 @@ def asks(*ids: str) -> Message:
 
 def res(call_id: str) -> Message:
     return Message("tool", "r", tool_call_id=call_id)
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    async def __call__(self, event: Event) -> None:
-        self.events.append(event)
-
-    @property
-    def kinds(self) -> list[str]:
-        return [str(e.kind) for e in self.events]
-
-    def of(self, kind: EventKind) -> list[Event]:
-        return [e for e in self.events if e.kind is kind]
 
 
 # -- the pure budget functions ----------------------------------------------------------

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from agentcore import (
     Agent,
     EndReason,
-    Event,
     EventKind,
     Message,
     ModelRequest,
@@ -23,6 +22,7 @@ from agentcore import (
     ToolCall,
 )
 from agentcore.testing import Delayed, ScriptedModel, ScriptItem
+from tests.agentcore._support import Recorder
 
 
 class Tracker:
@@ -127,10 +127,8 @@ def test_random_control_of_a_run(
         ))
         return Delayed(delay, message)
 
-    events: list[Event] = []
-
-    async def record(event: Event) -> None:
-        events.append(event)
+    record = Recorder()
+    events = record.events
 
     agent = Agent(
         model=ScriptedModel(reply),

@@ -21,23 +21,9 @@ from agentcore import (
     ToolOutcome,
 )
 from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
+from tests.agentcore._support import Recorder
 
 Clock = trio.testing.MockClock
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    async def __call__(self, event: Event) -> None:
-        self.events.append(event)
-
-    @property
-    def kinds(self) -> list[str]:
-        return [str(e.kind) for e in self.events]
-
-    def texts(self, kind: EventKind) -> list[str]:
-        return [e.text for e in self.events if e.kind is kind]
 
 
 class Observer:

@@ -9,7 +9,6 @@ import trio.testing
 from agentcore import (
     Agent,
     EndReason,
-    Event,
     EventKind,
     GateDecision,
     GateRequest,
@@ -19,25 +18,12 @@ from agentcore import (
     Usage,
 )
 from agentcore.testing import Blocked, RecordingTool, ScriptedModel, tool_call_reply
+from tests.agentcore._support import Recorder
 
 K = EventKind
 
 # Every test runs on the autojump clock (the `clock` fixture), so durations are exact.
 Clock = trio.testing.MockClock
-
-
-class Recorder:
-    """Collects a run's events."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    async def __call__(self, event: Event) -> None:
-        self.events.append(event)
-
-    @property
-    def kinds(self) -> list[str]:
-        return [str(e.kind) for e in self.events]
 
 
 def two_calls() -> Message:

@@ -10,7 +10,6 @@ import trio.testing
 from agentcore import (
     Agent,
     EndReason,
-    Event,
     EventKind,
     GateDecision,
     GateRequest,
@@ -20,6 +19,7 @@ from agentcore import (
     current_run,
 )
 from agentcore.testing import RecordingTool, ScriptedModel
+from tests.agentcore._support import Recorder
 
 Clock = trio.testing.MockClock
 
@@ -60,10 +60,8 @@ async def test_results_come_back_in_call_order(autojump_clock: Clock) -> None:
         return f"result {i}"
 
     read = RecordingTool("read", slow_first, read_only=True)
-    events: list[Event] = []
-
-    async def rec(event: Event) -> None:
-        events.append(event)
+    rec = Recorder()
+    events = rec.events
 
     model = ScriptedModel([reply("read", "read", "read"), "done"])
     result = await Agent(model=model, tools=[read]).run("x", emit=rec)

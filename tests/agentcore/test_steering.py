@@ -11,7 +11,6 @@ import trio.testing
 from agentcore import (
     Agent,
     EndReason,
-    Event,
     EventKind,
     Message,
     Run,
@@ -22,20 +21,9 @@ from agentcore import (
 )
 from agentcore._steering import INTERRUPT_NOTE
 from agentcore.testing import Blocked, RecordingTool, ScriptedModel, ScriptItem
+from tests.agentcore._support import Recorder
 
 Clock = trio.testing.MockClock
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    async def __call__(self, event: Event) -> None:
-        self.events.append(event)
-
-    @property
-    def kinds(self) -> list[str]:
-        return [str(e.kind) for e in self.events]
 
 
 def calls(*ids: str) -> Message:
