@@ -9,6 +9,7 @@ cancellation themselves.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterable
 
 import trio
 import trio.testing
@@ -42,6 +43,17 @@ class TwoStepModel:
         return ModelResponse(FINAL, "stop", Usage(10, 5))
 
 
+class Counter:
+    """Counts the events a consumer task takes from a stream or channel."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    async def consume(self, events: AsyncIterable[object]) -> None:
+        async for _ in events:
+            self.seen += 1
+
+
 class BlockingModel:
     """A model whose every call blocks until cancelled."""
 
@@ -56,15 +68,10 @@ class BlockingModel:
 def w1_pool(runs: int) -> Body:
     async def main() -> int:
         stream: subagent.Stream = subagent.Stream(64)
-        seen = 0
-
-        async def consume() -> None:
-            nonlocal seen
-            async for _ in stream:
-                seen += 1
+        counter = Counter()
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(consume)
+            nursery.start_soon(counter.consume, stream)
             async with subagent.open_pool(
                 max_concurrent=8,
                 max_queued=runs,
@@ -77,7 +84,7 @@ def w1_pool(runs: int) -> Body:
             stats = pool.statistics()
             assert stats.finished == runs, stats
             stream.close()
-        assert seen >= runs * 6
+        assert counter.seen >= runs * 6
         return runs
 
     return main
@@ -87,12 +94,7 @@ def w1_bare(runs: int) -> Body:
     async def main() -> int:
         send, receive = trio.open_memory_channel[tuple[str, int]](64)
         limiter = trio.CapacityLimiter(8)
-        seen = 0
-
-        async def consume() -> None:
-            nonlocal seen
-            async for _ in receive:
-                seen += 1
+        counter = Counter()
 
         async def one(i: int) -> None:
             async with limiter:
@@ -107,12 +109,12 @@ def w1_bare(runs: int) -> Body:
                 await send.send(("end", i))
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(consume)
+            nursery.start_soon(counter.consume, receive)
             async with trio.open_nursery() as runners:
                 for i in range(runs):
                     runners.start_soon(one, i)
             await send.aclose()
-        assert seen == runs * 6
+        assert counter.seen == runs * 6
         return runs
 
     return main
@@ -124,19 +126,14 @@ def w1_bare(runs: int) -> Body:
 def w2_stream(events: int) -> Body:
     async def main() -> int:
         stream: subagent.Stream = subagent.Stream(64)
-        seen = 0
-
-        async def consume() -> None:
-            nonlocal seen
-            async for _ in stream:
-                seen += 1
+        counter = Counter()
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(consume)
+            nursery.start_soon(counter.consume, stream)
             for i in range(events):
                 await stream.send(i)  # type: ignore[arg-type]
             stream.close()
-        assert seen == events
+        assert counter.seen == events
         return events
 
     return main
@@ -145,19 +142,14 @@ def w2_stream(events: int) -> Body:
 def w2_channel(events: int) -> Body:
     async def main() -> int:
         send, receive = trio.open_memory_channel[int](64)
-        seen = 0
-
-        async def consume() -> None:
-            nonlocal seen
-            async for _ in receive:
-                seen += 1
+        counter = Counter()
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(consume)
+            nursery.start_soon(counter.consume, receive)
             async with send:
                 for i in range(events):
                     await send.send(i)
-        assert seen == events
+        assert counter.seen == events
         return events
 
     return main
