@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 
 from ._encoding import decode_line
 from ._entry import Entry
@@ -26,6 +27,19 @@ def _jsonl_entries(path: str, last: int | None = None) -> Iterator[Entry]:
             yield decode_line(line)
         except ValueError as exc:
             raise VerifyError(f"cannot read ledger {path}: line {number}: {exc}") from None
+
+
+def _read_sqlite(name: str, read: Callable[[sqlite3.Connection], list[Entry]]) -> list[Entry]:
+    """What ``read`` finds in the ledger database ``name``, through a connection of its
+    own; any failure is a VerifyError."""
+    try:
+        conn = connect_existing(name)
+        try:
+            return read(conn)
+        finally:
+            conn.close()
+    except (sqlite3.Error, ValueError) as exc:
+        raise VerifyError(f"cannot read ledger {name}: {exc}") from exc
 
 
 def query(
@@ -59,22 +73,18 @@ def query(
     """
     name = os.fspath(path)
     if detect_format(name) == "sqlite":
-        try:
-            conn = connect_existing(name)
-            try:
-                return select(
-                    conn,
-                    path_prefix=path_prefix,
-                    run_id=run_id,
-                    kind=kind,
-                    since=since,
-                    until=until,
-                    limit=limit,
-                )
-            finally:
-                conn.close()
-        except (sqlite3.Error, ValueError) as exc:
-            raise VerifyError(f"cannot read ledger {name}: {exc}") from exc
+        return _read_sqlite(
+            name,
+            partial(
+                select,
+                path_prefix=path_prefix,
+                run_id=run_id,
+                kind=kind,
+                since=since,
+                until=until,
+                limit=limit,
+            ),
+        )
     prefix = tuple(path_prefix or ())
     found: list[Entry] = []
     if limit is not None and limit <= 0:
@@ -105,22 +115,17 @@ def tail(path: str | os.PathLike[str], count: int = 10) -> list[Entry]:
     if count <= 0:
         return []
     if detect_format(name) == "sqlite":
-        try:
-            conn = connect_existing(name)
-            try:
-                rows = select(
-                    conn,
-                    path_prefix=None,
-                    run_id=None,
-                    kind=None,
-                    since=None,
-                    until=None,
-                    limit=None,
-                    last=count,
-                )
-            finally:
-                conn.close()
-        except (sqlite3.Error, ValueError) as exc:
-            raise VerifyError(f"cannot read ledger {name}: {exc}") from exc
-        return rows
+        return _read_sqlite(
+            name,
+            partial(
+                select,
+                path_prefix=None,
+                run_id=None,
+                kind=None,
+                since=None,
+                until=None,
+                limit=None,
+                last=count,
+            ),
+        )
     return list(_jsonl_entries(name, last=count))
