@@ -25,6 +25,7 @@ from subagent import (
 )
 from subagent._runner import END_TIMEOUT
 from subagent.testing import Workload, check_events, workloads
+from tests.subagent.helpers import all_tasks
 
 from .faults import INJECTED, Fault, FaultyModel, FaultySink, FaultyTool, Plan
 
@@ -42,16 +43,6 @@ def plans(data: st.DataObject, name: str, calls: int) -> Plan:
         label=f"{name} faults",
     )
     return Plan(name, faults)
-
-
-def all_tasks(roots: list[Task]) -> list[Task]:
-    found: list[Task] = []
-    stack = list(roots)
-    while stack:
-        task = stack.pop()
-        found.append(task)
-        stack.extend(task.children)
-    return found
 
 
 @settings(max_examples=min(settings().max_examples, 150))

@@ -1,4 +1,5 @@
-"""Shared pieces of the subagent tests: a model that counts, a stream drain, a test sink."""
+"""Shared pieces of the subagent tests: a model that counts, a stream drain, a test sink,
+a walk of the task tree."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 import trio
 
 from agentcore import Message, ModelRequest, ModelResponse
-from subagent import Event, Stream
+from subagent import Event, Stream, Task
 
 
 class CountingModel:
@@ -54,3 +55,14 @@ class RecordSink:
 def kinds(events: list[Event], path: tuple[str, ...] | None = None) -> list[str]:
     """The kinds of ``events`` (of one path if given), as plain strings."""
     return [str(e.kind) for e in events if path is None or e.path == path]
+
+
+def all_tasks(roots: list[Task]) -> list[Task]:
+    """``roots`` and every task below them."""
+    found: list[Task] = []
+    stack = list(roots)
+    while stack:
+        task = stack.pop()
+        found.append(task)
+        stack.extend(task.children)
+    return found

@@ -37,6 +37,8 @@ from subagent import (
     open_pool,
 )
 
+from .helpers import all_tasks
+
 
 @attrs.frozen
 class Child:
@@ -105,16 +107,6 @@ def ancestors(task: Task) -> list[Task]:
     while task.parent is not None:
         task = task.parent
         found.append(task)
-    return found
-
-
-def all_tasks(roots: list[Task]) -> list[Task]:
-    found: list[Task] = []
-    stack = list(roots)
-    while stack:
-        task = stack.pop()
-        found.append(task)
-        stack.extend(task.children)
     return found
 
 

@@ -35,6 +35,8 @@ from subagent import (
     open_pool,
 )
 
+from .helpers import all_tasks
+
 
 @attrs.frozen
 class Node:
@@ -119,16 +121,6 @@ def check_statistics(pool: Pool) -> None:
     assert s.accepted == s.queued + s.running + s.finished + s.failed + s.cancelled
     assert 0 <= s.holding_slots <= min(s.max_concurrent, s.running)
     assert s.queued <= s.max_queued
-
-
-def all_tasks(roots: list[Task]) -> list[Task]:
-    found: list[Task] = []
-    stack = list(roots)
-    while stack:
-        task = stack.pop()
-        found.append(task)
-        stack.extend(task.children)
-    return found
 
 
 def check_run_events(path: tuple[str, ...], events: list[Event], status: TaskStatus,
