@@ -10,6 +10,7 @@ import trio
 
 import agentcore
 from agentcore import Agent, AuditError, EndReason, RunSummary
+from ledger import Record, Sink
 
 from ._background import end_children, orphan, settle
 from ._context import current_task
@@ -81,45 +82,51 @@ async def _report(
     sink = task.spec.audit
     failure: AuditError | None = None
     if sink is not None:
-        from ledger import Record
-
         data: dict[str, str | int | float | bool | None] = {"agent": task.name}
         if summary is not None:
             data["end_reason"] = str(summary.end_reason)
-        starting = kind in (EventKind.task_queued, EventKind.task_started)
-        # An end's entry is bounded on its own, so a hung sink cannot hold back its event.
-        with trio.move_on_after(math.inf if starting else END_TIMEOUT) as bound:
-            try:
-                await sink.record(
-                    Record(
-                        str(kind),
-                        run_id="/".join(task.path),
-                        path=task.path,
-                        agent_id=task.spec.agent_id,
-                        call_id=task.call_id,
-                        error=error,
-                        data=data,
-                    )
-                )
-            except Exception as exc:
-                failure = AuditError(
-                    f"the audit sink failed to record {str(kind)!r}: {type(exc).__name__}: {exc}"
-                )
-                failure.__cause__ = exc
-        if bound.cancelled_caught:
-            failure = AuditError(
-                f"the audit sink did not record {str(kind)!r} within {END_TIMEOUT:g}s"
-            )
-        if failure is not None:
-            if starting:
+        record = Record(
+            str(kind),
+            run_id="/".join(task.path),
+            path=task.path,
+            agent_id=task.spec.agent_id,
+            call_id=task.call_id,
+            error=error,
+            data=data,
+        )
+        if kind is EventKind.task_queued or kind is EventKind.task_started:
+            failure = await _audit(sink, record)
+            if failure is not None:
                 return failure
-            error = error or f"AuditError: {failure}"
+        else:
+            # An end's entry is bounded on its own, so a hung sink cannot hold back its event.
+            with trio.move_on_after(END_TIMEOUT) as bound:
+                failure = await _audit(sink, record)
+            if bound.cancelled_caught:
+                failure = AuditError(
+                    f"the audit sink did not record {str(kind)!r} within {END_TIMEOUT:g}s"
+                )
+            if failure is not None:
+                error = error or f"AuditError: {failure}"
     if task.events is not None:
         usage = task.tree_usage if summary is not None else None
         await task.events.send(
             Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
         )
     return failure
+
+
+async def _audit(sink: Sink, record: Record) -> AuditError | None:
+    # Record one lifecycle entry; a sink that fails is returned as an AuditError.
+    try:
+        await sink.record(record)
+    except Exception as exc:
+        failure = AuditError(
+            f"the audit sink failed to record {record.kind!r}: {type(exc).__name__}: {exc}"
+        )
+        failure.__cause__ = exc
+        return failure
+    return None
 
 
 async def _execute(task: Task) -> TaskStatus:
@@ -198,7 +205,8 @@ async def run_task(task: Task) -> None:
             task._summary = run.summary
         with trio.CancelScope(shield=True):
             hard = status is TaskStatus.cancelled
-            await end_children(task, hard=hard, bound=END_TIMEOUT)
+            if hard or task._unread or task._background:
+                await end_children(task, hard=hard, bound=END_TIMEOUT)
             kind = EventKind.task_cancelled if hard else EventKind.task_finished
             task._usage_sealed = True
             if task.spec.audit is not None or task.events is not None:

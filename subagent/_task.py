@@ -60,6 +60,10 @@ class Result:
     tree_usage: Usage = Usage()
 
 
+def _read_only() -> None:
+    raise attrs.exceptions.FrozenAttributeError()
+
+
 @attrs.define(eq=False, repr=False)
 class Task:
     """The handle of one run submitted to a :class:`Pool`.
@@ -79,14 +83,17 @@ class Task:
     Read-only except through the pool.
     """
 
-    path: AgentPath = attrs.field(on_setattr=attrs.setters.frozen)
-    name: str = attrs.field(on_setattr=attrs.setters.frozen)
-    input: str = attrs.field(on_setattr=attrs.setters.frozen)
-    spec: Spec = attrs.field(on_setattr=attrs.setters.frozen)
-    pool: Pool = attrs.field(on_setattr=attrs.setters.frozen)
-    parent: Task | None = attrs.field(on_setattr=attrs.setters.frozen)
-    events: Stream | None = attrs.field(on_setattr=attrs.setters.frozen)
-    call_id: str | None = attrs.field(on_setattr=attrs.setters.frozen)
+    # The read-only fields are private slots behind properties: an on_setattr hook
+    # would route every assignment to the task's bookkeeping through a Python
+    # __setattr__, and there are dozens per run.
+    _path: AgentPath
+    _name: str
+    _input: str
+    _spec: Spec
+    _pool: Pool
+    _parent: Task | None
+    _events: Stream | None
+    _call_id: str | None
     status: TaskStatus = TaskStatus.queued
     children: list[Task] = attrs.field(factory=list)
     # The agentcore Run once started (steering and interrupts go through it).
@@ -126,6 +133,70 @@ class Task:
     # Child side: the parent run to deliver its result to, and the fan-out slot it holds.
     _deliver_to: Task | None = None
     _fanout_slot: trio.Semaphore | None = None
+
+    @property
+    def path(self) -> AgentPath:
+        return self._path
+
+    @path.setter
+    def path(self, value: AgentPath) -> None:
+        _read_only()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        _read_only()
+
+    @property
+    def input(self) -> str:
+        return self._input
+
+    @input.setter
+    def input(self, value: str) -> None:
+        _read_only()
+
+    @property
+    def spec(self) -> Spec:
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: Spec) -> None:
+        _read_only()
+
+    @property
+    def pool(self) -> Pool:
+        return self._pool
+
+    @pool.setter
+    def pool(self, value: Pool) -> None:
+        _read_only()
+
+    @property
+    def parent(self) -> Task | None:
+        return self._parent
+
+    @parent.setter
+    def parent(self, value: Task | None) -> None:
+        _read_only()
+
+    @property
+    def events(self) -> Stream | None:
+        return self._events
+
+    @events.setter
+    def events(self, value: Stream | None) -> None:
+        _read_only()
+
+    @property
+    def call_id(self) -> str | None:
+        return self._call_id
+
+    @call_id.setter
+    def call_id(self, value: str | None) -> None:
+        _read_only()
 
     def __repr__(self) -> str:
         return f"<subagent.Task {format_path(self.path)} {self.status}>"
