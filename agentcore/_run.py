@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 _run_ids = itertools.count(1)
 _FAILED = frozenset({EndReason.error, EndReason.timeout})
+# The steps of a run's end, in order (see Run._finish).
+_ABORT_ENTRY, _END_ENTRY, _END_EVENTS, _DONE = range(4)
 _current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
     "agentcore_current_run", default=None
 )
@@ -336,9 +338,11 @@ class Run:
         if self._abort_reason is not None:
             scope.cancel()
         try:
-            with trio.CancelScope(shield=True) as start_scope:
-                start_scope.deadline = trio.current_time() + self.agent.end_timeout
-                await self.emit(EventKind.agent_start, text=self.input)
+            if self._emit_to is not None or self._observers:
+                with trio.CancelScope(
+                    shield=True, deadline=trio.current_time() + self.agent.end_timeout
+                ) as start_scope:
+                    await self.emit(EventKind.agent_start, text=self.input)
                 start_delivered = not start_scope.cancelled_caught
             with scope:
                 await self.audit("prompt", arguments=self.input)
@@ -386,18 +390,51 @@ class Run:
     ) -> BaseException | None:
         # Returns the exception that ended the run: ``error``, or the AuditError of a
         # run_end entry that could not be recorded (the run then ends ``error``: its
-        # end is audited before agent_end announces it). Each audit and the final
-        # emits are bounded apart, so a hung sink cannot hold back agent_end.
+        # end is audited before agent_end announces it). The steps (the abort entry,
+        # the run_end entry, the final emits) are shielded and bounded apart, each by
+        # end_timeout, so a hung sink cannot hold back agent_end. They share one scope
+        # whose deadline moves on after each step; a step that overruns ends it, and
+        # the next step gets a new one.
         assert self.summary is not None
-        summary = self.summary
         failures: list[AuditError] = []
-        if summary.end_reason is EndReason.aborted:
+        step = _ABORT_ENTRY if self.summary.end_reason is EndReason.aborted else _END_ENTRY
+        if self.agent.audit is None:
+            step = _END_EVENTS
+        last = _END_EVENTS if self._emit_to is None and not self._observers else _DONE
+        timeout = self.agent.end_timeout
+        while step < last:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + timeout) as scope:
+                while step < last:
+                    if step == _END_EVENTS:
+                        await self._end_events(start_delivered, error is None, failures)
+                    else:
+                        try:
+                            await self._end_entry(step, error)
+                        except AuditError as exc:
+                            error = self._entry_failed(exc, failures, error)
+                    step += 1
+                    if scope.cancel_called:
+                        break
+                    scope.deadline = trio.current_time() + timeout
+            if scope.cancelled_caught:
+                if step != _END_EVENTS:
+                    kind = "abort" if step == _ABORT_ENTRY else "run_end"
+                    failure = AuditError(
+                        f"the audit sink did not record {kind!r} within {timeout:g}s"
+                    )
+                    error = self._entry_failed(failure, failures, error)
+                step += 1
+        return error
+
+    async def _end_entry(self, step: int, error: BaseException | None) -> None:
+        # The abort or run_end audit entry. Raises AuditError.
+        summary = self.summary
+        assert summary is not None
+        if step == _ABORT_ENTRY:
             why = describe(error) or self._abort_reason or "cancelled"
-            abort_failure = await self._audit_end("abort", error=why)
-            if abort_failure is not None:
-                # An abort cannot be refused: it goes on, and the failure is reported.
-                failures.append(abort_failure)
-        end_failure = await self._audit_end(
+            await self.audit("abort", error=why)
+            return
+        await self.audit(
             "run_end",
             error=summary.error,
             duration=summary.duration,
@@ -409,43 +446,40 @@ class Run:
                 "output_tokens": summary.usage.output_tokens,
             },
         )
-        if end_failure is not None:
-            if summary.end_reason is EndReason.aborted:
-                failures.append(end_failure)
-            elif summary.end_reason is not EndReason.error:
-                summary = self.summary = attrs.evolve(
-                    summary, end_reason=EndReason.error, error=describe(end_failure)
-                )
-                error = end_failure
-        if self._emit_to is None and not self._observers:
-            return error
-        with trio.move_on_after(self.agent.end_timeout, shield=True):
-            if summary.end_reason is EndReason.aborted and error is None:
-                text = f"abort: {self._abort_reason}" if self._abort_reason else "abort"
-                await self.emit(EventKind.interrupt_received, text=text)
-            for failure in failures:
-                await self.emit(EventKind.error, text=describe(failure) or "")
-            if summary.end_reason is EndReason.error:
-                await self.emit(EventKind.error, text=summary.error or "")
-            if self._reported < len(self._follow_ups):
-                await self._report_follow_ups()
-            if start_delivered:
-                await self.emit(EventKind.agent_end, summary=summary)
+
+    def _entry_failed(
+        self, failure: AuditError, failures: list[AuditError], error: BaseException | None
+    ) -> BaseException | None:
+        # An end entry that could not be recorded. An abort cannot be refused: it goes
+        # on, and the failure is reported; a run_end failure ends the run ``error``
+        # (unless it already ended so). Returns the run's exception.
+        summary = self.summary
+        assert summary is not None
+        if summary.end_reason is EndReason.aborted:
+            failures.append(failure)
+        elif summary.end_reason is not EndReason.error:
+            self.summary = attrs.evolve(
+                summary, end_reason=EndReason.error, error=describe(failure)
+            )
+            return failure
         return error
 
-    async def _audit_end(self, kind: str, **fields: Any) -> AuditError | None:
-        # One shielded audit entry of the run's end, bounded by end_timeout; a sink
-        # that fails or does not answer in time is returned as an AuditError.
-        if self.agent.audit is None:
-            return None
-        timeout = self.agent.end_timeout
-        with trio.move_on_after(timeout, shield=True):
-            try:
-                await self.audit(kind, **fields)
-            except AuditError as exc:
-                return exc
-            return None
-        return AuditError(f"the audit sink did not record {kind!r} within {timeout:g}s")
+    async def _end_events(
+        self, start_delivered: bool, no_error: bool, failures: list[AuditError]
+    ) -> None:
+        summary = self.summary
+        assert summary is not None
+        if summary.end_reason is EndReason.aborted and no_error:
+            text = f"abort: {self._abort_reason}" if self._abort_reason else "abort"
+            await self.emit(EventKind.interrupt_received, text=text)
+        for failure in failures:
+            await self.emit(EventKind.error, text=describe(failure) or "")
+        if summary.end_reason is EndReason.error:
+            await self.emit(EventKind.error, text=summary.error or "")
+        if self._reported < len(self._follow_ups):
+            await self._report_follow_ups()
+        if start_delivered:
+            await self.emit(EventKind.agent_end, summary=summary)
 
     async def _report_follow_ups(self) -> None:
         while self._reported < len(self._follow_ups):
