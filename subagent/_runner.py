@@ -72,48 +72,77 @@ def _emitter(task: Task) -> agentcore.EventSink:
     return emit
 
 
-async def _report(
-    task: Task, kind: EventKind, summary: RunSummary | None = None, error: str | None = None
-) -> AuditError | None:
-    # A pool lifecycle step: audited in the task's sink first, then sent as an event.
-    # If the sink fails, the AuditError is returned: a start that cannot be audited
-    # is not announced (the task does not run); an end still is, with the failure
-    # as its error when it has none.
+def _record(
+    task: Task, kind: EventKind, summary: RunSummary | None, error: str | None
+) -> Record:
+    data: dict[str, str | int | float | bool | None] = {"agent": task.name}
+    if summary is not None:
+        data["end_reason"] = str(summary.end_reason)
+    return Record(
+        str(kind),
+        run_id="/".join(task.path),
+        path=task.path,
+        agent_id=task.spec.agent_id,
+        call_id=task.call_id,
+        error=error,
+        data=data,
+    )
+
+
+async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
+    # A queued or started step: audited in the task's sink first, then sent as an
+    # event. If the sink fails, the AuditError is returned and nothing is announced:
+    # a start that cannot be audited does not run.
     sink = task.spec.audit
-    failure: AuditError | None = None
     if sink is not None:
-        data: dict[str, str | int | float | bool | None] = {"agent": task.name}
-        if summary is not None:
-            data["end_reason"] = str(summary.end_reason)
-        record = Record(
-            str(kind),
-            run_id="/".join(task.path),
-            path=task.path,
-            agent_id=task.spec.agent_id,
-            call_id=task.call_id,
-            error=error,
-            data=data,
-        )
-        if kind is EventKind.task_queued or kind is EventKind.task_started:
-            failure = await _audit(sink, record)
-            if failure is not None:
-                return failure
-        else:
-            # An end's entry is bounded on its own, so a hung sink cannot hold back its event.
-            with trio.move_on_after(END_TIMEOUT) as bound:
-                failure = await _audit(sink, record)
-            if bound.cancelled_caught:
-                failure = AuditError(
-                    f"the audit sink did not record {str(kind)!r} within {END_TIMEOUT:g}s"
-                )
+        failure = await _audit(sink, _record(task, kind, None, None))
+        if failure is not None:
+            return failure
+    if task.events is not None:
+        await task.events.send(Event(task.path, kind, None, task.call_id))
+    return None
+
+
+async def _report_end(task: Task, kind: EventKind) -> None:
+    # The task's end, shielded: its entry, bounded by END_TIMEOUT on its own so that a
+    # hung sink cannot hold back the event, then its event (with the sink's failure
+    # as its error when it has none), the two bounded by 2 * END_TIMEOUT. One scope
+    # unless the entry ends at or past its own deadline.
+    sink = task.spec.audit
+    summary = task._summary
+    error = task._error
+    start = trio.current_time()
+    entry_done = sink is None
+    sent = task.events is None
+    deadline = start + (2 * END_TIMEOUT if entry_done else END_TIMEOUT)
+    with trio.CancelScope(shield=True, deadline=deadline) as scope:
+        if sink is not None:
+            failure = await _audit(sink, _record(task, kind, summary, error))
+            entry_done = True
             if failure is not None:
                 error = error or f"AuditError: {failure}"
-    if task.events is not None:
-        usage = task.tree_usage if summary is not None else None
-        await task.events.send(
-            Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
+        if not sent and not scope.cancel_called:
+            scope.deadline = start + 2 * END_TIMEOUT
+            await _send_end(task, kind, summary, error)
+            sent = True
+    if not entry_done:
+        failure = AuditError(
+            f"the audit sink did not record {str(kind)!r} within {END_TIMEOUT:g}s"
         )
-    return failure
+        error = error or f"AuditError: {failure}"
+    if not sent and not (entry_done and scope.cancelled_caught):
+        with trio.CancelScope(shield=True, deadline=start + 2 * END_TIMEOUT):
+            await _send_end(task, kind, summary, error)
+
+
+async def _send_end(
+    task: Task, kind: EventKind, summary: RunSummary | None, error: str | None
+) -> None:
+    assert task.events is not None
+    usage = task.tree_usage if summary is not None else None
+    await task.events.send(
+        Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
+    )
 
 
 async def _audit(sink: Sink, record: Record) -> AuditError | None:
@@ -184,12 +213,12 @@ async def run_task(task: Task) -> None:
             if task._scope.cancel_called:
                 # A task cancelled before its runner ran still reports that it was queued.
                 with trio.move_on_after(END_TIMEOUT, shield=True):
-                    failure = await _report(task, EventKind.task_queued)
+                    failure = await _report_start(task, EventKind.task_queued)
             else:
-                failure = await _report(task, EventKind.task_queued)
+                failure = await _report_start(task, EventKind.task_queued)
             await task._granted.wait()
             if failure is None:
-                failure = await _report(task, EventKind.task_started)
+                failure = await _report_start(task, EventKind.task_started)
             if failure is None:
                 status = await _execute(task)
             else:
@@ -203,17 +232,16 @@ async def run_task(task: Task) -> None:
         run = task._run
         if task._summary is None and run is not None:
             task._summary = run.summary
-        with trio.CancelScope(shield=True):
-            hard = status is TaskStatus.cancelled
-            if hard or task._unread or task._background:
+        hard = status is TaskStatus.cancelled
+        if hard or task._unread or task._background:
+            with trio.CancelScope(shield=True):
                 await end_children(task, hard=hard, bound=END_TIMEOUT)
-            kind = EventKind.task_cancelled if hard else EventKind.task_finished
-            task._usage_sealed = True
-            if task.spec.audit is not None or task.events is not None:
-                with trio.move_on_after(2 * END_TIMEOUT):
-                    await _report(task, kind, task._summary, task._error)
-            if not settle(task):
-                with trio.move_on_after(2 * END_TIMEOUT):
-                    await orphan(task, bound=END_TIMEOUT)
+        kind = EventKind.task_cancelled if hard else EventKind.task_finished
+        task._usage_sealed = True
+        if task.spec.audit is not None or task.events is not None:
+            await _report_end(task, kind)
+        if not settle(task):
+            with trio.move_on_after(2 * END_TIMEOUT, shield=True):
+                await orphan(task, bound=END_TIMEOUT)
         pool._forget(task)
         task._done.set()
