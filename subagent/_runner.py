@@ -57,8 +57,18 @@ def build_agent(task: Task) -> Agent:
     )
 
 
-def _emitter(task: Task) -> agentcore.EventSink:
+def _emitter(task: Task) -> agentcore.EventSink | None:
+    # None when nothing would see the run's events: no destination, no idle_timeout
+    # on its path to push back, and no tools (a delegating tool reads the id of the
+    # call it runs in from the tool_start event). The run then skips its shielded
+    # start and end emits.
     destination = task.events
+    if destination is None and not task.spec.tools:
+        above: Task | None = task
+        while above is not None and above.spec.idle_timeout is None:
+            above = above.parent
+        if above is None:
+            return None
     path = task.path
     call_id = task.call_id
 
@@ -233,9 +243,12 @@ async def run_task(task: Task) -> None:
         if task._summary is None and run is not None:
             task._summary = run.summary
         hard = status is TaskStatus.cancelled
-        if hard or task._unread or task._background:
+        if task._unread or task._background or (hard and task.children):
             with trio.CancelScope(shield=True):
                 await end_children(task, hard=hard, bound=END_TIMEOUT)
+        elif hard:
+            # All that end_children does for a task with no children and nothing unread.
+            task.cancel()
         kind = EventKind.task_cancelled if hard else EventKind.task_finished
         task._usage_sealed = True
         if task.spec.audit is not None or task.events is not None:
