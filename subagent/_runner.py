@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -25,6 +26,8 @@ FRAMING = (
     "next message. Work on that task alone. Your final answer is returned to your caller, "
     "who sees nothing else of this conversation, so make it complete and self-contained."
 )
+
+_NO_LIMITS = contextlib.nullcontext()
 
 #: Seconds the shielded end-of-task report (audit entry and event) may take.
 END_TIMEOUT = 5.0
@@ -178,14 +181,15 @@ async def _execute(task: Task) -> TaskStatus:
     token = current_task.set(task)
     # One scope for both limits: its deadline is the earlier of the wall deadline and
     # the idle one (Task._progress pushes the latter back); which fired is told by
-    # the wall deadline.
+    # the wall deadline. A run with neither limit runs without one.
     now = trio.current_time()
     wall = now + spec.timeout if spec.timeout is not None else math.inf
-    limits = trio.CancelScope(
-        deadline=wall if spec.idle_timeout is None else min(wall, now + spec.idle_timeout)
-    )
-    task._limits = limits
-    task._wall_deadline = wall
+    limits: trio.CancelScope | contextlib.nullcontext[None] = _NO_LIMITS
+    if spec.timeout is not None or spec.idle_timeout is not None:
+        limits = task._limits = trio.CancelScope(
+            deadline=wall if spec.idle_timeout is None else min(wall, now + spec.idle_timeout)
+        )
+        task._wall_deadline = wall
     try:
         with limits:
             result = await run.run()
