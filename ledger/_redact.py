@@ -249,17 +249,30 @@ def redact(value: str) -> str:
 
 def _redact_data(data: Mapping[str, Scalar]) -> Mapping[str, Scalar] | None:
     """Return a redacted copy of ``data``, or ``None`` if nothing changed."""
-    changed = False
-    clean: dict[str, Scalar] = {}
+    # _hides and redact inlined, and no copy unless a value changes: data holds a few
+    # counters and labels on every entry, and almost never a secret.
+    clean: dict[str, Scalar] | None = None
     for key, value in data.items():
-        new: Scalar = value
-        if _hides(key, value):
+        if value is None or isinstance(value, bool):
+            continue
+        cls = _key_class(key)
+        new: Scalar
+        if isinstance(value, str):
+            if cls == 2:
+                new = value if value.lower() in _NOT_SECRETS else REDACTED
+            elif cls == 1 and _looks_secret(value):
+                new = REDACTED
+            else:
+                new = redact(value)
+        elif cls == 2:
             new = REDACTED
-        elif isinstance(value, str):
-            new = redact(value)
-        changed = changed or new is not value
-        clean[key] = new
-    return clean if changed else None
+        else:
+            continue
+        if new is not value:
+            if clean is None:
+                clean = dict(data)
+            clean[key] = new
+    return clean
 
 
 def _clean(value: str | None) -> str | None:
