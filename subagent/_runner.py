@@ -135,7 +135,8 @@ async def _report_end(task: Task, kind: EventKind) -> None:
             if failure is not None:
                 error = error or f"AuditError: {failure}"
         if not sent and not scope.cancel_called:
-            scope.deadline = start + 2 * END_TIMEOUT
+            if sink is not None:
+                scope.deadline = start + 2 * END_TIMEOUT
             await _send_end(task, kind, summary, error)
             sent = True
     if not entry_done:
