@@ -413,7 +413,7 @@ class Run:
                         except AuditError as exc:
                             error = self._entry_failed(exc, failures, error)
                     step += 1
-                    if scope.cancel_called:
+                    if step == last or scope.cancel_called:
                         break
                     scope.deadline = trio.current_time() + timeout
             if scope.cancelled_caught:
