@@ -225,7 +225,6 @@ class RefPool:
     def cancel_task(self, task: RefTask) -> None:
         """``task.cancel()``: the task and every task below it, and any task submitted
         below its path later."""
-        self.cancelled_roots.add(task.path)
         self._cancel_tree(task)
         self._settle()
 
@@ -421,6 +420,9 @@ class RefPool:
         self._next_turn(task)
 
     def _cancel_tree(self, task: RefTask) -> None:
+        # Every Task.cancel() of the pool, explicit or a cascade: later submits below
+        # this path are cancelled too.
+        self.cancelled_roots.add(task.path)
         stack = [task]
         while stack:
             one = stack.pop()
