@@ -32,6 +32,8 @@ from collections.abc import Callable
 
 import attrs
 
+from subagent import PoolStatistics
+
 ROOT = "w"
 """The spec that may have a timeout."""
 SUB = "v"
@@ -96,24 +98,6 @@ class Waiter:
     woken: bool = False
 
 
-@attrs.frozen
-class RefStatistics:
-    """The model's ``PoolStatistics``: the same fields (see ``subagent.PoolStatistics``)."""
-
-    running: int
-    queued: int
-    finished: int
-    failed: int
-    cancelled: int
-    accepted: int
-    holding_slots: int
-    waiting_submitters: int
-    max_concurrent: int
-    max_queued: int
-    max_depth: int
-    closed: bool
-
-
 Outcome = RefTask | str
 """What a submit gives: the task, ``WAITING``, or the name of the error it raises."""
 
@@ -158,9 +142,9 @@ class RefPool:
 
     # -- what must hold ----------------------------------------------------------------
 
-    def statistics(self) -> RefStatistics:
+    def statistics(self) -> PoolStatistics:
         """What ``Pool.statistics()`` must be (field for field)."""
-        return RefStatistics(
+        return PoolStatistics(
             running=self.running,
             queued=len(self.queue),
             finished=self.finished,

@@ -24,7 +24,6 @@ import itertools
 import json
 from collections import defaultdict
 
-import attrs
 import trio
 import trio.testing
 from hypothesis import event as label
@@ -143,7 +142,7 @@ class Harness:
         assert (stats.running, stats.queued, stats.holding_slots, stats.waiting_submitters) == (
             0, 0, 0, 0)
         assert all(t.done for t in ref.tasks) and all(t.done for t in self.real.values())
-        assert attrs.asdict(stats) == attrs.asdict(ref.statistics())
+        assert stats == ref.statistics()
         for index, log in enumerate(self.logs):
             report = check_events(log, max_concurrent=None, complete=ref.open[index])
             assert report.events == len(log)
@@ -295,7 +294,7 @@ class Harness:
         self.drain()
         ref = self.ref
         where = f"after {self.ops}"
-        assert attrs.asdict(pool.statistics()) == attrs.asdict(ref.statistics()), where
+        assert pool.statistics() == ref.statistics(), where
         for sid, expected in ref.outcomes.items():
             got = self.outcomes.get(sid, WAITING)
             if isinstance(expected, RefTask):
