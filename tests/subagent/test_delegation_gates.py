@@ -310,3 +310,32 @@ def test_specs_files_accept_delegates_to() -> None:
         "<mapping>: agent 'boss' field 'delegates_to': must be a list of agent names, "
         "not a string ('a')"
     )
+
+
+async def test_an_ancestor_gate_that_raises_or_hangs_denies_naming_it(
+    autojump_clock: Clock,
+) -> None:
+    async def fragile(request: GateRequest) -> GateDecision:
+        if request.tool.name == "subagent":
+            return GateDecision(True, "delegation")
+        if request.call.id == "w1":
+            await trio.sleep_forever()
+        raise LookupError("no policy for this tool")
+
+    write = RecordingTool("write")
+    async with open_pool() as pool:
+        child = ScriptedModel([
+            tool_call_reply("write", '{"path": "x"}', id="w1"),
+            tool_call_reply("write", '{"path": "y"}', id="w2"),
+            "wrote",
+        ])
+        pool.register(Spec("writer", model=child, tools=[write], gate=allow_all))
+        planner = ScriptedModel([delegate_reply("writer", "t"), "planned"])
+        pool.register(Spec("planner", model=planner, tools=[SubagentTool(pool)], gate=fragile))
+        await (await pool.submit("planner", "go")).wait()
+    assert write.calls == []
+    assert tool_results(child.requests[2].messages) == [
+        "denied: the gate of planner/0001 did not decide within 120s",
+        "denied: the gate of planner/0001 failed: LookupError: no policy for this tool",
+    ]
+    assert trio.current_time() == 120.0
