@@ -1,6 +1,10 @@
 """agentcore: one agent run — messages, model and tool protocols, the turn loop, the gate."""
 
 from ._agent import Agent as Agent
+from ._arguments import MAX_ARGUMENT_BYTES as MAX_ARGUMENT_BYTES
+from ._arguments import MAX_ARGUMENT_DEPTH as MAX_ARGUMENT_DEPTH
+from ._arguments import ArgumentsError as ArgumentsError
+from ._arguments import load_arguments as load_arguments
 from ._context import MessageCounter as MessageCounter
 from ._context import count_chars as count_chars
 from ._context import estimate_tokens as estimate_tokens
@@ -13,6 +17,7 @@ from ._errors import TransientModelError as TransientModelError
 from ._events import Event as Event
 from ._events import EventKind as EventKind
 from ._events import EventSink as EventSink
+from ._gate import AllOf as AllOf
 from ._gate import ApprovalGate as ApprovalGate
 from ._gate import Approver as Approver
 from ._gate import GateDecision as GateDecision
@@ -20,6 +25,7 @@ from ._gate import GateRequest as GateRequest
 from ._gate import ToolGate as ToolGate
 from ._gate import allow_all as allow_all
 from ._gate import deny_all as deny_all
+from ._gate import nested_gate as nested_gate
 from ._gate import read_only as read_only
 from ._hooks import EventObserver as EventObserver
 from ._hooks import HookAction as HookAction

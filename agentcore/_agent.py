@@ -51,7 +51,7 @@ class Agent:
       hooks: Observers and interceptors of each run (see :class:`HookResult`),
         called in ascending ``priority``.
       hook_timeout: Seconds one hook call may take before it is skipped with an
-        ``error`` event.
+        ``error`` event (a ``before_tool`` hook fails closed: its call is denied).
       max_parallel_tools: At most this many of a turn's consecutive read-only tool
         calls run at once.
       max_messages: Before each model call, the oldest non-system messages are

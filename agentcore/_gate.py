@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
 import trio
@@ -85,3 +86,103 @@ class ApprovalGate:
         return GateDecision(
             False, f"no approval for tool {request.tool.name!r} within {self.timeout:g}s"
         )
+
+
+def _whose(owner: str) -> str:
+    return f"the gate of {owner}" if owner else "the gate"
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def ask(gate: ToolGate, request: GateRequest, owner: str = "") -> GateDecision:
+    """``gate``'s decision on ``request``, failing closed. A checkpoint.
+
+    A gate that raises, or answers with anything but a :class:`GateDecision`,
+    denies; the reason names it (``owner``: whose gate it is, ``""`` for the
+    calling run's own). Cancellation propagates: the caller bounds the wait.
+    """
+    try:
+        decision = await gate(request)
+    except Exception as exc:
+        return GateDecision(False, f"{_whose(owner)} failed: {_describe(exc)}")
+    if not isinstance(decision, GateDecision):
+        return GateDecision(
+            False, f"{_whose(owner)} answered {type(decision).__name__}, not a GateDecision"
+        )
+    if owner and not decision.allowed:
+        return GateDecision(False, f"{_whose(owner)}: {decision.reason}")
+    return decision
+
+
+def _pairs(value: Iterable[tuple[str, ToolGate]]) -> tuple[tuple[str, ToolGate], ...]:
+    return tuple(value)
+
+
+@attrs.frozen(eq=False)
+class AllOf:
+    """A gate that allows a call only when every gate in it allows it.
+
+    It is the effective gate of a delegated run (see :func:`nested_gate`): the
+    run's own gate and the effective gate of every run above it.
+
+    Args:
+      gates: ``(owner, gate)`` pairs, asked in order; the first denial decides and
+        the gates after it are not asked. ``owner`` says whose gate it is in the
+        reason of a denial (``the gate of <owner>: <reason>``); ``""`` marks the
+        run's own gate, whose reasons pass unchanged.
+
+    A member that raises or answers wrongly denies (see :func:`ask`), and so does
+    one that has not decided when the time is up; the reason names it. When every
+    member allows, the decision is the last one's. Calling it is a checkpoint.
+    """
+
+    gates: tuple[tuple[str, ToolGate], ...] = attrs.field(converter=_pairs)
+
+    async def __call__(self, request: GateRequest) -> GateDecision:
+        """Decide ``request`` with no bound of its own (the caller bounds it)."""
+        return await self.decide(request, math.inf)
+
+    async def decide(self, request: GateRequest, deadline: float) -> GateDecision:
+        """Ask every member in turn, all by ``deadline`` (on trio's clock). A checkpoint."""
+        decision = ALLOW
+        owner = ""
+        start = trio.current_time()
+        with trio.move_on_at(deadline):
+            if not self.gates:
+                await trio.lowlevel.checkpoint()
+            for owner, gate in self.gates:
+                decision = await ask(gate, request, owner)
+                if not decision.allowed:
+                    return decision
+            return decision
+        waited = deadline - start
+        return GateDecision(False, f"{_whose(owner)} did not decide within {waited:g}s")
+
+
+def nested_gate(outer: ToolGate | None, owner: str, inner: ToolGate | None) -> ToolGate | None:
+    """The effective gate of a run started from within another run. Not a checkpoint.
+
+    Delegation cannot widen permission: the new run executes a call only if its own
+    gate and the starting run's effective gate both allow it.
+
+    Args:
+      outer: The effective gate of the run that starts it (``None``: allows all).
+      owner: That run's name in denial reasons (its AgentPath as text).
+      inner: The new run's own gate (``None``: allows all).
+
+    Returns:
+      ``inner`` when there is no ``outer``; else an :class:`AllOf` of ``outer``'s
+      gates (its own one now named by ``owner``), then ``inner``, which is left out
+      when it is already one of them (one approval gate shared by a whole tree asks
+      once per call).
+    """
+    if outer is None:
+        return inner
+    above = outer.gates if isinstance(outer, AllOf) else (("", outer),)
+    members = [(name or owner, gate) for name, gate in above]
+    if inner is not None and all(gate is not inner for _, gate in members):
+        members.append(("", inner))
+    return AllOf(members)

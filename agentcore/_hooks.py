@@ -12,6 +12,13 @@ Each call is bounded by the agent's ``hook_timeout`` (default 5 s). A hook that
 does not return in time, or raises, is skipped: the run emits an ``error`` event
 whose text names the hook, the method and the timeout (or the exception), and
 goes on as if the hook had returned None. ``trio.Cancelled`` is never swallowed.
+
+Except ``before_tool``: a policy hook fails closed, like the gate. A
+``before_tool`` that raises, overruns ``hook_timeout`` or gives an answer it may
+not give denies the call: the ``error`` event says so, a ``gate_decision`` event
+and audit entry record the denial (verdict ``deny``), and the model sees
+``denied: hook '<name>' before_tool <what went wrong>``. The hooks after it are
+not called.
 """
 
 from __future__ import annotations
@@ -71,7 +78,13 @@ class HookResult(Generic[T]):
 
     @classmethod
     def deny(cls, reason: str) -> HookResult[Any]:
-        """Refuse the tool call with ``reason`` (``before_tool`` only)."""
+        """Refuse the tool call with ``reason`` (``before_tool`` only).
+
+        ``before_tool`` fails closed: if it raises or overruns the agent's
+        ``hook_timeout`` instead of answering, the call is denied too (with an
+        ``error`` event and an audited ``gate_decision`` naming the failure), so a
+        policy hook that crashes on odd input never lets the call through.
+        """
         return HookResult(HookAction.deny, None, reason)
 
     @classmethod
@@ -109,8 +122,10 @@ class ToolInterceptor(Protocol):
     """A hook around each tool call.
 
     ``before_tool`` runs after ``tool_start`` and before the argument check and the
-    gate; it may replace the call (its id is kept), deny it, or abort.
-    ``after_tool`` may replace the outcome or abort.
+    gate; it may replace the call (its id is kept), deny it, or abort. It fails
+    closed: raising, overrunning ``hook_timeout`` or an answer it may not give
+    denies the call. ``after_tool`` may replace the outcome or abort; one that fails
+    is skipped.
     """
 
     async def before_tool(self, run: Run, call: ToolCall) -> HookResult[ToolCall] | None: ...
@@ -164,27 +179,40 @@ _POINTS = ("on_event", "before_model", "after_model", "before_tool", "after_tool
 NO_HOOKS = HookSet(())
 
 
+@attrs.frozen(slots=True)
+class Denial:
+    """Why a ``before_tool`` hook stopped a tool call.
+
+    ``failed`` is true when the hook did not answer properly (it raised, overran
+    ``hook_timeout`` or gave an answer it may not): a policy hook fails closed.
+    """
+
+    reason: str
+    failed: bool = False
+
+
+async def _attempt(run: Run, hook: BoundHook, args: tuple[Any, ...]) -> tuple[Any, str | None]:
+    # One hook call within the hook timeout: what it returned, or what went wrong
+    # ("failed: TypeName: message" or "timed out after 5s").
+    timeout = run.agent.hook_timeout
+    try:
+        with trio.move_on_after(timeout):
+            return await hook.fn(*args), None
+    except Exception as exc:
+        return None, f"failed: {_describe(exc)}"
+    return None, f"timed out after {timeout:g}s"
+
+
 async def call_hook(run: Run, hook: BoundHook, *args: Any, report: bool = True) -> Any:
     """Call one hook method within the hook timeout. A checkpoint.
 
     Returns what it returned, or None when it failed or timed out (after the
     ``error`` event saying so, unless ``report`` is false).
     """
-    timeout = run.agent.hook_timeout
-    try:
-        with trio.move_on_after(timeout):
-            return await hook.fn(*args)
-    except Exception as exc:
-        if report:
-            await run.hook_error(
-                f"hook {hook.name!r} {hook.point} failed: {_describe(exc)}; skipped"
-            )
-        return None
-    if report:
-        await run.hook_error(
-            f"hook {hook.name!r} {hook.point} timed out after {timeout:g}s; skipped"
-        )
-    return None
+    result, failure = await _attempt(run, hook, args)
+    if failure is not None and report:
+        await run.hook_error(f"hook {hook.name!r} {hook.point} {failure}; skipped")
+    return result
 
 
 async def intercept(
@@ -195,32 +223,39 @@ async def intercept(
     kind: type[T],
     *,
     may_deny: bool = False,
-) -> tuple[T, str | None]:
+) -> tuple[T, Denial | None]:
     """Pass ``value`` through ``hooks`` in order. A checkpoint.
 
     Each hook is called with ``*args, value``. Returns the final value and, when a
-    hook denied, its reason (the remaining hooks are not called). An abort cancels
-    the run (see :meth:`Run.abort`) and so raises ``trio.Cancelled``.
+    hook denied, the :class:`Denial` (the remaining hooks are not called). With
+    ``may_deny`` (``before_tool``) a hook that fails, times out or gives an answer
+    it may not denies too (fail closed); otherwise it is skipped. Either way an
+    ``error`` event says so. An abort cancels the run (see :meth:`Run.abort`) and so
+    raises ``trio.Cancelled``.
     """
     for hook in hooks:
-        result = await call_hook(run, hook, *args, value)
-        if result is None:
+        result, failure = await _attempt(run, hook, (*args, value))
+        if failure is None and result is None:
             continue
-        action = result.action if isinstance(result, HookResult) else None
-        if action is HookAction.proceed:
-            continue
-        if action is HookAction.replace and isinstance(result.value, kind):
-            value = result.value
-        elif action is HookAction.deny and may_deny:
-            return value, result.reason
-        elif action is HookAction.abort:
-            run.abort(f"hook {hook.name!r} {hook.point}: {result.reason}")
-            await trio.lowlevel.checkpoint()
-        else:
-            await run.hook_error(
-                f"hook {hook.name!r} {hook.point} returned {result!r}, "
-                "which it may not; ignored"
-            )
+        if failure is None:
+            action = result.action if isinstance(result, HookResult) else None
+            if action is HookAction.proceed:
+                continue
+            if action is HookAction.replace and isinstance(result.value, kind):
+                value = result.value
+                continue
+            if action is HookAction.deny and may_deny:
+                return value, Denial(result.reason)
+            if action is HookAction.abort:
+                run.abort(f"hook {hook.name!r} {hook.point}: {result.reason}")
+                await trio.lowlevel.checkpoint()
+                continue
+            failure = f"returned {result!r}, which it may not"
+        what = f"hook {hook.name!r} {hook.point} {failure}"
+        if may_deny:
+            await run.hook_error(f"{what}; the call is denied")
+            return value, Denial(what, failed=True)
+        await run.hook_error(f"{what}; {'skipped' if result is None else 'ignored'}")
     return value, None
 
 

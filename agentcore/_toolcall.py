@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 import attrs
 import trio
 
+from ._arguments import ArgumentsError, load_arguments
 from ._errors import AuditError
 from ._events import EventKind
-from ._gate import ALLOW, GateDecision, GateRequest
+from ._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
 from ._hooks import intercept
 from ._messages import Message, ToolCall
 from ._steering import SKIPPED_INTERRUPTED, SKIPPED_STEERED
@@ -142,8 +142,9 @@ async def call_tool(
 ) -> ToolOutcome:
     """Gate and execute one tool call, with its hooks, events and audit. A checkpoint.
 
-    Every failure (unknown tool, arguments that are not a JSON object, a denial, a
-    tool that raises or times out) becomes an error outcome.
+    Every failure (unknown tool, arguments that are not a JSON object or are past
+    a bound of :func:`load_arguments`, a denial, a ``before_tool`` hook that fails,
+    a tool that raises or times out) becomes an error outcome.
     """
     run.count_call()
     await run.emit(EventKind.tool_start, call=call)
@@ -160,7 +161,10 @@ async def call_tool(
         if effective.id != call.id:
             effective = attrs.evolve(effective, id=call.id)
     if denial is not None:
-        outcome = ToolOutcome(f"denied: {denial}", True, True)
+        if denial.failed:
+            # A policy hook that failed denies like a gate would: audited as one.
+            await _record_decision(run, effective, GateDecision(False, denial.reason))
+        outcome = ToolOutcome(f"denied: {denial.reason}", True, True)
     else:
         outcome = await _gated_execute(run, effective)
     if hooks.after_tool:
@@ -190,6 +194,15 @@ async def _gated_execute(run: Run, call: ToolCall) -> ToolOutcome:
     if problem is not None:
         return ToolOutcome(problem, True)
     decision = await _decide(run, tool, call)
+    await _record_decision(run, call, decision)
+    if not decision.allowed:
+        return ToolOutcome(f"denied: {decision.reason}", True, True)
+    return await _execute(run, tool, call)
+
+
+async def _record_decision(run: Run, call: ToolCall, decision: GateDecision) -> None:
+    # The gate_decision event, then its audit entry (raises AuditError: the call
+    # must not go on).
     await run.emit(EventKind.gate_decision, call=call, decision=decision)
     await run.audit(
         "gate_decision",
@@ -198,9 +211,6 @@ async def _gated_execute(run: Run, call: ToolCall) -> ToolOutcome:
         verdict="allow" if decision.allowed else "deny",
         reason=decision.reason,
     )
-    if not decision.allowed:
-        return ToolOutcome(f"denied: {decision.reason}", True, True)
-    return await _execute(run, tool, call)
 
 
 async def _decide(run: Run, tool: Tool, call: ToolCall) -> GateDecision:
@@ -208,11 +218,13 @@ async def _decide(run: Run, tool: Tool, call: ToolCall) -> GateDecision:
     if gate is None:
         return ALLOW
     timeout = run.agent.gate_timeout
-    try:
-        with trio.move_on_after(timeout):
-            return await gate(GateRequest(run.path, tool, call))
-    except Exception as exc:
-        return GateDecision(False, f"the gate failed: {describe(exc)}")
+    request = GateRequest(run.path, tool, call)
+    if isinstance(gate, AllOf):
+        # Its members share the timeout, and a denial for want of time names the
+        # member that was deciding.
+        return await gate.decide(request, trio.current_time() + timeout)
+    with trio.move_on_after(timeout):
+        return await ask(gate, request)
     return GateDecision(False, f"the gate did not decide within {timeout:g}s")
 
 
@@ -235,7 +247,9 @@ async def _execute(run: Run, tool: Tool, call: ToolCall) -> ToolOutcome:
 
 def _argument_problem(call: ToolCall) -> str | None:
     try:
-        value = json.loads(call.arguments)
+        value = load_arguments(call.arguments)
+    except ArgumentsError as exc:
+        return f"tool {call.name!r}: {exc}"
     except (ValueError, TypeError) as exc:
         return f"invalid JSON arguments for tool {call.name!r}: {exc}"
     if not isinstance(value, dict):

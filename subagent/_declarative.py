@@ -69,6 +69,7 @@ AGENT_KEYS = frozenset(
         "critical",
         "max_children",
         "agent_id",
+        "delegates_to",
     }
 )
 ModelResolver = Callable[[str], ChatModel]
@@ -276,6 +277,13 @@ class _Reader:
                     field("critical"), f"must be true or false, not {_kind(raw['critical'])}"
                 )
             kwargs["critical"] = raw["critical"]
+        if "delegates_to" in raw:
+            names = raw["delegates_to"]
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise self.error(
+                    field("delegates_to"), f"must be a list of agent names, not {_kind(names)}"
+                )
+            kwargs["delegates_to"] = tuple(names)
         tools, pool_tools = self.tools(field("tools"), raw.get("tools", []))
         try:
             spec = Spec(name, tools=tools, **kwargs)

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
+import agentcore
 from agentcore import AgentPath
 
 from ._context import current_task
@@ -22,7 +23,7 @@ from ._errors import (
     format_path,
 )
 from ._runner import run_task
-from ._spec import Defaults, Spec
+from ._spec import Defaults, Spec, delegated
 from ._stream import Stream
 from ._task import Task, TaskStatus
 
@@ -229,6 +230,8 @@ class Pool:
             raise trio.WouldBlock
         if events is None:
             events = parent.events if parent is not None else self.events
+        # A task started from within a run is bounded by that run's gate too.
+        spec = delegated(spec, agentcore.current_run())
         path = (*parent_path, f"{name}/{next(self._numbers):04d}")
         task = Task(path, name, input, spec, self, parent, events, call_id)
         self._accepted += 1

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from agentcore import Liveness
+from agentcore import ArgumentsError, Liveness, load_arguments
 
 from ._errors import InvalidArgumentsError, SubagentError, format_path
 from ._tool import calling_task, fallback_bound, lend_slot
@@ -29,7 +28,9 @@ def parse_results_arguments(arguments: str) -> tuple[bool, float | None]:
       InvalidArgumentsError: they do not match the tool's schema.
     """
     try:
-        value = json.loads(arguments)
+        value = load_arguments(arguments)
+    except ArgumentsError as exc:
+        raise _invalid(str(exc)) from None
     except (ValueError, TypeError) as exc:
         raise _invalid(f"not JSON ({exc})") from None
     if not isinstance(value, dict):

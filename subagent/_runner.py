@@ -18,7 +18,7 @@ from ._context import current_task
 from ._events import Event, EventKind
 from ._results import SubagentResultsTool
 from ._task import Task, TaskStatus, end_status
-from ._tool import SubagentTool
+from ._tool import SubagentTool, limit_delegation
 
 #: Appended to every subagent's system prompt (SPEC 3.4, isolation).
 FRAMING = (
@@ -37,12 +37,15 @@ def build_agent(task: Task) -> Agent:
     """A fresh Agent for ``task``: its spec's configuration plus the subagent framing.
 
     At the depth limit the delegation tools (:class:`SubagentTool`,
-    :class:`SubagentResultsTool`) are left out, so the model is not offered them.
+    :class:`SubagentResultsTool`) are left out, so the model is not offered them;
+    with ``Spec.delegates_to`` the delegation tool offers only those agents.
     """
     spec = task.spec
     tools = spec.tools
     if len(task.path) >= task.pool.max_depth:
         tools = tuple(t for t in tools if not isinstance(t, SubagentTool | SubagentResultsTool))
+    elif spec.delegates_to is not None:
+        tools = limit_delegation(tools, spec.delegates_to)
     prompt = f"{spec.system_prompt}\n\n{FRAMING}" if spec.system_prompt else FRAMING
     limits: dict[str, Any] = {}
     if spec.max_turns is not None:

@@ -8,15 +8,25 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from agentcore import ChatModel, Tool, ToolGate
+from agentcore import ChatModel, Run, Tool, ToolGate, nested_gate
 
-from ._errors import SpecError
+from ._errors import SpecError, format_path
 
 if TYPE_CHECKING:
     from ledger import Sink
 
 
 def _tools(value: Iterable[Tool]) -> tuple[Tool, ...]:
+    return tuple(value)
+
+
+def _names(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        raise SpecError(
+            f"Spec delegates_to must be a sequence of agent names, not the string {value!r}"
+        )
     return tuple(value)
 
 
@@ -68,6 +78,14 @@ class Spec:
         tool; ``None`` for the pool's.
       max_messages: The most messages its conversation keeps (default 50): before
         each model call the oldest non-system ones are dropped; ``None`` for no bound.
+      delegates_to: The agents its runs may delegate to through the delegation tool
+        (the tool lists only those, and refuses any other); ``None`` (the default)
+        for every registered agent, ``()`` for none (the tool is then not offered).
+
+    Delegation cannot widen permission: a task started from within a run (by the
+    delegation tool, or any submit made while the run calls a tool or hook) gets
+    as its gate its own ``gate`` and, above it, the starting run's effective gate
+    (see :func:`delegated`): a call runs only if every gate on its path allows it.
     """
 
     name: str
@@ -84,6 +102,7 @@ class Spec:
     critical: bool = False
     max_children: int | None = None
     max_messages: int | None = 50
+    delegates_to: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
 
     def inherit(self, defaults: Defaults) -> Spec:
         """This spec with its unset fields taken from ``defaults``; not a checkpoint.
@@ -120,3 +139,24 @@ class Spec:
             raise bad(f"max_children must be at least 1, not {self.max_children!r}")
         if self.max_messages is not None and self.max_messages < 1:
             raise bad(f"max_messages must be at least 1, not {self.max_messages!r}")
+        for agent in self.delegates_to or ():
+            if not isinstance(agent, str) or not agent or "/" in agent:
+                raise bad(
+                    f"delegates_to must list agent names (non-empty, without '/'), "
+                    f"not {agent!r}"
+                )
+
+
+def delegated(spec: Spec, run: Run | None) -> Spec:
+    """``spec`` as a task started from within ``run`` runs it. Not a checkpoint.
+
+    Its gate becomes the composition (:func:`agentcore.nested_gate`) of ``run``'s
+    effective gate (its agent's gate, named by the run's path in denials) and its
+    own: delegation cannot widen permission. Unchanged without a run (a task
+    submitted directly by the caller keeps its own gate) or when that run's gate
+    allows all.
+    """
+    if run is None or run.agent.gate is None:
+        return spec
+    gate = nested_gate(run.agent.gate, format_path(run.path), spec.gate)
+    return attrs.evolve(spec, gate=gate)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
 import agentcore
-from agentcore import Liveness
+from agentcore import ArgumentsError, Liveness, Tool, load_arguments
 
 from ._context import current_task
 from ._errors import InvalidArgumentsError, MaxChildrenError, SubagentError, format_path
@@ -37,7 +38,9 @@ def parse_arguments(arguments: str) -> tuple[str, str, bool]:
       InvalidArgumentsError: they do not match the tool's schema.
     """
     try:
-        value = json.loads(arguments)
+        value = load_arguments(arguments)
+    except ArgumentsError as exc:
+        raise _invalid(str(exc)) from None
     except (ValueError, TypeError) as exc:
         raise _invalid(f"not JSON ({exc})") from None
     if not isinstance(value, dict):
@@ -168,19 +171,56 @@ class SubagentTool:
     bounded by its spec's ``timeout`` and ``idle_timeout``; one with neither is bounded
     by the calling agent's ``tool_timeout`` (then cancelled, and the call fails).
 
+    Which agents: the schema's ``enum`` lists the registered agents this tool may
+    start (all, or those of ``agents``); a call naming another, or one the calling
+    task's ``Spec.delegates_to`` leaves out, is refused with an
+    :class:`InvalidArgumentsError` listing the allowed ones. The pool gives each task
+    whose spec has ``delegates_to`` a copy limited to those (:meth:`limited`).
+
     Args:
       pool: The pool that runs the subagents.
+      agents: The agent names it may start; ``None`` (the default) for all.
     """
 
     name = "subagent"
     read_only = False
     liveness = Liveness.self_monitoring
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, *, agents: Iterable[str] | None = None) -> None:
         self.pool = pool
+        self.agents = None if agents is None else frozenset(agents)
 
     def __repr__(self) -> str:
-        return f"<subagent.SubagentTool agents={sorted(self.pool.specs)}>"
+        return f"<subagent.SubagentTool agents={self.offered()}>"
+
+    def limited(self, agents: Iterable[str]) -> SubagentTool:
+        """A copy that may start only those of its agents in ``agents``. Not a checkpoint."""
+        clone = copy.copy(self)
+        names = frozenset(agents)
+        clone.agents = names if self.agents is None else self.agents & names
+        return clone
+
+    def offered(self, caller: Task | None = None) -> list[str]:
+        """The registered agents it may start (for ``caller``, if given), sorted."""
+        return [name for name in sorted(self.pool.specs) if self._permits(name, caller)]
+
+    def _permits(self, agent: str, caller: Task | None) -> bool:
+        if self.agents is not None and agent not in self.agents:
+            return False
+        limit = caller.spec.delegates_to if caller is not None else None
+        return limit is None or agent in limit
+
+    def _check_agent(self, agent: str, caller: Task | None) -> None:
+        if self._permits(agent, caller):
+            return
+        allowed = self.offered(caller)
+        listing = ", ".join(repr(name) for name in allowed)
+        raise _invalid(
+            f"'agent' must be one of the agents this run may delegate to ({listing}), "
+            f"not {agent!r}"
+            if allowed
+            else f"this run may not delegate to any agent (asked for {agent!r})"
+        )
 
     @property
     def description(self) -> str:
@@ -196,16 +236,17 @@ class SubagentTool:
     def parameters(self) -> Mapping[str, Any]:
         """The JSON schema of the arguments, listing the agents registered now."""
         specs = self.pool.specs
+        names = self.offered()
         listing = "; ".join(
-            f"{name}: {spec.description}" if spec.description else name
-            for name, spec in sorted(specs.items())
+            f"{name}: {specs[name].description}" if specs[name].description else name
+            for name in names
         )
         return {
             "type": "object",
             "properties": {
                 "agent": {
                     "type": "string",
-                    "enum": sorted(specs),
+                    "enum": names,
                     "description": f"The subagent to run. Agents: {listing}",
                 },
                 "task": {
@@ -241,6 +282,7 @@ class SubagentTool:
         agent, text, wait = parse_arguments(arguments)
         pool = self.pool
         caller = calling_task(pool)
+        self._check_agent(agent, caller)
         if not wait:
             if caller is None:
                 raise SubagentError(
@@ -352,3 +394,17 @@ class SubagentTool:
         finally:
             if caller is not None and caller._awaiting is child:
                 caller._awaiting = None
+
+
+def limit_delegation(tools: tuple[Tool, ...], agents: Iterable[str]) -> tuple[Tool, ...]:
+    """``tools`` with each :class:`SubagentTool` limited to ``agents`` (one that may
+    start no registered agent is left out). Not a checkpoint."""
+    names = frozenset(agents)
+    limited: list[Tool] = []
+    for tool in tools:
+        if isinstance(tool, SubagentTool):
+            tool = tool.limited(names)
+            if not tool.offered():
+                continue
+        limited.append(tool)
+    return tuple(limited)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import trio
@@ -12,6 +13,7 @@ from agentcore import (
     EndReason,
     Event,
     EventKind,
+    GateDecision,
     HookResult,
     Message,
     ModelRequest,
@@ -21,6 +23,7 @@ from agentcore import (
     ToolOutcome,
 )
 from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
+from ledger import MemorySink
 from tests.agentcore._support import Recorder
 
 Clock = trio.testing.MockClock
@@ -306,3 +309,149 @@ async def test_a_hook_abort_inside_a_concurrent_batch(autojump_clock: Clock) -> 
     assert len(read.calls) <= 2
     assert read.active == 0
     assert result.messages == (Message("user", "x"),)
+
+
+# -- before_tool fails closed (issue 13 item 6) ------------------------------------------
+
+
+class Guard:
+    """A policy hook that denies writes, and raises or hangs on what it cannot read."""
+
+    name = "guard"
+
+    def __init__(self, log: list[str] | None = None) -> None:
+        self.log = log if log is not None else []
+
+    async def before_tool(self, run: Run, call: ToolCall) -> HookResult[ToolCall] | None:
+        self.log.append(call.id)
+        if call.arguments == "hang":
+            await trio.sleep_forever()
+        if json.loads(call.arguments).get("path", "").startswith("/etc"):
+            return HookResult.deny("no writes under /etc")
+        return None
+
+
+async def run_guarded(
+    arguments: str, *hooks: object, **agent: Any
+) -> tuple[Any, Recorder, RecordingTool, MemorySink]:
+    sink = MemorySink()
+    rec = Recorder()
+    tool = RecordingTool("write")
+    model = ScriptedModel([tool_call_reply("write", arguments, id="c1"), "done"])
+    result = await Agent(model=model, tools=[tool], hooks=hooks or [Guard()], audit=sink,
+                         **agent).run("x", emit=rec)
+    return result, rec, tool, sink
+
+
+async def test_a_raising_before_tool_denies_the_call(autojump_clock: Clock) -> None:
+    result, rec, tool, sink = await run_guarded("not json")
+    reason = (
+        "hook 'guard' before_tool failed: JSONDecodeError: Expecting value: "
+        "line 1 column 1 (char 0)"
+    )
+    assert tool.calls == []
+    assert result.output == "done"
+    assert result.summary.denied == 1
+    assert result.summary.duration == 0.0
+    assert result.messages[2] == Message("tool", f"denied: {reason}", tool_call_id="c1",
+                                         is_error=True)
+    assert rec.kinds == [
+        "agent_start", "turn_start", "model_request", "model_response", "tool_start",
+        "error", "gate_decision", "tool_end", "turn_start", "model_request",
+        "model_response", "agent_end",
+    ]
+    assert rec.texts(EventKind.error) == [f"{reason}; the call is denied"]
+    decision = rec.of(EventKind.gate_decision)[0]
+    assert decision.call == ToolCall("c1", "write", "not json")
+    assert decision.decision == GateDecision(False, reason)
+    assert [e.kind for e in sink.entries] == [
+        "prompt", "model_response", "tool_request", "gate_decision", "tool_result",
+        "model_response", "run_end",
+    ]
+    entry = sink.entries[3]
+    assert (entry.tool, entry.call_id, entry.verdict, entry.reason) == (
+        "write", "c1", "deny", reason
+    )
+    assert sink.entries[4].error == f"denied: {reason}"
+
+
+async def test_a_before_tool_past_its_timeout_denies_the_call(autojump_clock: Clock) -> None:
+    result, rec, tool, sink = await run_guarded("hang", hook_timeout=2.5)
+    reason = "hook 'guard' before_tool timed out after 2.5s"
+    assert tool.calls == []
+    assert result.summary.duration == 2.5
+    assert result.messages[2].content == f"denied: {reason}"
+    assert rec.texts(EventKind.error) == [f"{reason}; the call is denied"]
+    assert rec.of(EventKind.gate_decision)[0].decision == GateDecision(False, reason)
+    gate_entry = next(e for e in sink.entries if e.kind == "gate_decision")
+    assert (gate_entry.verdict, gate_entry.reason) == ("deny", reason)
+
+
+async def test_a_hook_denial_and_a_pass_are_unchanged(autojump_clock: Clock) -> None:
+    result, rec, tool, _sink = await run_guarded('{"path": "/etc/passwd"}')
+    assert result.messages[2].content == "denied: no writes under /etc"
+    assert "error" not in rec.kinds
+    assert "gate_decision" not in rec.kinds
+    result, rec, tool, _sink = await run_guarded('{"path": "notes"}')
+    assert tool.calls == ['{"path": "notes"}']
+    assert rec.of(EventKind.gate_decision)[0].decision == GateDecision(True, "allowed")
+
+
+async def test_the_hooks_after_a_failed_before_tool_are_not_called(
+    autojump_clock: Clock,
+) -> None:
+    first: list[str] = []
+    later: list[str] = []
+
+    class Later(Guard):
+        name = "later"
+        priority = 1
+
+    result, _rec, _tool, _sink = await run_guarded("not json", Guard(first), Later(later))
+    assert first == ["c1"]
+    assert later == []
+    assert result.summary.denied == 1
+
+
+async def test_an_answer_before_tool_may_not_give_denies_the_call(
+    autojump_clock: Clock,
+) -> None:
+    hook = ToolHook(before="yes")
+    result, rec, tool, _sink = await run_guarded("{}", hook)
+    reason = "hook 'ToolHook' before_tool returned 'yes', which it may not"
+    assert tool.calls == []
+    assert result.messages[2].content == f"denied: {reason}"
+    assert rec.texts(EventKind.error) == [f"{reason}; the call is denied"]
+    assert rec.of(EventKind.gate_decision)[0].decision == GateDecision(False, reason)
+
+
+async def test_a_failing_after_tool_is_still_skipped(autojump_clock: Clock) -> None:
+    def boom(call: ToolCall, outcome: ToolOutcome) -> None:
+        raise ValueError("after")
+
+    result, rec, tool, _sink = await run_guarded("{}", ToolHook(after=boom))
+    assert tool.calls == ["{}"]
+    assert result.messages[2] == Message("tool", "ok", tool_call_id="c1")
+    assert rec.texts(EventKind.error) == [
+        "hook 'ToolHook' after_tool failed: ValueError: after; skipped"
+    ]
+    assert result.summary.denied == 0
+
+
+async def test_a_failed_before_tool_denies_only_its_call_in_a_batch(
+    autojump_clock: Clock,
+) -> None:
+    def pick(call: ToolCall) -> None:
+        if call.id == "r1":
+            raise KeyError("r1")
+
+    read = RecordingTool("read", read_only=True, delay=1)
+    calls = tuple(ToolCall(f"r{i}", "read") for i in range(3))
+    model = ScriptedModel([Message("assistant", "", tool_calls=calls), "done"])
+    result = await Agent(model=model, tools=[read], hooks=[ToolHook(before=pick)]).run("x")
+    assert result.output == "done"
+    assert result.summary.duration == 1.0
+    assert len(read.calls) == 2
+    assert [m.content for m in result.messages[2:5]] == [
+        "ok", "denied: hook 'ToolHook' before_tool failed: KeyError: 'r1'", "ok",
+    ]

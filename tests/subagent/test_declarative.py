@@ -125,7 +125,8 @@ def test_same_as_mapping() -> None:
         ('[agents.a]\nmodel = "nope:x"\n',
          "agent 'a' field 'model': Unknown model spec 'nope:x'"),
         ('[agents.a]\nmodel = "fake:x"\ncolour = "red"\n',
-         "agent 'a' field 'colour': unknown; the fields are agent_id, critical, description, "
+         "agent 'a' field 'colour': unknown; the fields are agent_id, critical, delegates_to, "
+         "description, "
          "idle_timeout, max_children, max_messages, max_turns, model, system_prompt, timeout, "
          "tools"),
         ("[agents.a]\ndescription = 'no model'\n",

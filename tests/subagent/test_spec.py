@@ -61,6 +61,12 @@ def test_spec_is_immutable_and_tools_a_tuple() -> None:
          "spec 'a': max_children must be at least 1, not 0"),
         (Spec("a", model=ScriptedModel([]), tools=[RecordingTool("t"), RecordingTool("t")]),
          "spec 'a': Agent has two tools named 't'"),
+        (Spec("a", model=ScriptedModel([]), delegates_to=["b", "c/d"]),
+         "spec 'a': delegates_to must list agent names (non-empty, without '/'), not 'c/d'"),
+        (Spec("a", model=ScriptedModel([]), delegates_to=[""]),
+         "spec 'a': delegates_to must list agent names (non-empty, without '/'), not ''"),
+        (Spec("a", model=ScriptedModel([]), delegates_to=[3]),  # type: ignore[list-item]
+         "spec 'a': delegates_to must list agent names (non-empty, without '/'), not 3"),
     ],
 )
 async def test_register_rejects_unusable_specs(spec: Spec, message: str) -> None:
@@ -80,3 +86,14 @@ async def test_register_replaces_by_name() -> None:
         assert pool.specs["a"] == Spec("a", model=second, description="v2", agent_id="app")
         result = await (await pool.submit("a", "x")).wait()
     assert result.output == "two"
+
+
+def test_delegates_to_is_a_tuple_of_names() -> None:
+    assert Spec("a").delegates_to is None
+    assert Spec("a", delegates_to=["b", "c"]).delegates_to == ("b", "c")
+    assert Spec("a", delegates_to=()).delegates_to == ()
+    with pytest.raises(SpecError) as info:
+        Spec("a", delegates_to="bc")
+    assert str(info.value) == (
+        "Spec delegates_to must be a sequence of agent names, not the string 'bc'"
+    )
