@@ -158,7 +158,9 @@ def choose_gate(args: argparse.Namespace, screen: Screen) -> ToolGate:
     if args.yes:
         return allow_all
     if args.approve:
-        return TerminalApproval(screen, TerminalAnswers(sys.stdin.fileno()))
+        # No standard input (started with it closed): every question is denied.
+        fd = sys.stdin.fileno() if sys.stdin is not None else -1
+        return TerminalApproval(screen, TerminalAnswers(fd))
     return read_only_or_delegation
 
 

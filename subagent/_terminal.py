@@ -123,6 +123,9 @@ class TerminalAnswers:
                     self._eof = True  # a closed or invalid descriptor: no more answers
                     return
                 self._pollable = False
+            except ValueError:  # a negative descriptor: there is no input
+                self._eof = True
+                return
         else:
             await trio.lowlevel.checkpoint()
         try:

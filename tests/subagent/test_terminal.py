@@ -155,3 +155,10 @@ async def test_a_terminal_drops_what_was_typed_before_the_question() -> None:
     finally:
         os.close(controller)
         os.close(terminal)
+
+
+async def test_no_input_at_all_denies() -> None:
+    gate = TerminalApproval(Screen(io.StringIO()), TerminalAnswers(-1))
+    assert await gate(request("a", "{}")) == GateDecision(
+        False, "no approval for tool 'a': the terminal's input is closed"
+    )
