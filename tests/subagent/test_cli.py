@@ -290,3 +290,39 @@ def test_a_ledger_that_cannot_be_created_exits_2(tmp_path: Path) -> None:
                cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr == "subagent: cannot create the ledger 'file/l.jsonl': File exists\n"
+
+
+def test_the_live_tree_on_a_terminal_shows_model_text_neutralised(tmp_path: Path) -> None:
+    # On a (pseudo-)terminal the command draws the live tree with rich: rich's own
+    # colour and cursor sequences are expected; the model's must not get through.
+    specs = write_specs(tmp_path, [{"content": "[blue]tree[/blue]\x1b]0;pwned\x07 " + HOSTILE}])
+    controller, terminal = os.openpty()
+    with subprocess.Popen(
+        [sys.executable, "-m", "subagent", "run", str(specs), "--agent", "helper", "x",
+         "--ledger", "l.jsonl", "--workspace", "."],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=terminal, stderr=subprocess.PIPE,
+    ) as proc:
+        os.close(terminal)
+        shown = b""
+        try:
+            while True:
+                ready, _, _ = select.select([controller], [], [], 60)
+                assert ready, "the command printed nothing for a minute"
+                try:
+                    chunk = os.read(controller, 65536)
+                except OSError:  # EIO: the command ended and closed the terminal
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            assert proc.wait(timeout=60) == 0
+        finally:
+            os.close(controller)
+            if proc.poll() is None:
+                proc.kill()
+    text = shown.decode()
+    assert "subagents" in text and "\x1b[" in text  # rich drew the live tree
+    for raw in ("\x1b]", "\x1b[2J", "\x07", "\x08", "\u202e"):
+        assert raw not in text
+    tree = text.split("output:")[0]
+    assert "[blue]tree[/blue]\\x1b]0;pwned\\x07" in tree  # shown, not applied
