@@ -136,7 +136,10 @@ class TerminalAnswers:
             self._eof = True
             return
         if not chunk:
-            self._eof = True
+            if os.isatty(self.fd):  # Ctrl-D on a terminal: no answer now, more may come
+                self._buffer += b"\n"
+            else:
+                self._eof = True
         elif self._skipping:
             end = chunk.find(b"\n")
             if end >= 0:

@@ -162,3 +162,26 @@ async def test_no_input_at_all_denies() -> None:
     assert await gate(request("a", "{}")) == GateDecision(
         False, "no approval for tool 'a': the terminal's input is closed"
     )
+
+
+async def test_ctrl_d_on_a_terminal_refuses_one_question_only() -> None:
+    controller, terminal = os.openpty()
+    try:
+        gate = TerminalApproval(Screen(io.StringIO()), TerminalAnswers(terminal))
+        decisions: list[GateDecision] = []
+
+        async def ask(tool: str) -> None:
+            decisions.append(await gate(request(tool, "{}")))
+
+        for tool, typed in (("first", b"\x04"), ("second", b"y\n")):  # Ctrl-D, then y
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask, tool)
+                await trio.testing.wait_all_tasks_blocked()
+                os.write(controller, typed)
+        assert decisions == [
+            GateDecision(False, "the approver refused tool 'first'"),
+            GateDecision(True, "approved"),
+        ]
+    finally:
+        os.close(controller)
+        os.close(terminal)
