@@ -48,7 +48,9 @@ def safe_text(text: str, *, keep_newlines: bool = False) -> str:
     another. The result never contains ESC, another control character other than
     those two, or a format character; applying it twice changes nothing.
     """
-    if text.isascii() and text.isprintable():
+    # str.isprintable (C speed) is False for every unsafe category, so most text is
+    # checked without a per-character loop.
+    if (text.replace("\n", "").replace("\t", "") if keep_newlines else text).isprintable():
         return text
     kept = "\n\t" if keep_newlines else ""
     return "".join(_escape(ch) if ch not in kept and _unsafe(ch) else ch for ch in text)
