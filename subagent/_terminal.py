@@ -30,6 +30,8 @@ from ._safe_text import one_line
 
 #: The longest answer line read; the rest of a longer line is dropped (it is no "y").
 MAX_ANSWER_BYTES = 4096
+#: How much of an over-long line is dropped before the input counts as ended.
+MAX_SKIPPED_BYTES = 1024 * 1024
 #: Lines held back while a question waits; more are counted, not kept.
 MAX_HELD_LINES = 1000
 
@@ -83,6 +85,7 @@ class TerminalAnswers:
     _eof: bool = False
     _pollable: bool = True
     _skipping: bool = False
+    _skipped: int = 0
 
     def discard_typeahead(self) -> None:
         """On a terminal, forget what was typed before the question was shown, so an
@@ -144,7 +147,12 @@ class TerminalAnswers:
             end = chunk.find(b"\n")
             if end >= 0:
                 self._skipping = False
+                self._skipped = 0
                 self._buffer += chunk[end + 1 :]
+            else:
+                self._skipped += len(chunk)
+                # Input with no line ends at all (``< /dev/zero``) answers nothing more.
+                self._eof = self._skipped > MAX_SKIPPED_BYTES
         else:
             self._buffer += chunk
 

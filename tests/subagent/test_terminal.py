@@ -185,3 +185,15 @@ async def test_ctrl_d_on_a_terminal_refuses_one_question_only() -> None:
     finally:
         os.close(controller)
         os.close(terminal)
+
+
+async def test_input_without_line_ends_ends_the_answers() -> None:
+    fd = os.open("/dev/zero", os.O_RDONLY)
+    try:
+        gate = TerminalApproval(Screen(io.StringIO()), TerminalAnswers(fd))
+        assert (await gate(request("a", "{}"))).allowed is False  # 4 096 NULs: no "y"
+        assert await gate(request("b", "{}")) == GateDecision(
+            False, "no approval for tool 'b': the terminal's input is closed"
+        )
+    finally:
+        os.close(fd)
