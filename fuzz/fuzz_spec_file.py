@@ -1,9 +1,15 @@
-"""The TOML specs loader: a ``SpecFile`` or a ``SpecFileError``, nothing else.
+"""The specs loader: a ``SpecFile`` or a ``SpecFileError``, nothing else, and no hang.
 
-Half the inputs are the bytes as the file; half are TOML documents built from the
-bytes (the real tables and fields with values of every TOML type, plus unknown
-ones), so validation past the TOML parser is reached too. Whatever the loader
-accepts, ``open_pool`` accepts as pool settings.
+The first byte picks the input: ``R``, the rest of the bytes as the file; otherwise,
+by its value mod 4: 1, a document nested up to 50 000 deep (arrays, inline tables) or
+holding an integer of thousands of digits; 2, a mapping given to
+``specs_from_mapping`` (values of any type, huge integers, keys that are not
+strings); else a TOML document built from the bytes (the real tables and fields with
+values of every TOML type, plus unknown ones), so validation past the TOML parser is
+reached too. Models include ``scripted:`` paths that are no small regular file
+(``/dev/zero``, a FIFO, a symbolic link to it, a directory, a 16 MiB + 1 sparse file)
+and one through ``..``: each bad one is refused without being read or waited on.
+Whatever the loader accepts, ``open_pool`` accepts as pool settings.
 """
 
 from __future__ import annotations
@@ -16,8 +22,8 @@ from typing import Any
 
 import trio
 
-from subagent import open_pool
-from subagent._declarative import AGENT_KEYS, POOL_KEYS, SpecFileError, load_specs
+from subagent import SpecFileError, load_specs, open_pool, specs_from_mapping
+from subagent._declarative import AGENT_KEYS, POOL_KEYS
 
 from ._bytes import ByteReader
 from ._runner import main
@@ -27,9 +33,16 @@ _DIR = tempfile.mkdtemp(prefix="fuzz-specs-")
 _FILE = os.path.join(_DIR, "agents.toml")
 with open(os.path.join(_DIR, "replay.json"), "w", encoding="utf-8") as _replay:
     _replay.write('[{"content": "hi"}]')
+os.mkfifo(os.path.join(_DIR, "fifo"))
+os.symlink(os.path.join(_DIR, "fifo"), os.path.join(_DIR, "link"))
+os.mkdir(os.path.join(_DIR, "folder"))
+with open(os.path.join(_DIR, "huge.json"), "wb") as _huge:
+    _huge.truncate(16 * 1024 * 1024 + 1)
 
 MODELS = ("scripted:replay.json", "scripted:missing.json", "openai:gpt-x", "anthropic:c",
-          "nope:x", "openai:", "scripted:\x00", "")
+          "nope:x", "openai:", "scripted:\x00", "", "scripted:/dev/zero", "scripted:fifo",
+          "scripted:link", "scripted:folder", "scripted:huge.json",
+          f"scripted:../{os.path.basename(_DIR)}/replay.json", "scripted:" + "x" * 5000)
 TOOLS = ("subagent", "read_file", "grep", "list_dir", "write_file", "nope", "subagent")
 
 
@@ -101,12 +114,48 @@ def document(data: bytes) -> str:
     return "\n".join(lines) + "\n"
 
 
+def deep(data: bytes) -> str:
+    """A document nested up to 50 000 deep, with an integer of up to 50 000 digits
+    (cut to 8 000 characters), or a single agent on one of :data:`MODELS`."""
+    reader = ByteReader(data)
+    depth = reader.choice((10, 500, 2_000, 50_000)) + reader.below(100)
+    opener = reader.choice(("[", "{a = ", "[{b = "))
+    model = json.dumps(reader.choice(MODELS) if reader.below(2) else MODELS[0])
+    if reader.below(4) == 0:
+        return f"[agents.a]\nmodel = {model}\ntimeout = 1{'0' * depth}\n"[:8000]
+    if reader.below(4) == 0:
+        return f"[agents.a]\nmodel = {model}\n"
+    return f"[agents.a]\nmodel = {model}\ndescription = {opener * depth}\n"
+
+
+def mapping(data: bytes) -> dict[Any, Any]:
+    """A mapping of agents whose values and keys may be of any type or size."""
+    reader = ByteReader(data)
+    odd: tuple[Any, ...] = (10**400, -(10**5000), 1.5, None, b"x", ["x"], {"x": {}}, 3, "x")
+    agent: dict[Any, Any] = {"model": reader.choice(MODELS)}
+    for _ in range(reader.below(4)):
+        key = reader.choice((*sorted(AGENT_KEYS), 7, ("t",), "bogus"))
+        agent[key] = reader.choice(odd) if reader.below(2) else _field_value(reader, str(key))
+    top: dict[Any, Any] = {"agents": {reader.choice(("a", "b c", "")): agent}}
+    if reader.below(3) == 0:
+        top[reader.choice(("pool", "defaults", 1, "x"))] = reader.choice(odd)
+    return top
+
+
 def target(data: bytes) -> None:
-    raw = data[1:] if data[:1] == b"R" else document(data).encode("utf-8", "surrogatepass")
-    with open(_FILE, "wb") as f:
-        f.write(raw)
     workspace = _DIR if data[-1:] == b"W" else None
-    specs = load_specs(_FILE, workspace=workspace)
+    mode = data[0] % 4 if data and data[:1] != b"R" else 0
+    if mode == 2:
+        specs = specs_from_mapping(mapping(data[1:]), workspace=workspace, base_dir=_DIR)
+    else:
+        if data[:1] == b"R":
+            raw = data[1:]
+        else:
+            text = deep(data[1:]) if mode == 1 else document(data)
+            raw = text.encode("utf-8", "surrogatepass")
+        with open(_FILE, "wb") as f:
+            f.write(raw)
+        specs = load_specs(_FILE, workspace=workspace)
     assert specs.specs, specs
 
     async def check_pool() -> None:

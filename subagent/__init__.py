@@ -1,5 +1,9 @@
 """subagent: run LLM subagents on trio — a bounded pool, AgentPath-tagged events, delegation."""
 
+from ._declarative import SpecFile as SpecFile
+from ._declarative import SpecFileError as SpecFileError
+from ._declarative import load_specs as load_specs
+from ._declarative import specs_from_mapping as specs_from_mapping
 from ._errors import InvalidArgumentsError as InvalidArgumentsError
 from ._errors import MaxChildrenError as MaxChildrenError
 from ._errors import MaxDepthError as MaxDepthError

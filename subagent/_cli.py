@@ -6,6 +6,10 @@ Exit codes:
   2  bad usage or an invalid specs file (the message names the file, agent and field)
   3  the ledger did not verify
   130  interrupted (Ctrl-C)
+
+Everything printed that a model or a tool wrote goes through
+:mod:`subagent._safe_text` first: no terminal escape or control character reaches
+the terminal from them.
 """
 
 from __future__ import annotations
@@ -21,51 +25,88 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from agentcore import (
-    ApprovalGate,
-    GateDecision,
-    GateRequest,
-    Tool,
-    ToolGate,
-    Usage,
-    allow_all,
-    read_only,
-)
+from agentcore import GateDecision, GateRequest, Tool, ToolGate, Usage, allow_all, read_only
 
 from ._declarative import SpecFile, load_specs
 from ._errors import SubagentError, TaskError, UnknownAgentError, format_path
 from ._events import Event
 from ._pool import open_pool
 from ._results import SubagentResultsTool
+from ._safe_text import one_line, safe_text
 from ._stream import Stream
+from ._terminal import Screen, TerminalAnswers, TerminalApproval
 from ._tool import SubagentTool
 from ._view import TreeView, render_lines, render_rich
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, EXIT_LEDGER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
+class LedgerOpenError(SubagentError):
+    """The ledger file (or its folder) cannot be created; exit code 2."""
+
+
+def state_dir() -> Path:
+    """The CLI's state directory: ``$XDG_STATE_HOME/subagent`` (default
+    ``~/.local/state/subagent``), where the default ledgers go."""
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return state / "subagent"
+
+
 def default_ledger_path() -> Path:
     """A fresh ledger file in the user's state directory."""
-    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return state / "subagent" / f"ledger-{stamp}-{os.getpid()}.jsonl"
+    return state_dir() / f"ledger-{stamp}-{os.getpid()}.jsonl"
+
+
+def make_private_dirs(folder: Path) -> None:
+    """Create ``folder`` and every missing parent with mode 0700 (ledgers hold prompts
+    and tool output). The state directory itself, when it already exists, is narrowed
+    to 0700 if it is ours; other existing folders are left as they are.
+
+    Raises:
+      OSError: a folder cannot be created.
+    """
+    missing: list[Path] = []
+    for candidate in (folder, *folder.parents):
+        if candidate.is_dir():
+            break
+        missing.append(candidate)
+    for candidate in reversed(missing):
+        try:
+            os.mkdir(candidate, 0o700)
+        except FileExistsError:  # made meanwhile by another process, or not a folder
+            if not candidate.is_dir():
+                raise
+    if folder == state_dir():
+        st = folder.stat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(folder, 0o700)
 
 
 def open_sink(path: Path) -> Any:
-    """The ledger sink for ``path``: SQLite for ``.sqlite``/``.db``, JSON Lines otherwise."""
+    """The ledger sink for ``path``: SQLite for ``.sqlite``/``.db``, JSON Lines otherwise.
+
+    Raises:
+      LedgerOpenError: the folder or the file cannot be created.
+    """
     import ledger
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix in (".sqlite", ".sqlite3", ".db"):
-        return ledger.SqliteSink(path)
-    return ledger.JsonlSink(path)
+    try:
+        make_private_dirs(path.parent)
+        if path.suffix in (".sqlite", ".sqlite3", ".db"):
+            return ledger.SqliteSink(path)
+        return ledger.JsonlSink(path)
+    except OSError as exc:
+        raise LedgerOpenError(f"cannot create the ledger {str(path)!r}: {exc.strerror}") from exc
+    except ledger.LedgerError as exc:
+        raise LedgerOpenError(f"cannot open the ledger {str(path)!r}: {exc}") from exc
 
 
 @attrs.define
 class Display:
     """Shows the tree live: rich when available on a terminal, else plain lines."""
 
-    out: TextIO
+    screen: Screen
     rich: bool
     view: TreeView = attrs.Factory(TreeView)
     _live: Any = None
@@ -75,7 +116,7 @@ class Display:
             from rich.console import Console
             from rich.live import Live
 
-            self._live = Live(render_rich(self.view), console=Console(file=self.out),
+            self._live = Live(render_rich(self.view), console=Console(file=self.screen.out),
                               refresh_per_second=8, transient=False)
             self._live.__enter__()
         return self
@@ -90,23 +131,13 @@ class Display:
         if self._live is not None:
             self._live.update(render_rich(self.view))
         elif line is not None:
-            print(f"{format_path(ev.path)}: {line}", file=self.out, flush=True)
+            self.screen.line(f"{one_line(format_path(ev.path))}: {one_line(line)}")
 
     def final(self) -> None:
         if self._live is None:
-            print("final tree:", file=self.out)
+            self.screen.line("final tree:")
             for line in render_lines(self.view):
-                print("  " + line, file=self.out)
-
-
-async def terminal_approver(request: GateRequest) -> bool:
-    """Asks on the terminal whether to allow one tool call. A checkpoint."""
-    question = (
-        f"allow {request.tool.name} {request.call.arguments} for "
-        f"{format_path(request.path)}? [y/N] "
-    )
-    answer = await trio.to_thread.run_sync(input, question, abandon_on_cancel=True)
-    return answer.strip().lower() in ("y", "yes")
+                self.screen.line("  " + one_line(line))
 
 
 async def read_only_or_delegation(request: GateRequest) -> GateDecision:
@@ -121,11 +152,15 @@ async def read_only_or_delegation(request: GateRequest) -> GateDecision:
     return await read_only(request)
 
 
-def choose_gate(args: argparse.Namespace) -> ToolGate:
+def choose_gate(args: argparse.Namespace, screen: Screen) -> ToolGate:
+    """The gate the options ask for: ``--yes`` allows all, ``--approve`` asks on the
+    terminal (answers from standard input), else :func:`read_only_or_delegation`."""
     if args.yes:
         return allow_all
     if args.approve:
-        return ApprovalGate(terminal_approver)
+        # No standard input (started with it closed): every question is denied.
+        fd = sys.stdin.fileno() if sys.stdin is not None else -1
+        return TerminalApproval(screen, TerminalAnswers(fd))
     return read_only_or_delegation
 
 
@@ -136,7 +171,7 @@ async def run_specs(
     *,
     gate: ToolGate,
     ledger_path: Path,
-    out: TextIO,
+    screen: Screen,
     rich: bool,
 ) -> int:
     """Run ``agent`` on ``task_text`` with a live tree, then print the output, the usage
@@ -152,7 +187,8 @@ async def run_specs(
     code = EXIT_OK
     output = ""
     usage: Usage | None = None
-    with Display(out, rich) as display:
+    out = screen.out
+    with Display(screen, rich) as display:
         async with trio.open_nursery() as nursery:
 
             async def show() -> None:
@@ -175,22 +211,26 @@ async def run_specs(
                         usage = result.tree_usage
                     except TaskError as exc:
                         code = EXIT_TASK_FAILED
-                        output = f"the task did not finish: {exc}"
+                        output = f"the task did not finish: {one_line(str(exc))}"
             finally:
                 stream.close()
                 await sink.aclose()
         display.final()
-    print("\noutput:\n" + output, file=out)
+    print("\noutput:\n" + safe_text(output, keep_newlines=True), file=out)
     if usage is None:  # the task failed: add up what the events showed
         usage = Usage(*display.view.total_tokens())
     print(f"\nusage of the whole tree: {usage.input_tokens} input + {usage.output_tokens} "
           f"output tokens over {len(display.view.nodes)} runs", file=out)
-    report = ledger.verify(ledger_path)
-    print(f"ledger: {ledger_path}", file=out)
+    print(f"ledger: {one_line(str(ledger_path))}", file=out)
+    try:
+        report = ledger.verify(ledger_path)
+    except ledger.LedgerError as exc:  # nothing readable was written
+        print(f"ledger did NOT verify: {one_line(str(exc))}", file=out)
+        return code or EXIT_LEDGER
     if report.ok:
         print(f"ledger verified: {report.entries} entries, chain intact", file=out)
     else:
-        print(f"ledger did NOT verify: {report.message}", file=out)
+        print(f"ledger did NOT verify: {one_line(report.message)}", file=out)
         code = code or EXIT_LEDGER
     return code
 
@@ -236,19 +276,21 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     args = build_parser().parse_args(argv)
     ledger_path = args.ledger or default_ledger_path()
     rich = _use_rich(args, out)
+    screen = Screen(out)
     try:
         if args.command == "demo":
             from ._demo import run_demo
 
-            return trio.run(run_demo, ledger_path, out, rich)
+            return trio.run(run_demo, ledger_path, screen, rich)
         workspace = args.workspace or Path.cwd()
         specs = load_specs(args.specs, workspace=workspace)
+        gate = choose_gate(args, screen)
         return trio.run(
-            lambda: run_specs(specs, args.agent, args.task, gate=choose_gate(args),
-                              ledger_path=ledger_path, out=out, rich=rich)
+            lambda: run_specs(specs, args.agent, args.task, gate=gate,
+                              ledger_path=ledger_path, screen=screen, rich=rich)
         )
     except SubagentError as exc:
-        print(f"subagent: {exc}", file=sys.stderr)
+        print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("subagent: interrupted", file=sys.stderr)

@@ -30,6 +30,18 @@ Tool names resolve against the caller's registry, then the workspace tools
 ``subagent`` (the delegation tool) and ``subagent_results`` (waiting for background
 subagents) belong to a pool: they are added when the specs are bound to one
 (:meth:`SpecFile.specs_for`).
+
+A specs file is read as untrusted input, within these limits:
+
+- the file itself is a regular file of at most :data:`MAX_SPECS_BYTES` (1 MiB);
+- a ``scripted:FILE`` model is relative to the specs file's folder and must be a
+  regular file of at most 16 MiB (``ReplayModel.from_file``'s ``max_bytes``). Any regular
+  file the specs author names is allowed, ``..`` and absolute paths included (the
+  author is trusted to pick the replay file, as they pick the model), but a FIFO, a
+  device or a directory is refused before it is read, and never waited on;
+- any parse failure (bad TOML or UTF-8, nesting too deep for the parser, an integer
+  too long to convert) and any wrong field is a :class:`SpecFileError` naming the file
+  as it was given, the agent and the field. Nothing else escapes :func:`load_specs`.
 """
 
 from __future__ import annotations
@@ -43,9 +55,13 @@ from typing import Any
 import attrs
 
 from agentcore import ChatModel, Tool
+from agentcore.models._replay import read_regular_file
 
 from ._errors import SpecError
 from ._spec import Defaults, Spec
+
+#: The largest specs file :func:`load_specs` reads (1 MiB).
+MAX_SPECS_BYTES = 1024 * 1024
 
 #: Tools that belong to a pool, added by :meth:`SpecFile.specs_for`.
 POOL_TOOLS = ("subagent", "subagent_results")
@@ -130,18 +146,26 @@ def load_specs(
         ``agentcore.models.resolve_model``.
 
     Raises:
-      SpecFileError: the file is missing or not TOML, or a field is wrong; the message
-        names the file, the agent and the field.
+      SpecFileError: the file is missing, not a regular file, larger than
+        :data:`MAX_SPECS_BYTES` or not TOML, or a field is wrong; the message names the
+        file (as given), the agent and the field.
     """
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SpecFileError(f"{path}: cannot read the specs file: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise SpecFileError(f"{path}: the specs file is not UTF-8 text") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecFileError(f"{path}: invalid TOML: {exc}") from exc
+        raw = read_regular_file(path, MAX_SPECS_BYTES)
+    except ValueError as exc:
+        raise SpecFileError(f"{path}: cannot read the specs file: {exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecFileError(f"{path}: the specs file is not UTF-8 text") from None
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        # tomllib parses nested arrays and inline tables recursively.
+        raise SpecFileError(f"{path}: invalid TOML: values are nested too deeply") from None
+    except ValueError as exc:  # TOMLDecodeError, or an integer too long to convert
+        raise SpecFileError(f"{path}: invalid TOML: {exc}") from None
     return specs_from_mapping(
         data,
         source=str(path),
@@ -188,7 +212,7 @@ class _Reader:
     def read(self, data: Mapping[str, Any]) -> SpecFile:
         if not isinstance(data, Mapping):
             raise SpecFileError(f"{self.source}: must be a table, not {_kind(data)}")
-        unknown = sorted(set(data) - {"pool", "defaults", "agents"})
+        unknown = sorted(set(data) - {"pool", "defaults", "agents"}, key=str)
         if unknown:
             raise self.error(
                 f"key {unknown[0]!r}", "unknown; the top-level tables are pool, defaults, agents"
@@ -228,7 +252,7 @@ class _Reader:
         return settings
 
     def defaults(self, table: Mapping[str, Any]) -> Defaults:
-        unknown = sorted(set(table) - {"model", "agent_id"})
+        unknown = sorted(set(table) - {"model", "agent_id"}, key=str)
         if unknown:
             raise self.error(
                 f"[defaults] field {unknown[0]!r}", "unknown; the fields are model, agent_id"
@@ -243,7 +267,7 @@ class _Reader:
         where = f"agent {name!r}"
         if not isinstance(raw, Mapping):
             raise self.error(where, f"must be a table, not {_kind(raw)}")
-        unknown = sorted(set(raw) - AGENT_KEYS)
+        unknown = sorted(set(raw) - AGENT_KEYS, key=str)
         if unknown:
             raise self.error(
                 f"{where} field {unknown[0]!r}",
@@ -324,7 +348,11 @@ class _Reader:
             if self.workspace is not None:
                 from .tools import workspace_tools
 
-                self._workspace_tools = {t.name: t for t in workspace_tools(Path(self.workspace))}
+                try:
+                    found = workspace_tools(Path(self.workspace))
+                except (OSError, ValueError) as exc:
+                    raise self.error("workspace", str(exc)) from None
+                self._workspace_tools = {t.name: t for t in found}
         return self._workspace_tools
 
     def model(self, where: str, value: Any) -> ChatModel:
@@ -350,13 +378,17 @@ class _Reader:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise self.error(where, f"must be an integer, not {_kind(value)}")
             if value < 1:
-                raise self.error(where, f"must be at least 1, not {value}")
+                raise self.error(where, f"must be at least 1, not {_shown(value)}")
             return value
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(where, f"must be a number of seconds, not {_kind(value)}")
-        if not (value > 0 and math.isfinite(value)):
-            raise self.error(where, f"must be a positive number of seconds, not {value}")
-        return float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an integer beyond any float
+            seconds = math.inf
+        if not (seconds > 0 and math.isfinite(seconds)):
+            raise self.error(where, f"must be a positive number of seconds, not {_shown(value)}")
+        return seconds
 
 
 WORKSPACE_TOOL_NAMES = ("read_file", "list_dir", "grep", "write_file")
@@ -373,5 +405,14 @@ def _kind(value: Any) -> str:
     }
     for kind, text in names.items():
         if type(value) is kind:
-            return f"{text} ({value!r})" if kind in (str, bool, int, float) else text
+            return f"{text} ({_shown(value)})" if kind in (str, bool, int, float) else text
     return type(value).__name__
+
+
+def _shown(value: object, limit: int = 80) -> str:
+    # A value in an error message: its repr, cut short (a field may hold a megabyte).
+    try:
+        text = repr(value)
+    except ValueError:  # an integer with more digits than str() converts
+        return "(an integer too long to show)"
+    return text if len(text) <= limit else f"{text[: limit - 12]}...{text[-8:]}"

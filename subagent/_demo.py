@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TextIO
 
 from agentcore import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from agentcore.testing import Delayed, ScriptedModel, ScriptItem
@@ -19,6 +18,7 @@ from agentcore.testing import Delayed, ScriptedModel, ScriptItem
 from ._background import RESULT_PREFIX
 from ._declarative import SpecFile
 from ._spec import Defaults, Spec
+from ._terminal import Screen
 from .tools import workspace_tools
 
 SAMPLE = Path(__file__).parent / "_demo_sample"
@@ -129,12 +129,12 @@ def demo_specs() -> SpecFile:
     )
 
 
-async def run_demo(ledger_path: Path, out: TextIO, rich: bool) -> int:
+async def run_demo(ledger_path: Path, screen: Screen, rich: bool) -> int:
     """Run the demo with a live tree; returns the exit code. A checkpoint."""
     from ._cli import read_only_or_delegation, run_specs
 
-    print(f"subagent demo (offline, scripted models)\ntask: {TASK}\n", file=out, flush=True)
+    screen.line(f"subagent demo (offline, scripted models)\ntask: {TASK}\n")
     return await run_specs(
         demo_specs(), "coordinator", TASK, gate=read_only_or_delegation,
-        ledger_path=ledger_path, out=out, rich=rich,
+        ledger_path=ledger_path, screen=screen, rich=rich,
     )

@@ -3,6 +3,11 @@
 :class:`TreeView` keeps, per AgentPath, the task's status, latest activity, turns and
 tokens. :func:`render_lines` draws it as indented plain text; :func:`render_rich` as a
 ``rich`` tree (the optional ``view`` extra).
+
+Everything a model or a tool wrote (answers, tool names and arguments, error texts)
+goes through :func:`subagent._safe_text.one_line` before the view keeps it, so no
+line it returns or draws holds a control character or a terminal escape, and the
+rich tree is made of ``Text`` objects, never of markup built from that text.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from agentcore import EventKind as K
 
 from ._events import Event
 from ._events import EventKind as P
+from ._safe_text import one_line
 
 _END_STATUS = {
     EndReason.stop: "done",
@@ -44,8 +50,13 @@ class Node:
 
 
 def _clip(text: str, width: int = 48) -> str:
-    text = " ".join(text.split())
+    # Whitespace runs (newlines included) become one space; the rest is escaped.
+    text = one_line(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _name(name: str) -> str:
+    return _clip(name, 40)
 
 
 @attrs.define
@@ -97,14 +108,14 @@ class TreeView:
                 node.activity = f"answered: {_clip(inner.message.content)}"
                 return node.activity
         elif kind is K.tool_start and inner.call is not None:
-            node.activity = f"{inner.call.name} {_clip(inner.call.arguments, 40)}"
+            node.activity = f"{_name(inner.call.name)} {_clip(inner.call.arguments, 40)}"
             return f"calls {node.activity}"
         elif kind is K.gate_decision and inner.decision is not None and inner.call is not None:
             if not inner.decision.allowed:
-                node.activity = f"denied {inner.call.name}"
-                return f"{node.activity}: {inner.decision.reason}"
+                node.activity = f"denied {_name(inner.call.name)}"
+                return f"{node.activity}: {one_line(inner.decision.reason)}"
         elif kind is K.tool_end and inner.call is not None and inner.is_error:
-            node.activity = f"{inner.call.name} failed"
+            node.activity = f"{_name(inner.call.name)} failed"
             return f"{node.activity}: {_clip(inner.text)}"
         elif kind in (K.retry, K.error):
             node.activity = _clip(f"{kind}: {inner.text}")
@@ -123,7 +134,7 @@ class TreeView:
 
 def describe(node: Node) -> str:
     """One line about ``node``: name, status, turns, tokens, latest activity."""
-    parts = [node.path[-1], node.status, f"turn {node.turns}", f"{node.tokens} tok"]
+    parts = [_name(node.path[-1]), node.status, f"turn {node.turns}", f"{node.tokens} tok"]
     if node.activity:
         parts.append(node.activity)
     return "  ".join(parts)
@@ -135,13 +146,14 @@ def render_lines(view: TreeView) -> list[str]:
 
 
 def render_rich(view: TreeView, title: str = "subagents") -> Any:
-    """The tree as a ``rich.tree.Tree`` (needs rich)."""
+    """The tree as a ``rich.tree.Tree`` of ``Text`` labels, no markup (needs rich)."""
+    from rich.text import Text
     from rich.tree import Tree
 
-    root = Tree(f"[bold]{title}")
+    root = Tree(Text(one_line(title), style="bold"))
     branches: dict[tuple[str, ...], Any] = {}
     for node in view.ordered():
         parent = branches.get(node.path[:-1], root)
         style = {"running": "yellow", "done": "green", "queued": "dim"}.get(node.status, "red")
-        branches[node.path] = parent.add(f"[{style}]{describe(node)}")
+        branches[node.path] = parent.add(Text(describe(node), style=style))
     return root

@@ -9,12 +9,18 @@ The file is a JSON array of replies, each an object with any of::
 
 ``arguments`` is JSON text (an object is accepted too and encoded); ``finish_reason``
 defaults to ``tool_calls`` when there are tool calls, else ``stop``.
+
+The file must be a regular file (a symbolic link to one is followed) of at most
+:data:`MAX_REPLAY_BYTES`: a FIFO, a device (``/dev/zero``) or a directory is refused
+before a byte is read, and never waited on.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +36,67 @@ _REPLY_KEYS = frozenset({"content", "tool_calls", "finish_reason", "usage"})
 _CALL_KEYS = frozenset({"id", "name", "arguments"})
 _USAGE_KEYS = frozenset({"input_tokens", "output_tokens"})
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
+#: The largest replay file :meth:`ReplayModel.from_file` reads (16 MiB).
+MAX_REPLAY_BYTES = 16 * 1024 * 1024
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(mode: int) -> str:
+    kind = next((text for test, text in _KINDS if test(mode)), "not a file")
+    return f"it is {kind}, not a regular file"
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of the regular file at ``path``, which must hold at most ``limit``.
+
+    Whatever is at ``path`` is looked at before it is opened, and opened without
+    blocking (``O_NONBLOCK``, so a FIFO swapped in meanwhile is not waited on) and
+    checked again on the open descriptor; the read stops after ``limit + 1`` bytes,
+    however the file grows. Not a checkpoint (blocking file I/O).
+
+    Raises:
+      ValueError: it is missing or unreadable, not a regular file, or too large; the
+        message says which, and does not name the path (the caller does).
+    """
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(_not_regular(mode))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ValueError(exc.strerror or "it cannot be read") from None
+    except ValueError as exc:  # os.stat refuses a NUL in the path with a ValueError
+        if "null" in str(exc):
+            raise ValueError("the path holds a NUL character") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(_not_regular(st.st_mode))
+        too_large = ValueError(f"it is larger than the limit of {limit} bytes")
+        if st.st_size > limit:
+            raise too_large
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise too_large
+        return b"".join(chunks)
+    except OSError as exc:
+        raise ValueError(exc.strerror or "it cannot be read") from None
+    finally:
+        os.close(fd)
 
 
 def _replies(replies: Iterable[ModelResponse]) -> tuple[ModelResponse, ...]:
@@ -50,17 +117,18 @@ class ReplayModel:
     _used: int = 0
 
     @classmethod
-    def from_file(cls, path: str | Path) -> ReplayModel:
-        """The replay model of the JSON file at ``path`` (read now, synchronously).
+    def from_file(cls, path: str | Path, *, max_bytes: int = MAX_REPLAY_BYTES) -> ReplayModel:
+        """The replay model of the JSON file at ``path`` (read now, synchronously): a
+        regular file of at most ``max_bytes`` (see the module docstring).
 
         Raises:
-          ValueError: the file cannot be read or is not a valid replay file; the
-            message names the file and what is wrong.
+          ValueError: the file cannot be read, is not a regular file, is too large or
+            is not a valid replay file; the message names the file and what is wrong.
         """
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            text = read_regular_file(path, max_bytes).decode("utf-8")
+        except (ValueError, UnicodeDecodeError) as exc:
+            reason = "it is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
             raise ValueError(f"Cannot read replay file {str(path)!r}: {reason}") from None
         try:
             data = json.loads(text)

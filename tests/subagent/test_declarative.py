@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +160,129 @@ def test_invalid_toml_and_missing_file(tmp_path: Path) -> None:
     assert str(info.value) == (
         f"{tmp_path / 'missing.toml'}: cannot read the specs file: No such file or directory"
     )
+
+
+def test_loader_names_are_exported() -> None:
+    import subagent
+    from subagent import _declarative
+
+    assert subagent.load_specs is _declarative.load_specs
+    assert subagent.specs_from_mapping is _declarative.specs_from_mapping
+    assert subagent.SpecFileError is _declarative.SpecFileError
+    assert issubclass(subagent.SpecFileError, subagent.SpecError)
+
+
+@pytest.fixture
+def no_hang() -> Iterator[None]:
+    # A FIFO opened for reading without O_NONBLOCK waits for a writer forever.
+    def hang(signum: int, frame: object) -> None:
+        raise AssertionError("the loader waited on the file")
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.usefixtures("no_hang")
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("/dev/zero", "it is a character device, not a regular file"),
+        ("fifo", "it is a FIFO, not a regular file"),
+        ("link-to-fifo", "it is a FIFO, not a regular file"),
+        ("folder", "it is a directory, not a regular file"),
+        ("huge.json", "it is larger than the limit of 16777216 bytes"),
+        ("missing.json", "No such file or directory"),
+        ("bad\x00name", "the path holds a NUL character"),
+        ("latin1.json", "it is not UTF-8 text"),
+    ],
+)
+def test_scripted_file_must_be_a_small_regular_file(
+    tmp_path: Path, name: str, reason: str
+) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link-to-fifo").symlink_to(tmp_path / "fifo")
+    (tmp_path / "folder").mkdir()
+    with open(tmp_path / "huge.json", "wb") as f:
+        f.truncate(16 * 1024 * 1024 + 1)  # sparse: no disk used
+    (tmp_path / "latin1.json").write_bytes(b'[{"content": "caf\xe9"}]')
+    specs = write(tmp_path, f"[agents.a]\nmodel = {json.dumps('scripted:' + name)}\n")
+    with pytest.raises(SpecFileError) as info:
+        load_specs(specs)
+    shown = name if name.startswith("/") else str(tmp_path / name)
+    assert str(info.value) == (
+        f"{specs}: agent 'a' field 'model': Cannot read replay file {shown!r}: {reason}"
+    )
+
+
+def test_scripted_file_may_be_any_regular_file_the_specs_name(tmp_path: Path) -> None:
+    # Documented decision: the specs author chooses the replay file as they choose the
+    # model, so ``..``, absolute paths and symbolic links to regular files are allowed.
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "specs").mkdir()
+    replies = tmp_path / "shared" / "replies.json"
+    replies.write_text(json.dumps([{"content": "hi"}]))
+    (tmp_path / "specs" / "link.json").symlink_to(replies)
+    specs = tmp_path / "specs" / "specs.toml"
+    specs.write_text(
+        '[agents.up]\nmodel = "scripted:../shared/replies.json"\n'
+        '[agents.link]\nmodel = "scripted:link.json"\n'
+        f"[agents.absolute]\nmodel = {json.dumps('scripted:' + str(replies))}\n"
+    )
+    loaded = load_specs(specs)
+    assert [type(s.model) for s in loaded.specs] == [ReplayModel] * 3
+
+
+@pytest.mark.usefixtures("no_hang")
+def test_the_specs_file_must_be_a_small_regular_file(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.toml")
+    with open(tmp_path / "huge.toml", "wb") as f:
+        f.truncate(1024 * 1024 + 1)
+    for name, reason in [
+        ("fifo.toml", "it is a FIFO, not a regular file"),
+        ("huge.toml", "it is larger than the limit of 1048576 bytes"),
+        (".", "it is a directory, not a regular file"),
+    ]:
+        with pytest.raises(SpecFileError) as info:
+            load_specs(tmp_path / name)
+        assert str(info.value) == f"{tmp_path / name}: cannot read the specs file: {reason}"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a = " + "[" * 50_000, "invalid TOML: values are nested too deeply"),
+        ("a = " + "{b = " * 50_000, "invalid TOML: values are nested too deeply"),
+        ("a = 1" + "0" * 5000,
+         "invalid TOML: Exceeds the limit (4300 digits) for integer string conversion: "
+         "value has 5001 digits; use sys.set_int_max_str_digits() to increase the limit"),
+        ("[agents.a]\ntimeout = 1" + "0" * 400,
+         "agent 'a' field 'timeout': must be a positive number of seconds, not "
+         "1" + "0" * 67 + "..." + "0" * 8),
+    ],
+)
+def test_any_parse_failure_is_a_spec_file_error(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(SpecFileError) as info:
+        load(tmp_path, text)
+    assert str(info.value) == f"{tmp_path / 'specs.toml'}: {message}"
+
+
+def test_mappings_of_any_shape_give_spec_file_errors() -> None:
+    cases: list[tuple[dict[Any, Any], str]] = [
+        ({1: 2, "x": 3}, "key 1: unknown; the top-level tables are pool, defaults, agents"),
+        ({"agents": {"a": {"model": "fake:x", "max_turns": -(10**5000)}}},
+         "agent 'a' field 'max_turns': must be at least 1, not (an integer too long to show)"),
+        ({"agents": {"a": {"model": "fake:x", "system_prompt": 10**5000}}},
+         "agent 'a' field 'system_prompt': must be a string, not an integer "
+         "((an integer too long to show))"),
+        ({"agents": {"a": {"model": "fake:x", 2: 1, "z": 1}}},
+         "agent 'a' field 2: unknown; the fields are agent_id, critical, description, "
+         "idle_timeout, max_children, max_messages, max_turns, model, system_prompt, timeout, "
+         "tools"),
+    ]
+    for data, message in cases:
+        with pytest.raises(SpecFileError) as info:
+            specs_from_mapping(data, resolve_model=fake_resolver)
+        assert str(info.value) == f"<mapping>: {message}"
