@@ -175,14 +175,17 @@ def nested_gate(outer: ToolGate | None, owner: str, inner: ToolGate | None) -> T
 
     Returns:
       ``inner`` when there is no ``outer``; else an :class:`AllOf` of ``outer``'s
-      gates (its own one now named by ``owner``), then ``inner``, which is left out
-      when it is already one of them (one approval gate shared by a whole tree asks
-      once per call).
+      gates (its own one now named by ``owner``), then ``inner``. A gate that is
+      already one of ``outer``'s and also ``inner`` is asked once, as the new run's
+      own (one approval gate shared by a whole tree asks once per call, and its
+      denial is not blamed on an ancestor).
     """
     if outer is None:
         return inner
     above = outer.gates if isinstance(outer, AllOf) else (("", outer),)
-    members = [(name or owner, gate) for name, gate in above]
-    if inner is not None and all(gate is not inner for _, gate in members):
+    members = [(name or owner, gate) for name, gate in above if gate is not inner]
+    if inner is not None:
         members.append(("", inner))
+    if members == [("", inner)]:
+        return inner
     return AllOf(members)

@@ -278,9 +278,9 @@ def test_mappings_of_any_shape_give_spec_file_errors() -> None:
          "agent 'a' field 'system_prompt': must be a string, not an integer "
          "((an integer too long to show))"),
         ({"agents": {"a": {"model": "fake:x", 2: 1, "z": 1}}},
-         "agent 'a' field 2: unknown; the fields are agent_id, critical, description, "
-         "idle_timeout, max_children, max_messages, max_turns, model, system_prompt, timeout, "
-         "tools"),
+         "agent 'a' field 2: unknown; the fields are agent_id, critical, delegates_to, "
+         "description, idle_timeout, max_children, max_messages, max_turns, model, "
+         "system_prompt, timeout, tools"),
     ]
     for data, message in cases:
         with pytest.raises(SpecFileError) as info:
