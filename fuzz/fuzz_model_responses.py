@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from agentcore.models._anthropic import AnthropicStreamState, parse_anthropic_response
-from agentcore.models._payload import Malformed
 from agentcore.models._openai import OpenAIStreamState, parse_openai_response
+from agentcore.models._payload import Malformed
 
 from ._runner import main
 
