@@ -23,7 +23,7 @@ def _limits(byte: int) -> ReplyLimits:
     # Tiny limits half the time, so that the bounds are reached.
     if byte % 2:
         return ReplyLimits()
-    return ReplyLimits(byte % 5 + 1, byte % 7 + 1, byte % 3 + 1, byte % 11 + 1)
+    return ReplyLimits(byte % 5 + 1, byte % 7 + 1, byte % 3 + 1, byte % 11 + 1, byte % 13 + 1)
 
 
 def _error_text(body: bytes) -> None:
@@ -46,7 +46,7 @@ def target(data: bytes) -> None:
         at = data[1] * 37 % (len(body) + 1)
         _error_text(body[:at] + form.encode() + body[at:])
         return
-    payload, problem = try_loads(body.decode("utf-8", "replace"))
+    payload, problem = try_loads(limits.check_body(body).decode("utf-8", "replace"))
     if problem is not None:
         return
     try:

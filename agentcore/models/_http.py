@@ -187,8 +187,8 @@ async def post_json(
                 if response.status_code >= 400:
                     error = await _error_reply(endpoint, response)
                 else:
-                    content = await _read_body(
-                        response, endpoint.max_response_bytes, truncate=False
+                    content = endpoint.limits.check_body(
+                        await _read_body(response, endpoint.max_response_bytes, truncate=False)
                     )
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             error = _transport_error(endpoint, exc)

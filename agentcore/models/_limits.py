@@ -26,6 +26,9 @@ DEFAULT_MAX_TEXT_CHARS = 8 * MiB
 DEFAULT_MAX_ARGUMENTS_CHARS = 8 * MiB
 #: Default cap on the tool calls of one reply.
 DEFAULT_MAX_TOOL_CALLS = 256
+#: Default cap on the JSON values of one non-streamed reply (commas and opening brackets
+#: counted before parsing: 32 MiB of ``[{},{},...]`` would parse into 800 MB of dicts).
+DEFAULT_MAX_JSON_VALUES = 1 << 20
 #: Default cap on one server-sent event line, and on one event's data, characters.
 DEFAULT_MAX_EVENT_CHARS = 1 * MiB
 #: ``total_timeout`` defaults to this many times ``read_timeout``.
@@ -62,6 +65,8 @@ class ReplyLimits:
       max_arguments_chars: Characters of tool-call arguments, all calls together.
       max_tool_calls: Tool calls.
       max_event_chars: Characters of one server-sent event line or event's data.
+      max_json_values: JSON values in a non-streamed reply's body (counted before
+        parsing as its commas and opening brackets, those inside strings included).
     """
 
     max_text_chars: int = attrs.field(default=DEFAULT_MAX_TEXT_CHARS, validator=positive)
@@ -70,6 +75,19 @@ class ReplyLimits:
     )
     max_tool_calls: int = attrs.field(default=DEFAULT_MAX_TOOL_CALLS, validator=positive)
     max_event_chars: int = attrs.field(default=DEFAULT_MAX_EVENT_CHARS, validator=positive)
+    max_json_values: int = attrs.field(default=DEFAULT_MAX_JSON_VALUES, validator=positive)
+
+    def check_body(self, body: bytes) -> bytes:
+        """``body`` if its JSON cannot hold more than ``max_json_values`` values, else
+        :class:`LimitExceeded`. Counts bytes, so it costs a few milliseconds per MiB
+        and no memory: parsing is what would cost memory (a ``{}`` of 2 bytes is a dict
+        of 64)."""
+        values = body.count(b",") + body.count(b"[") + body.count(b"{")
+        if values > self.max_json_values:
+            raise LimitExceeded(
+                f"reply has more JSON values than max_json_values ({self.max_json_values})"
+            )
+        return body
 
     def check(self, response: ModelResponse) -> ModelResponse:
         """``response`` if it is within the bounds, else :class:`LimitExceeded`."""

@@ -17,6 +17,7 @@ from ._keys import argument_key, env_key, mask
 from ._limits import (
     DEFAULT_MAX_ARGUMENTS_CHARS,
     DEFAULT_MAX_EVENT_CHARS,
+    DEFAULT_MAX_JSON_VALUES,
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_MAX_TEXT_CHARS,
     DEFAULT_MAX_TOOL_CALLS,
@@ -70,6 +71,8 @@ class OpenAIChatModel:
       max_tool_calls: The most tool calls in one reply.
       max_event_chars: The longest line, and the most data of one event, in a streamed
         reply.
+      max_json_values: The most JSON values in a non-streamed reply (its commas and
+        opening brackets, counted before parsing: parsed, 2 bytes of ``{}`` take 64).
       max_tokens: The reply's token limit, if any (sent as ``max_tokens``).
       temperature: The sampling temperature, if any.
       stream_usage: Ask for usage in streamed replies (``stream_options``).
@@ -104,6 +107,9 @@ class OpenAIChatModel:
     max_event_chars: int = attrs.field(
         kw_only=True, default=DEFAULT_MAX_EVENT_CHARS, validator=positive
     )
+    max_json_values: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_JSON_VALUES, validator=positive
+    )
     max_tokens: int | None = attrs.field(kw_only=True, default=None)
     temperature: float | None = attrs.field(kw_only=True, default=None)
     stream_usage: bool = attrs.field(kw_only=True, default=True)
@@ -126,7 +132,11 @@ class OpenAIChatModel:
     @property
     def _limits(self) -> ReplyLimits:
         return ReplyLimits(
-            self.max_text_chars, self.max_arguments_chars, self.max_tool_calls, self.max_event_chars
+            self.max_text_chars,
+            self.max_arguments_chars,
+            self.max_tool_calls,
+            self.max_event_chars,
+            self.max_json_values,
         )
 
     @property

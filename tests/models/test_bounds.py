@@ -68,7 +68,7 @@ def test_total_timeout_defaults_to_ten_read_timeouts() -> None:
 @pytest.mark.parametrize(
     "name",
     ["max_response_bytes", "max_text_chars", "max_arguments_chars", "max_tool_calls",
-     "max_event_chars", "total_timeout", "read_timeout"],
+     "max_event_chars", "max_json_values", "total_timeout", "read_timeout"],
 )
 @pytest.mark.parametrize("value", [0, -1, float("nan")])
 def test_bounds_must_be_positive(name: str, value: float) -> None:
@@ -126,6 +126,17 @@ async def test_a_complete_reply_past_its_limits(
     with pytest.raises(ModelError) as info:
         await openai(api, **kwargs).complete(REQUEST)
     assert str(info.value) == f"OpenAI {message}"
+
+
+async def test_a_reply_past_max_json_values(api: FakeAPI) -> None:
+    # {"choices": [{"message": {"content": "a,b"}}]}: 5 counted (the comma in the
+    # string too), under 5 passes.
+    api.replies.append(json_reply({"choices": [{"message": {"content": "a,b"}}]}))
+    assert (await openai(api, max_json_values=5).complete(REQUEST)).message.content == "a,b"
+    api.replies.append(json_reply({"choices": [{"message": {"content": "a,b"}}]}))
+    with pytest.raises(ModelError) as info:
+        await openai(api, max_json_values=4).complete(REQUEST)
+    assert str(info.value) == "OpenAI reply has more JSON values than max_json_values (4)"
 
 
 async def test_a_reply_nested_too_deeply_is_a_model_error(api: FakeAPI) -> None:

@@ -73,6 +73,18 @@ async def huge_body(stream: trio.SocketStream) -> None:
     await forever(stream, b"a" * 65536)
 
 
+async def amplifying_json(stream: trio.SocketStream) -> None:
+    # 30 MB of [{},{},...]: under max_response_bytes, but 800 MB of dicts once parsed.
+    count = 10 * MB
+    await stream.send_all(
+        head(200, "Content-Type: application/json", f"Content-Length: {3 * count}", chunked=False)
+    )
+    await stream.send_all(b"[")
+    for _ in range(count // 100_000 - 1):
+        await stream.send_all(b"{}," * 100_000)
+    await stream.send_all(b"{}," * 99_999 + b"{}]")
+
+
 def gzip_bomb_blocks(megabytes: int) -> tuple[bytes, bytes, int]:
     """The first and the repeated block of a gzip stream of ``megabytes`` MiB of zeros,
     built from two 1 MiB blocks (a full flush makes every later block the same bytes),
@@ -191,6 +203,15 @@ CASES: list[tuple[str, str, bool, Behaviour, dict[str, Any], str, str]] = [
         {},
         "ModelError",
         "OpenAI reply is larger than max_response_bytes (33554432 bytes)",
+    ),
+    (
+        "JSON amplification",
+        "openai",
+        False,
+        amplifying_json,
+        {},
+        "ModelError",
+        "OpenAI reply has more JSON values than max_json_values (1048576)",
     ),
     (
         "gzip bomb",
