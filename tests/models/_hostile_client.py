@@ -11,6 +11,9 @@ grew during the call, in bytes (the peak is reset between calls through
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import json
 import sys
 from pathlib import Path
@@ -33,7 +36,12 @@ def peak_rss() -> int:
 
 
 def reset_peak_rss() -> int:
-    """Reset this process's peak resident set size to its current size; return it."""
+    """Give freed memory back to the system, then reset this process's peak resident
+    set size to its current size; return it. (Memory an earlier call freed but kept
+    would otherwise absorb the next call's growth.)"""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # glibc only
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
     Path("/proc/self/clear_refs").write_text("5")
     return peak_rss()
 

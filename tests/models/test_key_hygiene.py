@@ -241,3 +241,15 @@ async def test_an_echoed_key_reaches_no_event_summary_or_exception(api: FakeAPI)
             'ModelError: OpenAI API error (HTTP 401): Bad key: "***"',  # the JSON string
             "ModelError: OpenAI API error (HTTP 401): Bad key: b'***'",  # the bytes repr
         )
+
+
+def test_an_httpx_error_quoting_the_header_is_masked() -> None:
+    # The path a key with a newline used to take: h11 refuses the header and httpx
+    # quotes it. Keys are refused before this now; the mapping masks it regardless.
+    from agentcore.models._http import _transport_error, httpx
+
+    model = openai(FakeAPI())
+    exc = httpx.LocalProtocolError(f"Illegal header value b'Bearer {KEY}\\n'")
+    error = _transport_error(model._endpoint, exc)
+    assert str(error) == "OpenAI request failed: Illegal header value b'Bearer ***\\n'"
+    assert KEY not in repr(model._endpoint) and KEY not in repr(model)
