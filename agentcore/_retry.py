@@ -32,7 +32,9 @@ class RetryPolicy:
     (1 for the first) the loop emits a ``retry`` event and sleeps
     ``min(max_delay, base_delay * factor ** (n - 1))`` seconds, scaled by a random
     factor in ``[1 - jitter, 1 + jitter]``; when the error carries ``retry_after``
-    the loop sleeps exactly that instead. At most ``max_attempts`` calls in all.
+    the loop sleeps exactly that instead, but never more than ``max_delay`` (a
+    server's ``Retry-After: 86400`` must not park a run for a day). At most
+    ``max_attempts`` calls in all.
 
     A :class:`~agentcore.ContextTooLongError` drops the oldest half of the history
     and retries, at most ``context_retries`` times. A response with
@@ -44,7 +46,7 @@ class RetryPolicy:
       max_attempts: Calls per model request when errors are transient (1 disables retrying).
       base_delay: Seconds before the first retry.
       factor: Growth of the delay per retry.
-      max_delay: Upper bound of a computed delay (a ``retry_after`` hint is not capped).
+      max_delay: Upper bound of every delay, a server's ``retry_after`` hint included.
       jitter: Fraction of random spread around the computed delay; 0 for exact delays.
       random: Source of uniform numbers in ``[0, 1)`` for the jitter.
       context_retries: Retries after context-too-long errors.
@@ -63,10 +65,10 @@ class RetryPolicy:
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry number ``retry`` (1 for the first).
 
-        ``retry_after`` (the server's hint) wins when given.
+        ``retry_after`` (the server's hint) wins when given, capped at ``max_delay``.
         """
         if retry_after is not None:
-            return max(0.0, retry_after)
+            return min(self.max_delay, max(0.0, retry_after))
         delay = min(self.max_delay, self.base_delay * self.factor ** (retry - 1))
         if self.jitter:
             delay *= 1 + self.jitter * (2 * self.random() - 1)

@@ -12,19 +12,22 @@ import attrs
 from .._errors import ModelError
 from .._messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from .._models import DeltaSink
-from ._http import (
-    ApiError,
-    Endpoint,
-    Malformed,
-    as_object,
-    complete_json,
-    error_from_object,
-    event_json,
-    field,
-    httpx,
-    mask,
-    stream_reply,
+from ._apierror import ApiError, error_from_object
+from ._http import Endpoint, complete_json, httpx, stream_reply
+from ._keys import argument_key, env_key, mask
+from ._limits import (
+    DEFAULT_MAX_ARGUMENTS_CHARS,
+    DEFAULT_MAX_EVENT_CHARS,
+    DEFAULT_MAX_JSON_VALUES,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_TEXT_CHARS,
+    DEFAULT_MAX_TOOL_CALLS,
+    ReplyLimits,
+    Tally,
+    default_total_timeout,
+    positive,
 )
+from ._payload import Malformed, as_object, encode_input, event_json, field
 from ._sse import ServerSentEvent
 
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -39,7 +42,7 @@ _STOP_REASONS = {
 
 
 def _env_key() -> str:
-    return os.environ.get("ANTHROPIC_API_KEY", "")
+    return env_key("ANTHROPIC_API_KEY")
 
 
 def _env_base_url() -> str:
@@ -60,10 +63,25 @@ class AnthropicChatModel:
     Args:
       model: The model name, e.g. ``claude-sonnet-4-5``.
       api_key: The key; defaults to ``$ANTHROPIC_API_KEY``. Never shown in reprs or
-        error messages.
+        error messages. Surrounding whitespace is stripped; a key holding a control
+        character, a space or a non-ASCII character is refused with a
+        ConfigurationError naming where it came from.
       base_url: Defaults to ``$ANTHROPIC_BASE_URL``, else ``https://api.anthropic.com``.
       connect_timeout: Seconds to establish a connection.
       read_timeout: Seconds to wait for each chunk of the reply.
+      total_timeout: Seconds the whole call may take, trickling body included (default
+        ``10 * read_timeout``); past it, a TransientModelError. The time a streaming
+        caller's ``on_delta`` takes does not count.
+      max_response_bytes: The most bytes a reply's body may hold once decompressed (a
+        whole stream included); past it, a ModelError.
+      max_text_chars: The most characters of text in one reply.
+      max_arguments_chars: The most characters of tool calls (arguments, names and
+        ids, all calls together) in one reply.
+      max_tool_calls: The most tool calls in one reply.
+      max_event_chars: The longest line, and the most data of one event, in a streamed
+        reply.
+      max_json_values: The most JSON values in a non-streamed reply (its commas and
+        opening brackets, counted before parsing: parsed, 2 bytes of ``{}`` take 64).
       max_tokens: The reply's token limit (the API requires one).
       temperature: The sampling temperature, if any.
       client: A caller-owned ``httpx.AsyncClient`` to reuse connections; our timeouts
@@ -71,10 +89,35 @@ class AnthropicChatModel:
     """
 
     model: str
-    api_key: str = attrs.field(kw_only=True, factory=_env_key, repr=mask)
+    api_key: str = attrs.field(
+        kw_only=True, factory=_env_key, converter=argument_key, repr=mask
+    )
     base_url: str = attrs.field(kw_only=True, factory=_env_base_url)
     connect_timeout: float = attrs.field(kw_only=True, default=10.0)
-    read_timeout: float = attrs.field(kw_only=True, default=120.0)
+    read_timeout: float = attrs.field(kw_only=True, default=120.0, validator=positive)
+    total_timeout: float = attrs.field(
+        kw_only=True,
+        default=attrs.Factory(default_total_timeout, takes_self=True),
+        validator=positive,
+    )
+    max_response_bytes: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_RESPONSE_BYTES, validator=positive
+    )
+    max_text_chars: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_TEXT_CHARS, validator=positive
+    )
+    max_arguments_chars: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_ARGUMENTS_CHARS, validator=positive
+    )
+    max_tool_calls: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_TOOL_CALLS, validator=positive
+    )
+    max_event_chars: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_EVENT_CHARS, validator=positive
+    )
+    max_json_values: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_JSON_VALUES, validator=positive
+    )
     max_tokens: int = attrs.field(kw_only=True, default=4096)
     temperature: float | None = attrs.field(kw_only=True, default=None)
     client: httpx.AsyncClient | None = attrs.field(kw_only=True, default=None)
@@ -86,8 +129,21 @@ class AnthropicChatModel:
             secret=self.api_key,
             connect_timeout=self.connect_timeout,
             read_timeout=self.read_timeout,
+            total_timeout=self.total_timeout,
+            max_response_bytes=self.max_response_bytes,
+            limits=self._limits,
             is_context_error=is_anthropic_context_error,
             client=self.client,
+        )
+
+    @property
+    def _limits(self) -> ReplyLimits:
+        return ReplyLimits(
+            self.max_text_chars,
+            self.max_arguments_chars,
+            self.max_tool_calls,
+            self.max_event_chars,
+            self.max_json_values,
         )
 
     @property
@@ -148,7 +204,7 @@ class AnthropicChatModel:
             self._headers(stream=True),
             self.request_body(request, stream=True),
             read_anthropic_event,
-            AnthropicStreamState(),
+            AnthropicStreamState(tally=Tally(self._limits)),
             on_delta,
         )
 
@@ -259,7 +315,7 @@ def parse_anthropic_response(payload: object) -> ModelResponse:
                 ToolCall(
                     field(block, "id", str, where),
                     field(block, "name", str, where),
-                    json.dumps(field(block, "input", dict, where, {})),
+                    encode_input(field(block, "input", dict, where, {})),
                 )
             )
     input_tokens, output_tokens = _usage(field(body, "usage", dict, "response", {}), "usage")
@@ -278,6 +334,7 @@ class AnthropicStreamState:
     stopped: bool = False
     input_tokens: int = 0
     output_tokens: int = 0
+    tally: Tally = attrs.Factory(Tally)
     _text: list[str] = attrs.Factory(list)
     # block index -> [id, name, initial input JSON, partial JSON...] for tool_use blocks
     _calls: dict[int, list[str]] = attrs.Factory(dict)
@@ -289,7 +346,8 @@ class AnthropicStreamState:
 
     def feed(self, data: Mapping[str, Any]) -> str:
         """Take in one event's data; return its text delta ("" if none).
-        Raises :class:`Malformed`."""
+        Raises :class:`Malformed`, or :class:`LimitExceeded` once the reply passes its
+        tally's limits."""
         kind = field(data, "type", str, "event")
         if kind == "message_start":
             message = field(data, "message", dict, "message_start")
@@ -302,11 +360,15 @@ class AnthropicStreamState:
                 return self._add_text(field(block, "text", str, "content_block", ""))
             if block_type == "tool_use":
                 initial = field(block, "input", dict, "content_block", {})
-                self._calls[index] = [
+                call = [
                     field(block, "id", str, "content_block"),
                     field(block, "name", str, "content_block"),
-                    json.dumps(initial) if initial else "",
+                    encode_input(initial) if initial else "",
                 ]
+                if index not in self._calls:
+                    self.tally.add_call()
+                self.tally.add_arguments(sum(map(len, call)))
+                self._calls[index] = call
         elif kind == "content_block_delta":
             index = field(data, "index", int, "content_block_delta")
             delta = field(data, "delta", dict, "content_block_delta")
@@ -316,7 +378,9 @@ class AnthropicStreamState:
             if delta_type == "input_json_delta":
                 if index not in self._calls:
                     raise Malformed(f"input_json_delta for block {index}, which is not tool_use")
-                self._calls[index].append(field(delta, "partial_json", str, "delta"))
+                partial = field(delta, "partial_json", str, "delta")
+                self.tally.add_arguments(len(partial))
+                self._calls[index].append(partial)
         elif kind == "message_delta":
             delta = field(data, "delta", dict, "message_delta")
             reason = field(delta, "stop_reason", str, "message_delta.delta", "")
@@ -329,6 +393,7 @@ class AnthropicStreamState:
 
     def _add_text(self, text: str) -> str:
         if text:
+            self.tally.add_text(len(text))
             self._text.append(text)
         return text
 

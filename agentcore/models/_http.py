@@ -1,25 +1,25 @@
-"""The HTTP layer the model adapters share: requests on httpx, error mapping, Retry-After.
+"""The HTTP layer the model adapters share: bounded requests on httpx, error mapping.
 
 Every failure leaves this module as a :class:`~agentcore.ModelError`: HTTP 408, 409,
-429 and 5xx, timeouts and dropped connections as :class:`~agentcore.TransientModelError`
-(with the server's ``Retry-After``), a context overflow as
-:class:`~agentcore.ContextTooLongError`, anything else (other 4xx, malformed JSON,
-a bad URL) as a plain ``ModelError``. Nothing here retries: the agent loop does.
+429 and 5xx, timeouts (``total_timeout`` included) and dropped connections as
+:class:`~agentcore.TransientModelError` (with the server's ``Retry-After``), a context
+overflow as :class:`~agentcore.ContextTooLongError`, anything else (other 4xx,
+malformed JSON, a bad URL, a reply past one of its bounds) as a plain ``ModelError``.
+No error text holds the key, and none is chained to an httpx exception or a JSON
+decode error (either may quote the key or the whole reply). Nothing here retries:
+the agent loop does.
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
-import email.utils
 import functools
-import json
 import math
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, cast
 
 import attrs
 import trio
@@ -31,60 +31,39 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "The model adapters need httpx, which is not installed: pip install 'subagent[models]'"
     ) from exc
 
-from .._errors import ContextTooLongError, ModelError, TransientModelError
+from .._errors import ModelError, TransientModelError
 from .._messages import ModelResponse
 from .._models import DeltaSink
+from ._apierror import (
+    ApiError,
+    ContextCheck,
+    api_error_to_exception,
+    parse_api_error,
+    parse_retry_after,
+    shown,
+)
+from ._keys import mask
+from ._limits import ERROR_BODY_BYTES, LimitExceeded, ReplyLimits, body_too_large, cut
+from ._payload import Malformed, encode_input, try_loads
 from ._sse import ServerSentEvent, SSEParser
 
-T = TypeVar("T")
-
-#: Statuses worth retrying besides 5xx: request timeout, conflict, rate limit.
-_TRANSIENT_STATUSES = frozenset({408, 409, 429})
-_MAX_ERROR_TEXT = 500
 #: Bound on the shielded cleanup of a stream left early (closing a socket is quick).
 _CLEANUP_TIMEOUT = 5.0
-
-
-class Malformed(Exception):
-    """A response field is missing or of the wrong type (internal; adapters turn it into
-    a ModelError naming the API)."""
-
-
-@attrs.frozen(slots=True)
-class ApiError:
-    """What an error response said.
-
-    Attributes:
-      status: The HTTP status, or None for an error event inside a stream.
-      message: The server's message (or the start of the body when it is not JSON).
-      type: The error's ``type`` field, if any.
-      code: The error's ``code`` field, if any.
-    """
-
-    status: int | None
-    message: str
-    type: str = ""
-    code: str = ""
-
-
-#: Decides from an error response whether the conversation was too long.
-ContextCheck = Callable[[ApiError], bool]
-
-
-def mask(_value: object) -> str:
-    """The repr of a secret."""
-    return "'***'"
 
 
 @attrs.frozen(slots=True)
 class Endpoint:
     """Where and how one adapter talks: a name for messages, the secret to keep out of
-    them, timeouts, the context-overflow rule, and an optional caller-owned client."""
+    them, timeouts, the bounds on replies, the context-overflow rule, and an optional
+    caller-owned client."""
 
     api: str
     secret: str = attrs.field(repr=mask)
     connect_timeout: float
     read_timeout: float
+    total_timeout: float
+    max_response_bytes: int
+    limits: ReplyLimits
     is_context_error: ContextCheck
     client: httpx.AsyncClient | None = None
 
@@ -98,121 +77,35 @@ class Endpoint:
             pool=self.connect_timeout,
         )
 
-    def redact(self, text: str) -> str:
-        """``text`` with the secret replaced by ``***``."""
-        return redact(text, self.secret)
+    def error(self, error: ApiError, retry_after: float | None = None) -> ModelError:
+        """The ModelError for an error reply (the key masked, the text cut)."""
+        return api_error_to_exception(
+            self.api,
+            error,
+            secret=self.secret,
+            is_context_error=self.is_context_error,
+            retry_after=retry_after,
+        )
 
+    def exceeded(self, exc: LimitExceeded) -> ModelError:
+        """The ModelError for a reply past one of its bounds."""
+        return ModelError(f"{self.api} {exc}")
 
-#: Shorter "keys" are placeholders (``ollama``, ``x``); replacing them would garble text.
-MIN_SECRET_LENGTH = 8
-
-
-def redact(text: str, secret: str) -> str:
-    """``text`` with every occurrence of ``secret`` replaced by ``***`` (secrets shorter
-    than :data:`MIN_SECRET_LENGTH` are placeholders and left alone)."""
-    return text.replace(secret, "***") if len(secret) >= MIN_SECRET_LENGTH else text
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait according to a ``Retry-After`` header value, or None.
-
-    The value is either a number of seconds or an HTTP date; a date in the past means 0.
-    Anything unparseable (or negative, or not finite) means None.
-    """
-    if value is None:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return seconds if math.isfinite(seconds) and seconds >= 0 else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    now = now if now is not None else datetime.now(UTC)
-    return max(0.0, (when - now).total_seconds())
-
-
-def parse_api_error(status: int | None, body: bytes) -> ApiError:
-    """The error a response body describes: ``{"error": {"message", "type", "code"}}``
-    (OpenAI, Anthropic), ``{"error": "text"}`` (Ollama) or any other text."""
-    text = body.decode("utf-8", errors="replace")
-    try:
-        payload = json.loads(text)
-    except (ValueError, RecursionError):
-        payload = None
-    if isinstance(payload, Mapping):
-        error = payload.get("error")
-        if isinstance(error, str):
-            return ApiError(status, error)
-        if isinstance(error, Mapping):
-            return error_from_object(status, error)
-        message = payload.get("message")
-        if isinstance(message, str):
-            return ApiError(status, message)
-    text = text.strip()
-    if len(text) > _MAX_ERROR_TEXT:
-        text = text[:_MAX_ERROR_TEXT] + "..."
-    return ApiError(status, text or "(empty body)")
-
-
-def error_from_object(status: int | None, error: Mapping[str, Any]) -> ApiError:
-    """The error an ``{"message", "type", "code"}`` object describes."""
-    message, kind, code = error.get("message"), error.get("type"), error.get("code")
-    return ApiError(
-        status,
-        message if isinstance(message, str) else "(no message)",
-        kind if isinstance(kind, str) else "",
-        code if isinstance(code, str) else "",
-    )
-
-
-def api_error_to_exception(
-    endpoint: Endpoint, error: ApiError, retry_after: float | None = None
-) -> ModelError:
-    """The ModelError to raise for ``error``."""
-    where = f"HTTP {error.status}" if error.status is not None else "error event"
-    message = endpoint.redact(f"{endpoint.api} API error ({where}): {error.message}")
-    if endpoint.is_context_error(error):
-        return ContextTooLongError(message)
-    status = error.status
-    if status is None:
-        transient = error.type in ("server_error", "api_error", "overloaded_error")
-    else:
-        transient = status in _TRANSIENT_STATUSES or status >= 500
-    if transient:
-        return TransientModelError(message, retry_after=retry_after)
-    return ModelError(message)
-
-
-def _status_error(endpoint: Endpoint, response: httpx.Response) -> ModelError:
-    error = parse_api_error(response.status_code, response.content)
-    return api_error_to_exception(
-        endpoint, error, parse_retry_after(response.headers.get("retry-after"))
-    )
+    def timed_out(self) -> TransientModelError:
+        """The error for a call that ran past ``total_timeout``."""
+        return TransientModelError(
+            f"{self.api} call took longer than total_timeout ({self.total_timeout:g} s)"
+        )
 
 
 def _transport_error(endpoint: Endpoint, exc: httpx.HTTPError | httpx.InvalidURL) -> ModelError:
-    detail = endpoint.redact(str(exc) or type(exc).__name__)
+    detail = shown(str(exc) or type(exc).__name__, endpoint.secret)
     if isinstance(exc, httpx.TimeoutException):
         kind = type(exc).__name__.removesuffix("Timeout").lower() or "request"
         return TransientModelError(f"{endpoint.api} request timed out ({kind} timeout)")
     if isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError | httpx.ProxyError):
         return TransientModelError(f"{endpoint.api} connection failed: {detail}")
     return ModelError(f"{endpoint.api} request failed: {detail}")
-
-
-def decode_json(endpoint: Endpoint, body: bytes) -> Any:
-    """``body`` parsed as JSON, or a ModelError saying it is malformed."""
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise ModelError(f"{endpoint.api} API returned malformed JSON: {exc}") from None
 
 
 @asynccontextmanager
@@ -230,35 +123,119 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+@asynccontextmanager
+async def _open_stream(
+    endpoint: Endpoint, url: str, headers: Mapping[str, str], body: Mapping[str, Any]
+) -> AsyncIterator[httpx.Response]:
+    # The body is encoded here, not by httpx: encode_input cannot hit RecursionError on
+    # tool inputs nested as deep as a reply could carry them.
+    content = encode_input(body).encode()
+    request_headers = {**headers, "Content-Type": "application/json"}
+    async with _open_client(endpoint) as client, client.stream(
+        "POST", url, content=content, headers=request_headers, timeout=endpoint.timeout
+    ) as response:
+        yield response
+
+
+async def _read_body(response: httpx.Response, limit: int, *, truncate: bool) -> bytes:
+    # Counted after decompression (aiter_bytes decodes gzip and deflate), so a small
+    # compressed bomb is stopped once its output passes the limit.
+    parts: list[bytes] = []
+    size = 0
+    chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    try:
+        async for chunk in chunks:
+            if size + len(chunk) > limit:
+                if not truncate:
+                    raise body_too_large(limit)
+                parts.append(chunk[: limit - size])
+                break
+            size += len(chunk)
+            parts.append(chunk)
+    finally:
+        await _finish(response, chunks)
+    return b"".join(parts)
+
+
+async def _error_reply(endpoint: Endpoint, response: httpx.Response) -> ModelError:
+    limit = min(ERROR_BODY_BYTES, endpoint.max_response_bytes)
+    body = await _read_body(response, limit, truncate=True)
+    return endpoint.error(
+        parse_api_error(response.status_code, body),
+        parse_retry_after(response.headers.get("retry-after")),
+    )
+
+
 async def post_json(
     endpoint: Endpoint, url: str, headers: Mapping[str, str], body: Mapping[str, Any]
 ) -> Any:
     """POST ``body`` as JSON and return the parsed JSON reply. A checkpoint.
 
+    The whole call (connecting, sending, reading) ends within ``total_timeout``; the
+    decoded body may hold at most ``max_response_bytes``.
+
     Raises:
       TransientModelError: 408, 409, 429, 5xx, a timeout or a failed connection.
       ContextTooLongError: the endpoint's context check matched the error.
-      ModelError: any other failure, including a malformed reply.
+      ModelError: any other failure, including a malformed or too large reply.
     """
-    async with _open_client(endpoint) as client:
+    error: ModelError
+    content = b""
+    with trio.move_on_after(endpoint.total_timeout) as deadline:
         try:
-            response = await client.post(
-                url, json=body, headers=dict(headers), timeout=endpoint.timeout
-            )
+            async with _open_stream(endpoint, url, headers, body) as response:
+                if response.status_code >= 400:
+                    error = await _error_reply(endpoint, response)
+                else:
+                    content = endpoint.limits.check_body(
+                        await _read_body(response, endpoint.max_response_bytes, truncate=False)
+                    )
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise _transport_error(endpoint, exc) from None
-    if response.status_code >= 400:
-        raise _status_error(endpoint, response)
-    return decode_json(endpoint, response.content)
+            error = _transport_error(endpoint, exc)
+        except LimitExceeded as exc:
+            error = endpoint.exceeded(exc)
+        else:
+            if response.status_code < 400:
+                payload, problem = try_loads(content)
+                if problem is None:
+                    return payload
+                error = ModelError(f"{endpoint.api} API returned malformed JSON: {problem}")
+    if deadline.cancelled_caught:
+        raise endpoint.timed_out()
+    # Raised here, outside the handlers, so no httpx error is chained to it.
+    raise error
+
+
+async def complete_json(
+    endpoint: Endpoint,
+    url: str,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    parse: Callable[[object], ModelResponse],
+) -> ModelResponse:
+    """POST ``body`` and return the reply ``parse`` makes of the JSON answer. A
+    checkpoint. Raises as :func:`post_json`; a reply ``parse`` calls :class:`Malformed`,
+    or one past the endpoint's reply limits, is a ModelError naming the API."""
+    payload = await post_json(endpoint, url, headers, body)
+    error: ModelError
+    try:
+        return endpoint.limits.check(parse(payload))
+    except Malformed as exc:
+        error = malformed_response(endpoint, exc)
+    except LimitExceeded as exc:
+        error = endpoint.exceeded(exc)
+    raise error
 
 
 def malformed_response(endpoint: Endpoint, exc: Malformed) -> ModelError:
     """The error for a reply whose JSON lacks a field or has one of the wrong type."""
-    return ModelError(f"{endpoint.api} API returned a malformed response: {exc}")
+    detail = shown(str(exc), endpoint.secret)
+    return ModelError(f"{endpoint.api} API returned a malformed response: {detail}")
 
 
 #: Handles one event of a stream; returns True when it was the stream's last event.
-#: It may raise :class:`Malformed` (reported as a ModelError naming the API).
+#: It may raise :class:`Malformed` or :class:`LimitExceeded` (reported as a ModelError
+#: naming the API).
 EventHandler = Callable[[ServerSentEvent], Awaitable[bool]]
 
 
@@ -268,9 +245,14 @@ async def post_event_stream(
     headers: Mapping[str, str],
     body: Mapping[str, Any],
     on_event: EventHandler,
+    deadline: trio.CancelScope,
 ) -> bool:
     """POST ``body`` as JSON and feed each server-sent event of the reply to
-    ``on_event`` until it returns True. A checkpoint.
+    ``on_event`` until it returns True. A checkpoint. The caller runs it inside
+    ``deadline``, the call's ``total_timeout``.
+
+    The stream's decoded bytes are bounded by ``max_response_bytes``, each line and
+    event by the limits' ``max_event_chars``.
 
     Returns:
       True if ``on_event`` ended the stream, False if the server ended it first.
@@ -280,39 +262,51 @@ async def post_event_stream(
       ContextTooLongError, ModelError: as :func:`post_json`; and whatever ``on_event``
         raises.
     """
-    async with _open_client(endpoint) as client:
-        try:
-            async with client.stream(
-                "POST", url, json=body, headers=dict(headers), timeout=endpoint.timeout
-            ) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise _status_error(endpoint, response)
+    error: ModelError
+    try:
+        async with _open_stream(endpoint, url, headers, body) as response:
+            if response.status_code >= 400:
+                error = await _error_reply(endpoint, response)
+            else:
                 content_type = response.headers.get("content-type", "")
-                if not content_type.startswith("text/event-stream"):
-                    await response.aread()
-                    raise ModelError(
-                        f"{endpoint.api} API answered a streaming request with "
-                        f"{content_type or 'no content type'}, not an event stream"
-                    )
-                parser = SSEParser()
-                decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-                chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
-                try:
-                    async for chunk in chunks:
-                        for event in parser.feed(decoder.decode(chunk)):
-                            if await on_event(event):
-                                return True
-                finally:
-                    await _finish(response, chunks)
-                tail = parser.feed(decoder.decode(b"", final=True)) + parser.end()
-                for event in tail:
-                    if await on_event(event):
-                        return True
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise _transport_error(endpoint, exc) from None
-        except Malformed as exc:
-            raise ModelError(f"{endpoint.api} API returned a malformed stream: {exc}") from None
+                if content_type.startswith("text/event-stream"):
+                    return await _read_events(endpoint, response, on_event)
+                kind = shown(cut(content_type, 100), endpoint.secret) or "no content type"
+                error = ModelError(
+                    f"{endpoint.api} API answered a streaming request with {kind}, "
+                    "not an event stream"
+                )
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        error = _transport_error(endpoint, exc)
+    except LimitExceeded as exc:
+        error = endpoint.exceeded(exc)
+    except Malformed as exc:
+        detail = shown(str(exc), endpoint.secret)
+        error = ModelError(f"{endpoint.api} API returned a malformed stream: {detail}")
+    raise error
+
+
+async def _read_events(
+    endpoint: Endpoint, response: httpx.Response, on_event: EventHandler
+) -> bool:
+    parser = SSEParser(endpoint.limits.max_event_chars)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    limit = endpoint.max_response_bytes
+    size = 0
+    chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    try:
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > limit:
+                raise body_too_large(limit)
+            for event in parser.feed(decoder.decode(chunk)):
+                if await on_event(event):
+                    return True
+    finally:
+        await _finish(response, chunks)
+    for event in parser.feed(decoder.decode(b"", final=True)) + parser.end():
+        if await on_event(event):
+            return True
     return False
 
 
@@ -332,23 +326,6 @@ def stream_ended_early(endpoint: Endpoint) -> TransientModelError:
     return TransientModelError(f"{endpoint.api} stream ended before the reply was complete")
 
 
-async def complete_json(
-    endpoint: Endpoint,
-    url: str,
-    headers: Mapping[str, str],
-    body: Mapping[str, Any],
-    parse: Callable[[object], ModelResponse],
-) -> ModelResponse:
-    """POST ``body`` and return the reply ``parse`` makes of the JSON answer. A
-    checkpoint. Raises as :func:`post_json`; a reply ``parse`` calls :class:`Malformed`
-    is a ModelError naming the API."""
-    payload = await post_json(endpoint, url, headers, body)
-    try:
-        return parse(payload)
-    except Malformed as exc:
-        raise malformed_response(endpoint, exc) from None
-
-
 class StreamState(Protocol):
     """Accumulates the events of one streamed reply (sans-IO; an adapter's own class)."""
 
@@ -364,7 +341,7 @@ class StreamState(Protocol):
 
     def feed(self, data: Mapping[str, Any], /) -> str:
         """Take in one event's JSON data; return its text delta. May raise
-        :class:`Malformed`."""
+        :class:`Malformed` or :class:`LimitExceeded`."""
         ...
 
     def response(self) -> ModelResponse:
@@ -390,11 +367,12 @@ async def stream_reply(
     with each text delta as it arrives. A checkpoint.
 
     The stream ends at the end marker ``read_event`` reports, or once ``state`` says
-    it has stopped.
+    it has stopped. The call ends within ``total_timeout``, not counting the time
+    ``on_delta`` takes (a slow consumer is not the server's fault).
 
     Raises:
-      TransientModelError: as :func:`post_event_stream`, and when the stream ends
-        before ``state`` is finished.
+      TransientModelError: as :func:`post_event_stream`, when the stream ends before
+        ``state`` is finished, and past ``total_timeout``.
       ContextTooLongError, ModelError: as :func:`post_event_stream`; an error event as
         :func:`api_error_to_exception` maps it; a malformed reply.
     """
@@ -404,71 +382,28 @@ async def stream_reply(
         if data is None:
             return True
         if isinstance(data, ApiError):
-            raise api_error_to_exception(endpoint, data)
+            raise endpoint.error(data)
         delta = state.feed(data)
         if delta:
-            await on_delta(delta)
+            # The consumer's time does not count: the deadline is lifted meanwhile and
+            # put back with what was left of it.
+            left = deadline.deadline - trio.current_time()
+            deadline.deadline = math.inf
+            try:
+                await on_delta(delta)
+            finally:
+                deadline.deadline = trio.current_time() + left
         return state.stopped
 
-    ended = await post_event_stream(endpoint, url, headers, body, on_event)
+    with trio.move_on_after(endpoint.total_timeout) as deadline:
+        ended = await post_event_stream(endpoint, url, headers, body, on_event, deadline)
+    if deadline.cancelled_caught:
+        raise endpoint.timed_out()
     if not ended and not state.finished:
         raise stream_ended_early(endpoint)
+    error: ModelError
     try:
         return state.response()
     except Malformed as exc:
-        raise malformed_response(endpoint, exc) from None
-
-
-_MISSING: Any = object()
-
-
-def as_object(value: object, where: str) -> Mapping[str, Any]:
-    """``value`` if it is a JSON object, else :class:`Malformed` naming ``where``."""
-    if not isinstance(value, Mapping):
-        raise Malformed(f"{where} is {_json_type(value)}, not an object")
-    return value
-
-
-def field(obj: Mapping[str, Any], key: str, kind: type[T], where: str, default: T = _MISSING) -> T:
-    """``obj[key]`` checked to be a ``kind``; a missing or null field is ``default``
-    when one is given, else :class:`Malformed` naming ``where.key``."""
-    value = obj.get(key)
-    if value is None:
-        if default is _MISSING:
-            raise Malformed(f"{where}.{key} is missing")
-        return default
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise Malformed(f"{where}.{key} is {_json_type(value)}, not {_json_type_name(kind)}")
-    return value
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    return _json_type_name(type(value))
-
-
-def _json_type_name(kind: type) -> str:
-    names: dict[type, str] = {
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-        str: "a string",
-        list: "an array",
-        dict: "an object",
-    }
-    for base, name in names.items():
-        if issubclass(kind, base):
-            return name
-    if issubclass(kind, Mapping):
-        return "an object"
-    return kind.__name__
-
-
-def event_json(event: ServerSentEvent) -> Mapping[str, Any]:
-    """The JSON object an event's data holds, or :class:`Malformed`."""
-    try:
-        payload = json.loads(event.data)
-    except (ValueError, RecursionError) as exc:
-        raise Malformed(f"a {event.event!r} event's data is not valid JSON ({exc})") from None
-    return as_object(payload, f"a {event.event!r} event's data")
+        error = malformed_response(endpoint, exc)
+    raise error

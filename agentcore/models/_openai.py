@@ -3,7 +3,6 @@ llama.cpp server, ...)."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -12,26 +11,29 @@ import attrs
 
 from .._messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from .._models import DeltaSink
-from ._http import (
-    ApiError,
-    Endpoint,
-    Malformed,
-    as_object,
-    complete_json,
-    error_from_object,
-    event_json,
-    field,
-    httpx,
-    mask,
-    stream_reply,
+from ._apierror import ApiError, error_from_object
+from ._http import Endpoint, complete_json, httpx, stream_reply
+from ._keys import argument_key, env_key, mask
+from ._limits import (
+    DEFAULT_MAX_ARGUMENTS_CHARS,
+    DEFAULT_MAX_EVENT_CHARS,
+    DEFAULT_MAX_JSON_VALUES,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_MAX_TEXT_CHARS,
+    DEFAULT_MAX_TOOL_CALLS,
+    ReplyLimits,
+    Tally,
+    default_total_timeout,
+    positive,
 )
+from ._payload import Malformed, as_object, encode_input, event_json, field
 from ._sse import ServerSentEvent
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
 def _env_key() -> str:
-    return os.environ.get("OPENAI_API_KEY", "")
+    return env_key("OPENAI_API_KEY")
 
 
 def _env_base_url() -> str:
@@ -52,10 +54,25 @@ class OpenAIChatModel:
       model: The model name, e.g. ``gpt-4o-mini`` or ``llama3.1:8b``.
       api_key: The key; defaults to ``$OPENAI_API_KEY``. None of the servers that need
         no key (Ollama, llama.cpp) mind its absence: no ``Authorization`` is sent then.
-        Never shown in reprs or error messages.
+        Never shown in reprs or error messages. Surrounding whitespace is stripped; a
+        key holding a control character, a space or a non-ASCII character is refused
+        with a ConfigurationError naming where it came from.
       base_url: Defaults to ``$OPENAI_BASE_URL``, else ``https://api.openai.com/v1``.
       connect_timeout: Seconds to establish a connection.
       read_timeout: Seconds to wait for each chunk of the reply.
+      total_timeout: Seconds the whole call may take, trickling body included (default
+        ``10 * read_timeout``); past it, a TransientModelError. The time a streaming
+        caller's ``on_delta`` takes does not count.
+      max_response_bytes: The most bytes a reply's body may hold once decompressed (a
+        whole stream included); past it, a ModelError.
+      max_text_chars: The most characters of text in one reply.
+      max_arguments_chars: The most characters of tool calls (arguments, names and
+        ids, all calls together) in one reply.
+      max_tool_calls: The most tool calls in one reply.
+      max_event_chars: The longest line, and the most data of one event, in a streamed
+        reply.
+      max_json_values: The most JSON values in a non-streamed reply (its commas and
+        opening brackets, counted before parsing: parsed, 2 bytes of ``{}`` take 64).
       max_tokens: The reply's token limit, if any (sent as ``max_tokens``).
       temperature: The sampling temperature, if any.
       stream_usage: Ask for usage in streamed replies (``stream_options``).
@@ -64,10 +81,35 @@ class OpenAIChatModel:
     """
 
     model: str
-    api_key: str = attrs.field(kw_only=True, factory=_env_key, repr=mask)
+    api_key: str = attrs.field(
+        kw_only=True, factory=_env_key, converter=argument_key, repr=mask
+    )
     base_url: str = attrs.field(kw_only=True, factory=_env_base_url)
     connect_timeout: float = attrs.field(kw_only=True, default=10.0)
-    read_timeout: float = attrs.field(kw_only=True, default=120.0)
+    read_timeout: float = attrs.field(kw_only=True, default=120.0, validator=positive)
+    total_timeout: float = attrs.field(
+        kw_only=True,
+        default=attrs.Factory(default_total_timeout, takes_self=True),
+        validator=positive,
+    )
+    max_response_bytes: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_RESPONSE_BYTES, validator=positive
+    )
+    max_text_chars: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_TEXT_CHARS, validator=positive
+    )
+    max_arguments_chars: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_ARGUMENTS_CHARS, validator=positive
+    )
+    max_tool_calls: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_TOOL_CALLS, validator=positive
+    )
+    max_event_chars: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_EVENT_CHARS, validator=positive
+    )
+    max_json_values: int = attrs.field(
+        kw_only=True, default=DEFAULT_MAX_JSON_VALUES, validator=positive
+    )
     max_tokens: int | None = attrs.field(kw_only=True, default=None)
     temperature: float | None = attrs.field(kw_only=True, default=None)
     stream_usage: bool = attrs.field(kw_only=True, default=True)
@@ -80,8 +122,21 @@ class OpenAIChatModel:
             secret=self.api_key,
             connect_timeout=self.connect_timeout,
             read_timeout=self.read_timeout,
+            total_timeout=self.total_timeout,
+            max_response_bytes=self.max_response_bytes,
+            limits=self._limits,
             is_context_error=is_openai_context_error,
             client=self.client,
+        )
+
+    @property
+    def _limits(self) -> ReplyLimits:
+        return ReplyLimits(
+            self.max_text_chars,
+            self.max_arguments_chars,
+            self.max_tool_calls,
+            self.max_event_chars,
+            self.max_json_values,
         )
 
     @property
@@ -147,7 +202,7 @@ class OpenAIChatModel:
             self._headers(stream=True),
             self.request_body(request, stream=True),
             read_openai_event,
-            OpenAIStreamState(),
+            OpenAIStreamState(tally=Tally(self._limits)),
             on_delta,
         )
 
@@ -212,7 +267,7 @@ def _arguments(value: object, where: str) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, Mapping):  # some compatible servers send an object
-        return json.dumps(value)
+        return encode_input(value)
     raise Malformed(f"{where} is neither a string nor an object")
 
 
@@ -260,6 +315,7 @@ class OpenAIStreamState:
     text: list[str] = attrs.Factory(list)
     finish_reason: str | None = None
     usage: Usage = Usage()
+    tally: Tally = attrs.Factory(Tally)
     _calls: dict[int, list[str]] = attrs.Factory(dict)  # index -> [id, name, arguments...]
 
     @property
@@ -273,7 +329,8 @@ class OpenAIStreamState:
         return False
 
     def feed(self, chunk: Mapping[str, Any]) -> str:
-        """Take in one chunk; return its text delta ("" if none). Raises :class:`Malformed`."""
+        """Take in one chunk; return its text delta ("" if none). Raises :class:`Malformed`,
+        or :class:`LimitExceeded` once the reply passes its tally's limits."""
         if chunk.get("usage") is not None:
             self.usage = _usage(chunk)
         choices = field(chunk, "choices", list, "chunk", [])
@@ -288,15 +345,24 @@ class OpenAIStreamState:
             where = f"delta.tool_calls[{position}]"
             call = as_object(raw, where)
             index = field(call, "index", int, where, position)
-            parts = self._calls.setdefault(index, ["", ""])
+            parts = self._calls.get(index)
+            if parts is None:
+                self.tally.add_call()
+                parts = self._calls[index] = ["", ""]
             parts[0] = field(call, "id", str, where, parts[0])
             function = field(call, "function", dict, where, {})
-            parts[1] += field(function, "name", str, f"{where}.function", "")
+            name = field(function, "name", str, f"{where}.function", "")
             arguments = function.get("arguments")
+            added = ""
             if arguments is not None:
-                parts.append(_arguments(arguments, f"{where}.function.arguments"))
+                added = _arguments(arguments, f"{where}.function.arguments")
+            self.tally.add_arguments(len(parts[0]) + len(name) + len(added))
+            parts[1] += name
+            if arguments is not None:
+                parts.append(added)
         text = field(delta, "content", str, "delta", "")
         if text:
+            self.tally.add_text(len(text))
             self.text.append(text)
         return text
 

@@ -24,6 +24,8 @@ def resolve_model(spec: str, *, base_dir: str | Path | None = None) -> ChatModel
 
     Raises:
       ValueError: an unknown scheme, an empty name, or an invalid replay file.
+      ConfigurationError: the key in the environment cannot be sent (a control
+        character in it, say); the message names the variable, never the key.
       ImportError: ``openai:`` or ``anthropic:`` without httpx installed.
     """
     scheme, colon, rest = spec.partition(":")

@@ -10,7 +10,13 @@ event; an event without data is not dispatched. At the end of the stream
 
 from __future__ import annotations
 
+import re
+
 import attrs
+
+from ._limits import DEFAULT_MAX_EVENT_CHARS, event_too_large
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 @attrs.frozen(slots=True)
@@ -35,20 +41,33 @@ class SSEParser:
     """Turns decoded text chunks of an event stream into :class:`ServerSentEvent` values.
 
     Feed it text in chunks of any size with :meth:`feed`; the events it returns do not
-    depend on where the chunks were split.
+    depend on where the chunks were split. Work and memory are linear in the text fed:
+    a line still open is kept as a list of its pieces, joined once when it ends.
+
+    Args:
+      max_event_chars: The longest line, and the most data one event may gather, in
+        characters; past it :meth:`feed` raises :class:`LimitExceeded`.
     """
 
-    _buffer: str = ""
+    max_event_chars: int = DEFAULT_MAX_EVENT_CHARS
+    _pieces: list[str] = attrs.Factory(list)  # the open line, not yet ended
+    _open_chars: int = 0
     _pending_cr: bool = False
     _started: bool = False
     _data: list[str] = attrs.Factory(list)
+    _data_chars: int = 0
     _has_data: bool = False
     _event: str = ""
     _last_id: str = ""
     _retry: int | None = None
 
     def feed(self, text: str) -> list[ServerSentEvent]:
-        """Parse ``text`` and return the events it completed, in order. Never raises."""
+        """Parse ``text`` and return the events it completed, in order.
+
+        Raises:
+          LimitExceeded: a line or an event's data grew past ``max_event_chars``
+            (the parser is then unusable).
+        """
         if not self._started and text:
             self._started = True
             if text.startswith("\ufeff"):
@@ -59,28 +78,27 @@ class SSEParser:
             if text.startswith("\n"):
                 text = text[1:]
         events: list[ServerSentEvent] = []
-        buffer = self._buffer + text
         start = 0
-        length = len(buffer)
-        while True:
-            cr = buffer.find("\r", start)
-            lf = buffer.find("\n", start)
-            if cr == -1 and lf == -1:
-                break
-            end = lf if cr == -1 else cr if lf == -1 else min(cr, lf)
-            line = buffer[start:end]
-            if buffer[end] == "\r":
-                if end + 1 < length:
-                    start = end + 2 if buffer[end + 1] == "\n" else end + 1
-                else:
-                    self._pending_cr = True
-                    start = end + 1
-            else:
-                start = end + 1
+        for match in _LINE_END.finditer(text):
+            line = text[start:match.start()]
+            if self._pieces:
+                self._pieces.append(line)
+                line = "".join(self._pieces)
+                self._pieces.clear()
+                self._open_chars = 0
+            if len(line) > self.max_event_chars:
+                raise event_too_large(self.max_event_chars)
+            start = match.end()
+            if match.group() == "\r" and start == len(text):
+                self._pending_cr = True
             event = self._line(line)
             if event is not None:
                 events.append(event)
-        self._buffer = buffer[start:]
+        if start < len(text):
+            self._open_chars += len(text) - start
+            if self._open_chars > self.max_event_chars:
+                raise event_too_large(self.max_event_chars)
+            self._pieces.append(text[start:])
         return events
 
     def end(self) -> list[ServerSentEvent]:
@@ -90,7 +108,8 @@ class SSEParser:
         still dispatched; a last line cut off before its line ending is dropped, since
         the connection may have been lost in the middle of it.
         """
-        self._buffer = ""
+        self._pieces.clear()
+        self._open_chars = 0
         self._pending_cr = False
         event = self._dispatch()
         return [] if event is None else [event]
@@ -104,6 +123,9 @@ class SSEParser:
         if colon and value.startswith(" "):
             value = value[1:]
         if name == "data":
+            self._data_chars += len(value) + 1
+            if self._data_chars > self.max_event_chars:
+                raise event_too_large(self.max_event_chars)
             self._data.append(value)
             self._has_data = True
         elif name == "event":
@@ -125,13 +147,16 @@ class SSEParser:
                 retry=self._retry,
             )
         self._data.clear()
+        self._data_chars = 0
         self._has_data = False
         self._event = ""
         self._retry = None
         return event
 
 
-def parse_events(text: str) -> list[ServerSentEvent]:
-    """All the events of a complete event stream ``text``. Never raises."""
-    parser = SSEParser()
+def parse_events(
+    text: str, max_event_chars: int = DEFAULT_MAX_EVENT_CHARS
+) -> list[ServerSentEvent]:
+    """All the events of a complete event stream ``text``. Raises as :meth:`SSEParser.feed`."""
+    parser = SSEParser(max_event_chars)
     return parser.feed(text) + parser.end()

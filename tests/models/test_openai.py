@@ -449,8 +449,11 @@ def test_repr_hides_the_key() -> None:
     m = OpenAIChatModel("gpt-test", api_key=KEY, base_url="http://h/v1")
     assert repr(m) == (
         "OpenAIChatModel(model='gpt-test', api_key='***', base_url='http://h/v1', "
-        "connect_timeout=10.0, read_timeout=120.0, max_tokens=None, temperature=None, "
-        "stream_usage=True, client=None)"
+        "connect_timeout=10.0, read_timeout=120.0, "
+        "total_timeout=1200.0, max_response_bytes=33554432, max_text_chars=8388608, "
+        "max_arguments_chars=8388608, max_tool_calls=256, max_event_chars=1048576, "
+        "max_json_values=1048576, "
+        "max_tokens=None, temperature=None, stream_usage=True, client=None)"
     )
 
 

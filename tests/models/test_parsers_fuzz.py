@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentcore.models._anthropic import AnthropicStreamState, parse_anthropic_response
-from agentcore.models._http import Malformed, parse_api_error
+from agentcore.models._apierror import parse_api_error
 from agentcore.models._openai import OpenAIStreamState, parse_openai_response
+from agentcore.models._payload import Malformed
 
 KEYS = st.sampled_from(
     [

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentcore.models._http import ApiError, parse_api_error, parse_retry_after, redact
+from agentcore.models._apierror import ApiError, parse_api_error, parse_retry_after
+from agentcore.models._keys import redact
 from agentcore.models._sse import ServerSentEvent, SSEParser, parse_events
 
 
@@ -124,7 +125,8 @@ def test_retry_after(header: str | None, seconds: float | None) -> None:
         (b'{"error": {}}', ApiError(400, "(no message)")),
         (b"", ApiError(400, "(empty body)")),
         (b"  <html>bad gateway</html>\n", ApiError(400, "<html>bad gateway</html>")),
-        (b"x" * 600, ApiError(400, "x" * 500 + "...")),
+        # Whole: the cut comes later, after the key is masked.
+        (b"x" * 6000, ApiError(400, "x" * 6000)),
     ],
 )
 def test_parse_api_error(body: bytes, error: ApiError) -> None:
