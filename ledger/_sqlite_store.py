@@ -248,7 +248,8 @@ class RowItems(Sequence[Item]):
         if isinstance(index, slice):
             return [self[i] for i in range(len(self))[index]]
         row = self._conn.execute(f"{_SELECT} WHERE seq = ?", (self._seqs[index],)).fetchone()
-        return read_row(row)
+        # None: a seq that matches no row (NULL, in a table not made by a sink).
+        return "its row cannot be read back by its seq" if row is None else read_row(row)
 
 
 def select(

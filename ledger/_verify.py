@@ -231,8 +231,9 @@ def repair(path: str | os.PathLike[str]) -> VerifyReport:
       VerifyError: The file cannot be read or changed, or a sink has it open.
     """
     name = os.fspath(path)
-    if detect_format(name) == "sqlite":
-        return verify(name)
+    report = verify(name)
+    if report.problem != TORN:
+        return report
     try:
         fd = os.open(name, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
     except OSError as exc:
@@ -240,7 +241,7 @@ def repair(path: str | os.PathLike[str]) -> VerifyReport:
     try:
         if not try_lock(fd):
             raise VerifyError(f"cannot repair ledger {name}: a sink is writing to it")
-        report = verify(name)
+        report = verify(name)  # again, now that no sink can write
         if report.problem != TORN:
             return report
         if report.torn_complete:

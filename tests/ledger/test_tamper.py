@@ -30,6 +30,7 @@ from ledger import (
 from ledger.__main__ import main
 from ledger._encoding import entry_to_dict
 from ledger._jsonl_file import MAX_LINE_BYTES
+from ledger._sqlite_store import _COLUMNS
 
 from ._helpers import chain_of, records
 
@@ -391,3 +392,17 @@ def test_a_huge_integer_duration_is_shown(
     assert main(["tail", str(path)]) == 0
     assert capsys.readouterr().out.endswith(f"duration={10**400}s\n")
     assert os.path.getsize(path) > 400
+
+
+def test_a_hand_made_table_with_a_null_seq_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "audit.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"CREATE TABLE entries ({_COLUMNS})")  # no INTEGER PRIMARY KEY
+        conn.execute("INSERT INTO entries (seq) VALUES (NULL)")
+    conn.close()
+    assert found(path) == (
+        False,
+        1,
+        "malformed",
+        "entry 1 is malformed: its row cannot be read back by its seq",
+    )
