@@ -7,13 +7,26 @@ import signal
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
 
-from ledger import JsonlSink, Record, SinkError, SqliteSink, VerifyError, repair, verify
+from ledger import (
+    JsonlSink,
+    Record,
+    SinkClosedError,
+    SinkError,
+    SqliteSink,
+    VerifyError,
+    repair,
+    verify,
+)
 from ledger.__main__ import main
 
 from ._helpers import chain_of, jsonl_bytes
@@ -289,3 +302,42 @@ async def test_concurrent_opens_in_one_process_leave_one_writer(tmp_path: Path) 
     for sink in sinks:
         await sink.aclose()
     assert verify(path).entries == 1
+
+
+@given(st.sampled_from(["jsonl", "sqlite"]), st.data())
+def test_any_open_and_close_order_keeps_one_writer(fmt: str, data: st.DataObject) -> None:
+    """Model: a sink opens on its first record unless another open sink holds the
+    ledger; a closed sink stays closed; every record that returned is in the ledger."""
+
+    async def main() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"audit.{fmt}"
+            kind = JsonlSink if fmt == "jsonl" else SqliteSink
+            sinks = [kind(path) for _ in range(3)]
+            state = ["unopened"] * 3
+            recorded = 0
+            for _ in range(data.draw(st.integers(1, 12))):
+                i = data.draw(st.integers(0, 2))
+                if data.draw(st.booleans()):
+                    await sinks[i].aclose()
+                    state[i] = "closed"
+                    continue
+                holder = "open" in state and state.index("open") != i
+                if state[i] == "closed":
+                    with pytest.raises(SinkClosedError):
+                        await sinks[i].record(Record("prompt"))
+                elif state[i] == "unopened" and holder:
+                    with pytest.raises(SinkError) as info:
+                        await sinks[i].record(Record("prompt"))
+                    assert info.value.cause == LOCKED
+                else:
+                    entry = await sinks[i].record(Record("prompt"))
+                    state[i] = "open"
+                    recorded += 1
+                    assert entry.seq == recorded
+            for sink in sinks:
+                await sink.aclose()
+            report = verify(path) if recorded else None
+            assert report is None or (report.ok, report.entries) == (True, recorded)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
