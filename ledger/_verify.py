@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from typing import Literal
+from collections.abc import Sequence
+from typing import Literal, overload
 
 import attrs
 
-from ._check import HEAD_MISSING, TORN, ChainCheck, Problem, check_chain
+from ._check import HEAD_MISSING, TORN, ChainCheck, Item, Problem, check_chain
 from ._errors import VerifyError
 from ._files import try_lock
-from ._jsonl_file import MAX_LINE_BYTES, LineItems, split_lines
+from ._jsonl_file import MAX_LINE_BYTES, LineFile, read_item
 from ._sqlite_store import MAGIC, RowItems, connect_existing
 
 Format = Literal["jsonl", "sqlite"]
@@ -67,6 +68,27 @@ def detect_format(path: str) -> Format:
     return "sqlite" if start == MAGIC else "jsonl"
 
 
+class _Appended(Sequence[Item]):
+    """``items`` and then ``last``."""
+
+    def __init__(self, items: Sequence[Item], last: Item) -> None:
+        self._items = items
+        self._last = last
+
+    def __len__(self) -> int:
+        return len(self._items) + 1
+
+    @overload
+    def __getitem__(self, index: int) -> Item: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Item]: ...
+    def __getitem__(self, index: int | slice) -> Item | Sequence[Item]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        index = range(len(self))[index]
+        return self._last if index == len(self._items) else self._items[index]
+
+
 def _cut_short(tail: bytes) -> bool:
     """Whether ``tail`` can be what a crash left of a line being written.
 
@@ -85,17 +107,23 @@ def _cut_short(tail: bytes) -> bool:
     return False
 
 
-def _tail_problem(lines: list[bytes], tail: bytes) -> tuple[Problem, bool]:
+def _tail_problem(lines: Sequence[Item], tail: bytes, length: int) -> tuple[Problem, bool]:
     """The problem a last line without its newline is, and whether it is a whole
-    entry that continues the chain (``lines`` form a sound chain)."""
+    entry that continues the chain (``lines`` form a sound chain).
+
+    Args:
+      lines: The complete lines.
+      tail: The first :data:`MAX_LINE_BYTES` + 1 bytes after the last newline.
+      length: How many bytes follow the last newline.
+    """
     seq = len(lines) + 1
     if _cut_short(tail):
-        detail = f"entry {seq} is a torn last line ({len(tail)} bytes, no newline)"
+        detail = f"entry {seq} is a torn last line ({length} bytes, no newline)"
         return Problem(seq, TORN, detail), False
-    problem = check_chain(LineItems([*lines, tail])).problem
+    problem = check_chain(_Appended(lines, read_item(tail))).problem
     if problem is not None:
         return problem, False
-    detail = f"entry {seq} is whole but its line lacks the final newline ({len(tail)} bytes)"
+    detail = f"entry {seq} is whole but its line lacks the final newline ({length} bytes)"
     return Problem(seq, TORN, detail), True
 
 
@@ -144,12 +172,23 @@ def _report(
     )
 
 
-def _read_jsonl(path: str) -> tuple[list[bytes], bytes]:
+def _verify_jsonl(name: str, pinned: str | None) -> VerifyReport:
     try:
-        with open(path, "rb") as file:
-            return split_lines(file.read())
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
-        raise VerifyError(f"cannot read ledger {path}: {exc.strerror or exc}") from exc
+        raise VerifyError(f"cannot read ledger {name}: {exc.strerror or exc}") from exc
+    try:
+        lines = LineFile(fd)
+        check = check_chain(lines, pinned=pinned)
+        tail, length = lines.tail()
+        found = None
+        if length and check.problem is None:
+            found = _tail_problem(lines, tail, length)
+    except OSError as exc:
+        raise VerifyError(f"cannot read ledger {name}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    return _report(name, "jsonl", len(lines), check, pinned, found, length)
 
 
 def _pinned(head: str | None) -> str | None:
@@ -172,8 +211,9 @@ def verify(path: str | os.PathLike[str], *, head: str | None = None) -> VerifyRe
     chain onto the one before. Nothing in the file makes it raise anything
     but :class:`VerifyError`: bad content is reported.
 
-    Not a checkpoint: it reads the whole file synchronously; from trio, run it
-    with ``trio.to_thread.run_sync(verify, path)``.
+    Not a checkpoint: it reads the whole file synchronously (in bounded
+    memory: 8 bytes a line, and one line at a time); from trio, run it with
+    ``trio.to_thread.run_sync(verify, path)``.
 
     Args:
       path: The ledger file.
@@ -206,12 +246,7 @@ def verify(path: str | os.PathLike[str], *, head: str | None = None) -> VerifyRe
         except sqlite3.Error as exc:
             raise VerifyError(f"cannot read ledger {name}: {exc}") from exc
         return _report(name, "sqlite", count, check, pinned)
-    lines, torn = _read_jsonl(name)
-    check = check_chain(LineItems(lines), pinned=pinned)
-    tail = None
-    if torn and check.problem is None:
-        tail = _tail_problem(lines, torn)
-    return _report(name, "jsonl", len(lines), check, pinned, tail, len(torn))
+    return _verify_jsonl(name, pinned)
 
 
 def repair(path: str | os.PathLike[str]) -> VerifyReport:

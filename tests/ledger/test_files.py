@@ -18,12 +18,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger import (
+    Chain,
     JsonlSink,
     Record,
     SinkClosedError,
     SinkError,
     SqliteSink,
     VerifyError,
+    encode_entry,
     repair,
     verify,
 )
@@ -341,3 +343,34 @@ def test_any_open_and_close_order_keeps_one_writer(fmt: str, data: st.DataObject
             assert report is None or (report.ok, report.entries) == (True, recorded)
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+# -- bounded memory -------------------------------------------------------------------------
+
+
+def test_verify_and_tail_hold_one_line_at_a_time(tmp_path: Path) -> None:
+    # A child process reads a 60 MiB ledger; its peak memory stays below the file's size
+    # (it used to hold the file twice over: the bytes and their lines).
+    path = tmp_path / "audit.jsonl"
+    chain = Chain()
+    with path.open("wb") as file:
+        for n in range(30_000):
+            entry, _ = chain.link(Record("tool_result", call_id=str(n), result="r" * 1800), "T")
+            file.write(f"{encode_entry(entry)}\n".encode())
+    size = path.stat().st_size
+    assert size > 55 * 2**20
+    # VmHWM, the peak of this process's own memory (ru_maxrss also counts the parent's
+    # at the fork that started it).
+    code = (
+        "import sys, ledger\n"
+        "report = ledger.verify(sys.argv[1])\n"
+        "assert (report.ok, report.entries) == (True, 30_000), report\n"
+        "assert ledger.tail(sys.argv[1], 2)[-1].seq == 30_000\n"
+        "status = open('/proc/self/status').read().split('VmHWM:')[1].split()\n"
+        "assert status[1] == 'kB', status\n"
+        "print(int(status[0]) * 1024)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
+    )
+    assert int(done.stdout) < size
