@@ -32,7 +32,10 @@ def _head(text: str) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ledger", description="Check and read audit ledgers (JSONL or SQLite)."
+        prog="python -m ledger",
+        description="Check and read audit ledgers (JSONL or SQLite).",
+        epilog="exit codes: 0 sound (or done), 1 not sound or the pinned head is missing,"
+        " 2 the ledger cannot be read or repaired, or a wrong command line",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser(
