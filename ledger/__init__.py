@@ -1,13 +1,17 @@
 """ledger: a tamper-evident audit trail.
 
 Entries are redacted, numbered and chained by SHA-256 hashes, so that any
-change, insertion, deletion or reordering is found by :func:`verify`. The
-core (entries, encoding, chain, verification, redaction) is pure and does
-not import trio; the sinks record from trio tasks.
+change, insertion, deletion or reordering is found by :func:`verify`, and
+entries cut from the end or a rolled-back file by ``verify(path, head=...)``
+with a head recorded earlier. The core (entries, encoding, chain,
+verification, redaction) is pure and does not import trio; the sinks record
+from trio tasks, create their files 0600, and one sink at a time writes a
+ledger.
 """
 
 from ._chain import Chain as Chain
 from ._check import ChainCheck as ChainCheck
+from ._check import Flaw as Flaw
 from ._check import Problem as Problem
 from ._check import check_chain as check_chain
 from ._encoding import GENESIS as GENESIS

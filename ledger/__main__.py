@@ -1,4 +1,4 @@
-"""The ``python -m ledger`` command line: verify, repair, tail and query ledgers."""
+"""The ``python -m ledger`` command line: verify, pin, repair, tail and query ledgers."""
 
 from __future__ import annotations
 
@@ -17,19 +17,45 @@ from ._verify import repair, verify
 EXIT_OK = 0
 """The ledger is sound (or the command succeeded)."""
 EXIT_BAD = 1
-"""The ledger is not sound; the message names the first bad entry."""
+"""The ledger is not sound (or does not hold the pinned head); the message
+names the first bad entry."""
 EXIT_ERROR = 2
-"""The ledger could not be read, or the command line is wrong."""
+"""The ledger could not be read (or repaired), or the command line is wrong."""
+
+
+def _head(text: str) -> str:
+    value = text.strip().lower()
+    if len(value) != 64 or value.strip("0123456789abcdef"):
+        raise argparse.ArgumentTypeError("a head is 64 hexadecimal digits")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ledger", description="Check and read audit ledgers (JSONL or SQLite)."
+        prog="python -m ledger",
+        description="Check and read audit ledgers (JSONL or SQLite).",
+        epilog="exit codes: 0 sound (or done), 1 not sound or the pinned head is missing,"
+        " 2 the ledger cannot be read or repaired, or a wrong command line",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    check = commands.add_parser("verify", help="check the hash chain; exit 1 if it is broken")
+    check = commands.add_parser(
+        "verify", help="check the hash chain; exit 1 if it is broken; print its head"
+    )
     check.add_argument("file")
-    fix = commands.add_parser("repair", help="remove a torn last line (JSONL); nothing else")
+    check.add_argument(
+        "--head",
+        type=_head,
+        metavar="HASH",
+        help="a head printed earlier: exit 1 unless an entry has it (catches a cut or rollback)",
+    )
+    pin = commands.add_parser(
+        "head", help="print the head (last entry's hash) of a sound ledger, to pin it"
+    )
+    pin.add_argument("file")
+    fix = commands.add_parser(
+        "repair",
+        help="mend a torn last line (JSONL): a whole entry gets its newline, a cut one goes",
+    )
     fix.add_argument("file")
     show = commands.add_parser("tail", help="show the last entries")
     show.add_argument("file")
@@ -63,18 +89,32 @@ def _show(entries: Sequence[Entry], *, as_json: bool, full: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status (0 sound, 1 not sound, 2 error)."""
+    """Run the command line; return the exit status (0 sound, 1 not sound, 2 error).
+
+    Nothing in a ledger file makes it end other than with one of these
+    (argparse exits with 2 on a wrong command line).
+    """
     args = _parser().parse_args(argv)
     try:
         if args.command == "verify":
-            report = verify(args.file)
+            report = verify(args.file, head=args.head)
             print(report.message, file=sys.stdout if report.ok else sys.stderr)
             return EXIT_OK if report.ok else EXIT_BAD
+        if args.command == "head":
+            report = verify(args.file)
+            if not report.ok:
+                print(report.message, file=sys.stderr)
+                return EXIT_BAD
+            print(report.head)
+            return EXIT_OK
         if args.command == "repair":
             before = verify(args.file)
             report = repair(args.file)
             if before.ok:
                 print(f"{report.message}; nothing to repair")
+            elif report.ok and before.torn_complete:
+                seq = before.first_bad
+                print(f"added the missing final newline of entry {seq}; {report.message}")
             elif report.ok:
                 print(f"removed a torn last line of {before.torn_bytes} bytes; {report.message}")
             else:

@@ -16,10 +16,24 @@ DELETED: Final = "deleted"
 REORDERED: Final = "reordered"
 DUPLICATED: Final = "duplicated"
 MALFORMED: Final = "malformed"
+NOT_CANONICAL: Final = "not canonical"
 TORN: Final = "torn last line"
+HEAD_MISSING: Final = "pinned head missing"
 
-Item = Entry | str
-"""A stored entry, decoded, or the reason it could not be decoded."""
+
+@attrs.frozen
+class Flaw:
+    """A stored entry that decodes, but whose stored form a sink never writes."""
+
+    kind: str
+    """The problem it is (:data:`NOT_CANONICAL`)."""
+    detail: str
+    """What is wrong with it, e.g. ``"member 'result' appears twice"``."""
+
+
+Item = Entry | Flaw | str
+"""A stored entry, decoded; a :class:`Flaw` found in its stored form; or the
+reason it could not be decoded."""
 
 
 @attrs.frozen
@@ -30,7 +44,8 @@ class Problem:
     """The first bad sequence number (the position where the chain breaks)."""
     kind: str
     """``"edited"``, ``"inserted"``, ``"deleted"``, ``"reordered"``,
-    ``"duplicated"``, ``"malformed"`` or ``"torn last line"``."""
+    ``"duplicated"``, ``"malformed"``, ``"not canonical"``, ``"torn last
+    line"`` or ``"pinned head missing"``."""
     detail: str
     """What is wrong, in a sentence."""
 
@@ -45,6 +60,9 @@ class ChainCheck:
     """The hash of the last sound entry (:data:`GENESIS` if none)."""
     problem: Problem | None
     """The first problem, or ``None`` if every entry is sound."""
+    pinned_seq: int | None = None
+    """The sequence number of the sound entry whose hash is the ``pinned`` head
+    given to :func:`check_chain` (0 for :data:`GENESIS`), or ``None``."""
 
 
 def _sound(item: Item, seq: int, prev_hash: str) -> bool:
@@ -56,22 +74,30 @@ def _sound(item: Item, seq: int, prev_hash: str) -> bool:
     )
 
 
-def check_chain(items: Sequence[Item]) -> ChainCheck:
+def check_chain(items: Sequence[Item], *, pinned: str | None = None) -> ChainCheck:
     """Check that ``items`` form one chain from sequence number 1.
 
     Entry ``i`` (1-based) must have ``seq == i``, the hash of entry ``i - 1``
     (:data:`GENESIS` for the first) as ``prev_hash``, and the hash of its own
     canonical encoding as ``hash``. At the first entry that does not, the
     neighbourhood is examined to name what happened.
+
+    Args:
+      items: The stored entries, in storage order.
+      pinned: A head recorded earlier: the result says which sound entry has
+        this hash (``pinned_seq``).
     """
     prev_hash = GENESIS
+    found = 0 if pinned == GENESIS else None
     for index in range(len(items)):
         if not _sound(items[index], index + 1, prev_hash):
-            return ChainCheck(index, prev_hash, _diagnose(items, index, prev_hash))
+            return ChainCheck(index, prev_hash, _diagnose(items, index, prev_hash), found)
         item = items[index]
         assert isinstance(item, Entry)
         prev_hash = item.hash
-    return ChainCheck(len(items), prev_hash, None)
+        if prev_hash == pinned:
+            found = index + 1
+    return ChainCheck(len(items), prev_hash, None, found)
 
 
 def _diagnose(items: Sequence[Item], index: int, prev_hash: str) -> Problem:
@@ -109,6 +135,8 @@ def _diagnose(items: Sequence[Item], index: int, prev_hash: str) -> Problem:
         )
     if isinstance(item, str):
         return Problem(seq, MALFORMED, f"entry {seq} is malformed: {item}")
+    if isinstance(item, Flaw):
+        return Problem(seq, item.kind, f"entry {seq} is {item.kind}: {item.detail}")
     if entry_hash(item) != item.hash:
         return Problem(seq, EDITED, f"entry {seq} was edited: its hash does not match its content")
     if item.seq == seq:

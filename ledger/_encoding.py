@@ -214,6 +214,35 @@ def _fail(why: str) -> ValueError:
     return ValueError(why)
 
 
+class _NotFinite(Exception):
+    """``NaN``, ``Infinity`` or ``-Infinity`` in JSON text (Python's json accepts them)."""
+
+
+def _refuse_constant(name: str) -> object:
+    raise _NotFinite(name)
+
+
+def parse_json(text: str) -> object:
+    """Parse JSON text read from a ledger, refusing what no writer produces.
+
+    Raises:
+      ValueError: The text is not JSON, holds ``NaN`` or ``Infinity``, or is
+        nested deeper than the interpreter can parse; the message says which.
+    """
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except _NotFinite as exc:
+        raise _fail(f"it holds {exc.args[0]}, a number no ledger writer produces") from None
+    except RecursionError:
+        raise _fail("not valid JSON: nested too deeply") from None
+    except ValueError:
+        raise _fail("not valid JSON") from None
+
+
+def _finite(value: object) -> bool:
+    return type(value) is not float or math.isfinite(value)
+
+
 def entry_from_dict(obj: object) -> Entry:
     """Build an :class:`Entry` from parsed JSON, checking every field's type.
 
@@ -229,7 +258,7 @@ def entry_from_dict(obj: object) -> Entry:
         missing = sorted(_KEYS - keys)
         if missing:
             raise _fail(f"missing field {missing[0]!r}")
-        raise _fail(f"unknown field {sorted(keys - _KEYS)[0]!r}")
+        raise _fail(f"unknown field {_short(sorted(keys - _KEYS)[0])}")
     seq = obj["seq"]
     if type(seq) is not int:
         raise _fail("field 'seq' is not an integer")
@@ -246,11 +275,19 @@ def entry_from_dict(obj: object) -> Entry:
     duration = obj["duration"]
     if duration is not None and type(duration) not in (int, float):
         raise _fail("field 'duration' is not a number or null")
+    if not _finite(duration):
+        raise _fail(f"field 'duration' is {duration!r}, a number no ledger writer produces")
     data = obj["data"]
     if type(data) is not dict or not all(
         v is None or type(v) in (str, int, float, bool) for v in data.values()
     ):
         raise _fail("field 'data' is not an object of scalars")
+    for key, value in data.items():
+        if not _finite(value):
+            raise _fail(
+                f"field 'data' holds {value!r} (at {_short(key)}), a number no ledger writer"
+                " produces"
+            )
     return Entry(
         seq=seq,
         time=obj["time"],
@@ -272,15 +309,26 @@ def entry_from_dict(obj: object) -> Entry:
     )
 
 
+def _short(name: str) -> str:
+    """``name`` quoted for a message, cut to a few dozen characters (it is file content)."""
+    return repr(name if len(name) <= 40 else name[:40] + "...")
+
+
 def decode_line(line: bytes | str) -> Entry:
     """Parse one ledger line (with or without its newline) into an :class:`Entry`.
 
+    Does not check that the line is the entry's canonical encoding (see
+    :func:`ledger.verify`).
+
     Raises:
-      ValueError: The line is not JSON, or not an entry; the message says why.
+      ValueError: The line is not UTF-8, not JSON, or not an entry; the
+        message says why.
     """
-    try:
-        text = line.decode("utf-8", "surrogatepass") if isinstance(line, bytes) else line
-        obj = json.loads(text)
-    except (ValueError, RecursionError):
-        raise _fail("not valid JSON") from None
-    return entry_from_dict(obj)
+    if isinstance(line, bytes):
+        try:
+            text = line.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            raise _fail("not valid UTF-8") from None
+    else:
+        text = line
+    return entry_from_dict(parse_json(text))

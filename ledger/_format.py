@@ -19,6 +19,13 @@ def _value(value: object, width: int | None) -> str:
     return text
 
 
+def _seconds(value: float) -> str:
+    try:
+        return f"{float(value):.3f}s"
+    except OverflowError:  # an int too large for a float: a tampered file, shown as it is
+        return f"{value}s"
+
+
 def format_entry(entry: Entry, *, width: int | None = 200) -> str:
     """Return ``entry`` as one line: seq, time, kind, path, then the set fields.
 
@@ -38,7 +45,7 @@ def format_entry(entry: Entry, *, width: int | None = 200) -> str:
         if value is not None:
             fields.append(f"{name}={_value(value, width)}")
     if entry.duration is not None:
-        fields.append(f"duration={entry.duration:.3f}s")
+        fields.append(f"duration={_seconds(entry.duration)}")
     for key, value in entry.data.items():
         fields.append(f"{key}={_value(value, width)}")
     return "  ".join([head, " ".join(fields)]) if fields else head

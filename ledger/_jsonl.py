@@ -8,12 +8,14 @@ from collections.abc import Callable
 import attrs
 import trio
 
+from ._canonical import line_flaw
 from ._chain import Chain
 from ._clock import utc_now
 from ._encoding import decode_line, entry_hash, line_from_body
 from ._entry import Entry, Record
 from ._errors import SinkClosedError, SinkError
-from ._jsonl_file import scan_end
+from ._files import LOCKED, open_private, try_lock
+from ._jsonl_file import MAX_LINE_BYTES, scan_end
 from ._oserror import describe
 from ._redact import redact_record
 from ._sink import SinkStatistics, to_path
@@ -24,18 +26,22 @@ _fsync = os.fsync
 
 
 def _open_file(path: str) -> tuple[int, Chain, int]:
-    """Open (creating) a ledger file for appending and find where its chain ends.
+    """Open (creating, mode 0600) a ledger file for appending, take the writer's
+    lock on it and find where its chain ends.
 
     Runs in a worker thread.
 
     Raises:
-      SinkError: It cannot be opened, ends in a torn line, or its last entry is bad.
+      SinkError: It cannot be opened, another sink writes it, it ends in a
+        torn line, or its last entry is bad.
     """
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        fd = open_private(path, os.O_RDWR | os.O_APPEND)
     except OSError as exc:
         raise SinkError(path, describe(exc)) from exc
     try:
+        if not try_lock(fd):
+            raise SinkError(path, LOCKED)
         line, good_end, size = scan_end(fd)
         if good_end != size:
             raise SinkError(
@@ -46,7 +52,12 @@ def _open_file(path: str) -> tuple[int, Chain, int]:
         if line is None:
             return fd, Chain(), size
         try:
+            if len(line) > MAX_LINE_BYTES:
+                raise ValueError(f"a line of {len(line)} bytes")
             last = decode_line(line)
+            flaw = line_flaw(line, last)
+            if flaw is not None:
+                raise ValueError(f"not canonical: {flaw}")
         except ValueError as exc:
             raise SinkError(
                 path, f"its last entry is malformed ({exc}); run `python -m ledger verify {path}`"
@@ -70,10 +81,13 @@ def _open_file(path: str) -> tuple[int, Chain, int]:
 class JsonlSink:
     """A sink appending one chained entry a line to a JSON Lines file.
 
-    The file opens on the first record (no I/O here), is created if missing,
-    and an existing ledger's chain is continued. Each record is written with
-    one ``write`` before ``record()`` returns, so entries of concurrent tasks
-    never interleave and survive the process being killed. With
+    The file opens on the first record (no I/O here), is created if missing
+    (mode 0600), and an existing ledger's chain is continued. The sink holds
+    the file's writer lock from then until :meth:`aclose`: a second sink on
+    the same file, in this process or another, gets a :class:`SinkError`.
+    Each record is written with one ``write`` before ``record()`` returns, so
+    entries of concurrent tasks never interleave and survive the process
+    being killed. With
     ``fsync=True``, ``record()`` also waits until an ``fsync`` (in a worker
     thread, shared by concurrent records) has covered its entry.
 
@@ -117,7 +131,9 @@ class JsonlSink:
 
         Raises:
           SinkError: The file cannot be opened or written (disk full,
-            permission denied, ...); the entry was not recorded.
+            permission denied, another sink writes it, the entry's line
+            would be over :data:`MAX_LINE_BYTES`, ...); the entry was not
+            recorded.
           SinkClosedError: The sink was closed.
           ValueError: ``record.kind`` is empty.
         """
@@ -131,6 +147,13 @@ class JsonlSink:
             raise SinkError(self.path, self._broken)
         entry, body = self._chain.link(redact_record(record), self.clock())
         data = f"{line_from_body(body, entry.hash)}\n".encode("utf-8", "surrogatepass")
+        if len(data) > MAX_LINE_BYTES + 1:
+            self._chain.rewind(entry.seq - 1, entry.prev_hash)
+            raise SinkError(
+                self.path,
+                f"the entry's line would be {len(data) - 1} bytes, over the"
+                f" {MAX_LINE_BYTES}-byte limit of a ledger line",
+            )
         self._append(fd, data, entry)
         if self.fsync:
             await self._sync_through(fd, entry.seq)

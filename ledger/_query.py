@@ -2,31 +2,41 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from functools import partial
 
 from ._encoding import decode_line
 from ._entry import Entry
 from ._errors import VerifyError
-from ._jsonl_file import split_lines
+from ._jsonl_file import MAX_LINE_BYTES, LineFile
 from ._sqlite_store import connect_existing, select
 from ._verify import detect_format
 
 
-def _jsonl_entries(path: str, last: int | None = None) -> Iterator[Entry]:
+def _jsonl_entries(path: str, last: int | None = None) -> Generator[Entry, None, None]:
     try:
-        with open(path, "rb") as file:
-            lines, _torn = split_lines(file.read())
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         raise VerifyError(f"cannot read ledger {path}: {exc.strerror or exc}") from exc
-    start = 0 if last is None else max(0, len(lines) - last)
-    for number, line in enumerate(lines[start:], start + 1):
-        try:
-            yield decode_line(line)
-        except ValueError as exc:
-            raise VerifyError(f"cannot read ledger {path}: line {number}: {exc}") from None
+    try:
+        lines = LineFile(fd)
+        start = 0 if last is None else max(0, len(lines) - last)
+        for index in range(start, len(lines)):
+            line = lines.line(index)
+            try:
+                if isinstance(line, int):
+                    raise ValueError(f"{line} bytes, over the {MAX_LINE_BYTES}-byte limit")
+                entry = decode_line(line)
+            except ValueError as exc:
+                raise VerifyError(f"cannot read ledger {path}: line {index + 1}: {exc}") from None
+            yield entry
+    except OSError as exc:
+        raise VerifyError(f"cannot read ledger {path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
 
 
 def _read_sqlite(name: str, read: Callable[[sqlite3.Connection], list[Entry]]) -> list[Entry]:
@@ -89,17 +99,18 @@ def query(
     found: list[Entry] = []
     if limit is not None and limit <= 0:
         return found
-    for entry in _jsonl_entries(name):
-        if (
-            entry.path[: len(prefix)] == prefix
-            and (run_id is None or entry.run_id == run_id)
-            and (kind is None or entry.kind == kind)
-            and (since is None or entry.time >= since)
-            and (until is None or entry.time < until)
-        ):
-            found.append(entry)
-            if limit is not None and len(found) >= limit:
-                break
+    with contextlib.closing(_jsonl_entries(name)) as entries:
+        for entry in entries:
+            if (
+                entry.path[: len(prefix)] == prefix
+                and (run_id is None or entry.run_id == run_id)
+                and (kind is None or entry.kind == kind)
+                and (since is None or entry.time >= since)
+                and (until is None or entry.time < until)
+            ):
+                found.append(entry)
+                if limit is not None and len(found) >= limit:
+                    break
     return found
 
 

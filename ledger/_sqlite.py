@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from ._clock import utc_now
 from ._encoding import GENESIS, entry_hash
 from ._entry import Entry, Record
 from ._errors import SinkClosedError, SinkError
+from ._files import LOCKED, create_private, lock_path, open_private, try_lock
 from ._oserror import describe
 from ._query import query
 from ._redact import redact_record
@@ -41,7 +43,11 @@ class SqliteSink:
     """A sink storing entries in an SQLite database (stdlib ``sqlite3``, WAL).
 
     The database opens on the first record (no I/O here), is created if
-    missing, and an existing ledger's chain is continued. One writer thread,
+    missing (mode 0600, which SQLite gives its ``-wal`` and ``-shm`` files
+    too), and an existing ledger's chain is continued. The sink holds the
+    writer lock ``<path>-lock`` from then until :meth:`aclose`: a second
+    sink on the same database, in this process or another, gets a
+    :class:`SinkError`. One writer thread,
     owned by the sink and stopped by :meth:`aclose`, does every database
     operation; records that arrive while it commits are committed together
     in its next transaction (group commit). ``record()`` returns once its
@@ -221,6 +227,24 @@ class SqliteSink:
 
     def _run(self, report: Callable[[str | Entry | None], None]) -> None:
         try:
+            lock = open_private(lock_path(self.path), os.O_RDWR)
+        except OSError as exc:
+            report(describe(exc))
+            return
+        try:
+            self._run_locked(lock, report)
+        finally:
+            # Closed only after the database: the next writer may take it at once.
+            os.close(lock)
+        self._notify(self._stopped.set)
+
+    def _run_locked(self, lock: int, report: Callable[[str | Entry | None], None]) -> None:
+        try:
+            if not try_lock(lock):
+                report(LOCKED)
+                return
+            # Created here, 0600, so that SQLite gives its -wal and -shm files the same mode.
+            create_private(self.path)
             conn = connect(self.path, fsync=self.fsync, timeout=self.busy_timeout)
         except (sqlite3.Error, OSError) as exc:
             report(describe(exc))
@@ -246,7 +270,6 @@ class SqliteSink:
             self._serve(conn)
         finally:
             conn.close()
-            self._notify(self._stopped.set)
 
     def _serve(self, conn: sqlite3.Connection) -> None:
         while True:

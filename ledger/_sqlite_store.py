@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Final, overload
 
-from ._check import Item
-from ._encoding import entry_from_dict, sorted_json
+from ._canonical import json_flaw
+from ._check import NOT_CANONICAL, Flaw, Item
+from ._encoding import entry_from_dict, parse_json, sorted_json
 from ._entry import Entry
 
 MAGIC: Final = b"SQLite format 3\x00"
@@ -46,6 +46,7 @@ _COLUMNS: Final = (
 )
 INSERT: Final = f"INSERT INTO entries ({_COLUMNS}) VALUES ({', '.join('?' * 18)})"
 _SELECT: Final = f"SELECT {_COLUMNS} FROM entries"
+_NAMES: Final = tuple(_COLUMNS.split(", "))
 
 Row = tuple[
     int,
@@ -96,6 +97,15 @@ def connect(path: str, *, fsync: bool, timeout: float) -> sqlite3.Connection:
     return conn
 
 
+def _text(value: bytes) -> str | bytes:
+    # Text that is not UTF-8 stays bytes, so the row is reported as malformed
+    # where it is instead of failing the whole read.
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value
+
+
 def connect_existing(path: str) -> sqlite3.Connection:
     """Open an existing ledger database for reading.
 
@@ -103,6 +113,7 @@ def connect_existing(path: str) -> sqlite3.Connection:
       sqlite3.DatabaseError: It is not a ledger database.
     """
     conn = sqlite3.connect(path, isolation_level=None)
+    conn.text_factory = _text
     try:
         found = conn.execute(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'entries'"
@@ -146,13 +157,19 @@ def from_row(row: Sequence[object]) -> Entry:
     Raises:
       ValueError: The row does not hold an entry; the message says why.
     """
+    for name, value in zip(_NAMES, row, strict=True):
+        if isinstance(value, bytes):
+            raise ValueError(f"column {name!r} is not UTF-8 text")
     (seq, time, kind, run_id, path, key, agent_id, tool, call_id, arguments) = row[:10]
     (verdict, reason, result, error, duration, data, prev_hash, hash) = row[10:]
     try:
-        path_list = json.loads(path) if isinstance(path, str) else None
-        data_dict = json.loads(data) if isinstance(data, str) else None
-    except (ValueError, RecursionError):
-        raise ValueError("column 'path' or 'data' is not valid JSON") from None
+        path_list = parse_json(path) if isinstance(path, str) else None
+    except ValueError as exc:
+        raise ValueError(f"column 'path': {exc}") from None
+    try:
+        data_dict = parse_json(data) if isinstance(data, str) else None
+    except ValueError as exc:
+        raise ValueError(f"column 'data': {exc}") from None
     entry = entry_from_dict(
         {
             "seq": seq,
@@ -179,6 +196,28 @@ def from_row(row: Sequence[object]) -> Entry:
     return entry
 
 
+def row_flaw(row: Sequence[object], entry: Entry) -> str | None:
+    """Why ``row`` (which decodes to ``entry``) is not the row a sink stores for
+    ``entry``, or ``None`` if it is."""
+    for name, stored, wanted in zip(_NAMES, row, to_row(entry), strict=True):
+        if type(stored) is not type(wanted) or stored != wanted:
+            if isinstance(stored, str) and name in ("path", "data"):
+                return f"column {name!r}: {json_flaw(stored)}"
+            return f"column {name!r} is not what a sink stores for its content"
+    return None
+
+
+def read_row(row: Sequence[object]) -> Item:
+    """Decode one row for checking: the entry if the row is exactly what a sink
+    stores for it, else a :class:`Flaw` or the reason it is malformed."""
+    try:
+        entry = from_row(row)
+    except ValueError as exc:
+        return str(exc)
+    flaw = row_flaw(row, entry)
+    return entry if flaw is None else Flaw(NOT_CANONICAL, flaw)
+
+
 def last_entry(conn: sqlite3.Connection) -> Entry | None:
     """Return the entry with the highest sequence number, or ``None``.
 
@@ -190,7 +229,7 @@ def last_entry(conn: sqlite3.Connection) -> Entry | None:
 
 
 class RowItems(Sequence[Item]):
-    """The rows of a ledger database in ``seq`` order, decoded on access."""
+    """The rows of a ledger database in ``seq`` order, decoded and checked on access."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -209,10 +248,8 @@ class RowItems(Sequence[Item]):
         if isinstance(index, slice):
             return [self[i] for i in range(len(self))[index]]
         row = self._conn.execute(f"{_SELECT} WHERE seq = ?", (self._seqs[index],)).fetchone()
-        try:
-            return from_row(row)
-        except ValueError as exc:
-            return str(exc)
+        # None: a seq that matches no row (NULL, in a table not made by a sink).
+        return "its row cannot be read back by its seq" if row is None else read_row(row)
 
 
 def select(

@@ -56,9 +56,12 @@ def ledger_file(tmp_path: Path) -> Path:
     return path
 
 
+HEAD = ENTRIES[-1].hash
+
+
 def test_verify_sound(ledger_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", str(ledger_file)]) == 0
-    assert capsys.readouterr().out == f"{ledger_file}: 5 entries, chain sound\n"
+    assert capsys.readouterr().out == f"{ledger_file}: 5 entries, chain sound, head {HEAD}\n"
 
 
 def test_verify_tampered(ledger_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,11 +81,11 @@ def test_verify_torn_then_repair(ledger_file: Path, capsys: pytest.CaptureFixtur
     )
     assert main(["repair", str(ledger_file)]) == 0
     assert capsys.readouterr().out == (
-        f"removed a torn last line of 8 bytes; {ledger_file}: 5 entries, chain sound\n"
+        f"removed a torn last line of 8 bytes; {ledger_file}: 5 entries, chain sound, head {HEAD}\n"
     )
     assert main(["repair", str(ledger_file)]) == 0
     assert capsys.readouterr().out == (
-        f"{ledger_file}: 5 entries, chain sound; nothing to repair\n"
+        f"{ledger_file}: 5 entries, chain sound, head {HEAD}; nothing to repair\n"
     )
 
 
@@ -147,4 +150,7 @@ def test_module_entry_point(ledger_file: Path) -> None:
         text=True,
         check=False,
     )
-    assert (done.returncode, done.stdout) == (0, f"{ledger_file}: 5 entries, chain sound\n")
+    assert (done.returncode, done.stdout) == (
+        0,
+        f"{ledger_file}: 5 entries, chain sound, head {HEAD}\n",
+    )
