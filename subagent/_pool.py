@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -96,9 +97,14 @@ class Pool:
         self._reacquiring: deque[Task] = deque()
         self._room = trio.lowlevel.ParkingLot()
         self._live: dict[AgentPath, Task] = {}
-        # Roots of Task.cancel() calls: a later submit below one is cancelled too, so
-        # the outcome does not depend on whether the cancelled task has ended yet.
-        self._cancelled_paths: set[AgentPath] = set()
+        # Ended tasks that were cancelled, by path, for as long as their Task is
+        # referenced: a later submit below one is cancelled too, so the outcome does not
+        # depend on whether the cancelled task has ended yet (a live one is in _live,
+        # marked by its scope). Weak, so that no per-task state outlives a task its
+        # caller has dropped: the pool's memory stays flat however many tasks end.
+        self._ended_cancels: weakref.WeakValueDictionary[AgentPath, Task] = (
+            weakref.WeakValueDictionary()
+        )
         self._holding = 0
         self._running = 0
         self._finished = 0
@@ -247,14 +253,20 @@ class Pool:
         return task
 
     def _under_a_cancel(self, parent: Task | None, parent_path: AgentPath) -> bool:
-        # Below a task whose cancel was called, live or already ended: the outcome
-        # must not depend on whether the cancelled task has resolved yet.
+        # Below a task whose cancel was called, live or already ended (while its Task
+        # is referenced): the outcome must not depend on whether it has resolved yet.
         if parent is not None and parent._scope.cancel_called:
             return True
-        cancelled = self._cancelled_paths
-        return bool(cancelled) and any(
-            parent_path[:depth] in cancelled for depth in range(1, len(parent_path) + 1)
-        )
+        live = self._live
+        ended = self._ended_cancels
+        for depth in range(1, len(parent_path) + 1):
+            prefix = parent_path[:depth]
+            task = live.get(prefix)
+            if task is None:
+                task = ended.get(prefix)
+            if task is not None and task._scope.cancel_called:
+                return True
+        return False
 
     def _inside(self, parent: Task | None) -> bool:
         # Accepted work may still delegate after close(): the caller is a running
@@ -347,7 +359,16 @@ class Pool:
                 self._failed += 1
 
     def _forget(self, task: Task) -> None:
+        # The task resolves: the pool keeps nothing of it but, while its Task is
+        # referenced, the mark of a cancel (see _under_a_cancel).
         del self._live[task.path]
+        if task._scope.cancel_called:
+            self._ended_cancels[task.path] = task
+
+    def _mark_cancelled(self, task: Task) -> None:
+        # Task.cancel() reached a task that has resolved already.
+        if task.done:
+            self._ended_cancels[task.path] = task
 
     # -- lifecycle --------------------------------------------------------------------
 
