@@ -36,13 +36,17 @@ trio's mock clock with every event going to one stream, then check the log::
 Replace the workload's model by your own agent's pieces (a tool, a gate, a hook)
 and keep :func:`check_events`: it fails the test with a message naming the run
 and the event that broke an invariant.
+
+``workloads(background=True, critical=True)`` also draws background children and
+critical ones: then give the spec a :class:`subagent.SubagentResultsTool` too, and
+register the same spec again as ``"critical-worker"`` with ``critical=True``.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -94,7 +98,6 @@ def delegate_reply(agent: str, task: str, *, id: str | None = None) -> Message:
 # -- the invariant checker ------------------------------------------------------------
 
 _TERMINAL = frozenset({EventKind.task_finished, EventKind.task_cancelled})
-_UNORDERED = frozenset({EventKind.task_orphaned, EventKind.result_delivered})
 
 
 class EventLogError(AssertionError):
@@ -125,6 +128,21 @@ class _PathState:
     turn: int = 0
     open_calls: dict[str, str] = attrs.field(factory=dict)
     occupying: bool = False
+    # Calls of a slot-lending tool in progress, and whether the run lent its slot
+    # and has not been seen using it again since the last of them ended.
+    lending: int = 0
+    lent: bool = False
+    # Whether its result (a background task's) was delivered or reported orphaned.
+    settled: bool = False
+
+
+# The events of a run that only a run going on makes: it has its slot back by then.
+_GOING_ON = frozenset({
+    agentcore.EventKind.turn_start,
+    agentcore.EventKind.model_request,
+    agentcore.EventKind.model_delta,
+    agentcore.EventKind.model_response,
+})
 
 
 def check_events(
@@ -133,6 +151,7 @@ def check_events(
     max_concurrent: int | None = None,
     complete: bool = True,
     delegation_tool: str = "subagent",
+    results_tool: str = "subagent_results",
 ) -> EventLogReport:
     """Check the invariants of a pool's event log; not a checkpoint.
 
@@ -141,13 +160,19 @@ def check_events(
     terminal ``task_finished`` or ``task_cancelled`` exactly once and last; the
     run's events start with ``agent_start``, end with exactly one ``agent_end``,
     have non-decreasing turns, and each ``gate_decision`` and ``tool_end`` follows
-    its call's ``tool_start``. No event object appears twice.
+    its call's ``tool_start``. No event object appears twice. A background task's
+    result is settled at most once: a ``result_delivered`` (inside its parent's
+    run, after the task's terminal event) or a ``task_orphaned`` (after it).
 
     With ``max_concurrent``, the runs holding a slot are reconstructed from the
-    log (from ``task_started`` to ``agent_end``, or to the terminal event when the
-    run never started; a run inside a call of the delegation tool lends its slot)
-    and must never exceed it. This needs every event of the pool in one log, in
-    the order one stream delivered them (overflow ``"block"``).
+    log and must never exceed it. A run holds one from ``task_started`` to its
+    ``agent_end`` (or to the terminal event when the run never started), except
+    while it lends it: from the ``tool_start`` of a call of a slot-lending tool
+    (the delegation tool and the results tool) until the run is seen going on
+    after the last such call ended (its next ``turn_start`` or model event; a run
+    ended from outside during the call does not take its slot back). This needs
+    every event of the pool in one log, in the order one stream delivered them
+    (overflow ``"block"``).
 
     Args:
       events: The log, in delivery order.
@@ -155,6 +180,7 @@ def check_events(
       complete: Whether the log was taken after the pool closed: then every task
         has its terminal event and every ``agent_start`` its ``agent_end``.
       delegation_tool: The name of the delegation tool.
+      results_tool: The name of the tool that waits for background results.
 
     Returns:
       An :class:`EventLogReport`.
@@ -163,6 +189,7 @@ def check_events(
       EventLogError: an invariant is broken; the message names the path and event.
     """
     states: dict[tuple[str, ...], _PathState] = defaultdict(_PathState)
+    lending_tools = frozenset({delegation_tool, results_tool})
     seen: set[int] = set()
     occupying = peak = count = 0
 
@@ -178,7 +205,15 @@ def check_events(
         seen.add(id(event))
         state = states[event.path]
         kind = event.kind
-        if kind in _UNORDERED:
+        if kind is EventKind.task_orphaned:
+            _settle(state, fail)
+            continue
+        if kind is EventKind.result_delivered:
+            if not state.agent_start or state.agent_end:
+                raise fail("a result delivered outside its parent's run")
+            if event.child is None:
+                raise fail("result_delivered without its child's path")
+            _settle(states[event.child], fail)
             continue
         if state.ended:
             raise fail("an event after the task's terminal event")
@@ -216,22 +251,29 @@ def check_events(
             call = inner.call
             if kind is agentcore.EventKind.tool_start and call is not None:
                 state.open_calls[call.id] = call.name
-                if call.name == delegation_tool and state.occupying:
-                    state.occupying = False
-                    occupying -= 1
+                if call.name in lending_tools:
+                    state.lending += 1
+                    state.lent = True
+                    if state.occupying:
+                        state.occupying = False
+                        occupying -= 1
             elif kind in (agentcore.EventKind.gate_decision, agentcore.EventKind.tool_end):
                 if call is None or call.id not in state.open_calls:
                     raise fail(f"{kind} without its call's tool_start")
                 if kind is agentcore.EventKind.tool_end:
                     name = state.open_calls.pop(call.id)
-                    if name == delegation_tool and state.started and not state.occupying:
-                        state.occupying = True
-                        occupying += 1
+                    if name in lending_tools:
+                        state.lending -= 1
             elif kind is agentcore.EventKind.agent_end:
                 state.agent_end = True
+                state.lent = False
                 if state.occupying:
                     state.occupying = False
                     occupying -= 1
+            elif kind in _GOING_ON and state.lent and not state.lending and state.started:
+                state.lent = False
+                state.occupying = True
+                occupying += 1
         if max_concurrent is not None and occupying > max_concurrent:
             raise fail(
                 f"{occupying} runs hold a concurrency slot at once, "
@@ -249,6 +291,15 @@ def check_events(
     return EventLogReport(count, len(states), runs, peak)
 
 
+def _settle(state: _PathState, fail: Callable[[str], EventLogError]) -> None:
+    # A background task's result was delivered or reported orphaned.
+    if not state.ended:
+        raise fail("a background result before the task's terminal event")
+    if state.settled:
+        raise fail("a background result delivered or orphaned twice")
+    state.settled = True
+
+
 # -- workloads ------------------------------------------------------------------------
 
 
@@ -257,20 +308,27 @@ class Job:
     """One run of a :class:`Workload`.
 
     Its model calls each take ``delay`` virtual seconds. It delegates to its
-    ``children`` in order through the delegation tool (one model call each), then
-    answers ``done <id>``, or fails with a :class:`agentcore.ModelError` if ``fail``.
+    ``children`` in order through the delegation tool (one model call each: a
+    ``background`` child with ``"wait": false``), waits for its background children
+    with the results tool if it started any (one more model call), then answers
+    ``done <id>``, or fails with a :class:`agentcore.ModelError` if ``fail``.
 
     Attributes:
       id: Its number in the workload (its input is ``job <id>``).
       delay: Seconds (trio's clock) each of its model calls takes.
       fail: Whether its last model call raises instead of answering.
       children: The jobs it delegates to, in order.
+      background: Whether its parent starts it in the background.
+      critical: Whether its parent delegates it to the workload's ``critical_agent``
+        (register that spec with ``critical=True``) instead of its ``agent``.
     """
 
     id: int
     delay: float
     fail: bool = False
     children: tuple[Job, ...] = ()
+    background: bool = False
+    critical: bool = False
 
 
 @attrs.frozen
@@ -280,10 +338,12 @@ class Workload:
     Attributes:
       roots: The jobs submitted from outside the pool.
       agent: The spec name the delegations name.
+      critical_agent: The spec name the delegations of critical jobs name.
     """
 
     roots: tuple[Job, ...]
     agent: str = "worker"
+    critical_agent: str = "critical-worker"
 
     @property
     def jobs(self) -> dict[int, Job]:
@@ -308,7 +368,7 @@ class Workload:
 
 class WorkloadModel:
     """A ChatModel that plays a :class:`Workload`: it finds the job from the run's task
-    text (the last ``job <id>`` user message) and the step from the tool results so far.
+    text (the first ``job <id>`` user message) and the step from the tool results so far.
 
     Attributes:
       calls: Model calls made.
@@ -337,10 +397,20 @@ class WorkloadModel:
         finally:
             self.active -= 1
         done = sum(1 for m in request.messages if m.role == "tool")
+        call: ToolCall | None = None
         if done < len(job.children):
             child = job.children[done]
-            arguments = json.dumps({"agent": self.workload.agent, "task": f"job {child.id}"})
-            call = ToolCall(f"job{job.id}-{done}", "subagent", arguments)
+            workload = self.workload
+            arguments: dict[str, object] = {
+                "agent": workload.critical_agent if child.critical else workload.agent,
+                "task": f"job {child.id}",
+            }
+            if child.background:
+                arguments["wait"] = False
+            call = ToolCall(f"job{job.id}-{done}", "subagent", json.dumps(arguments))
+        elif done == len(job.children) and any(child.background for child in job.children):
+            call = ToolCall(f"job{job.id}-{done}", "subagent_results", "{}")
+        if call is not None:
             return ModelResponse(Message("assistant", tool_calls=(call,)), "tool_calls")
         if job.fail:
             raise ModelError(f"job {job.id} failed")
@@ -355,11 +425,15 @@ def workloads(
     max_jobs: int = 16,
     delays: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0),
     agent: str = "worker",
+    background: bool = False,
+    critical: bool = False,
 ) -> SearchStrategy[Workload]:
     """A hypothesis strategy for :class:`Workload`: up to ``max_roots`` root jobs,
     each delegating up to ``max_children`` deep to ``max_depth`` (the root is depth 1),
-    at most ``max_jobs`` jobs in all; some fail. Shrinks toward fewer, shallower,
-    faster jobs. Needs hypothesis.
+    at most ``max_jobs`` jobs in all; some fail. With ``background``, some children
+    are started in the background (their parents then need the results tool); with
+    ``critical``, some are critical. Shrinks toward fewer, shallower, faster jobs.
+    Needs hypothesis.
     """
     from hypothesis import strategies as st
 
@@ -373,13 +447,15 @@ def workloads(
             job_id = next(ids)
             delay = draw(st.sampled_from(delays))
             fail = draw(st.integers(0, 4)) == 0
+            in_background = depth > 1 and background and draw(st.booleans())
+            is_critical = depth > 1 and critical and draw(st.integers(0, 2)) == 0
             children: list[Job] = []
             if depth < max_depth:
                 for _ in range(draw(st.integers(0, max_children))):
                     if budget[0] == 0:
                         break
                     children.append(job(depth + 1))
-            return Job(job_id, delay, fail, tuple(children))
+            return Job(job_id, delay, fail, tuple(children), in_background, is_critical)
 
         roots: list[Job] = []
         for _ in range(draw(st.integers(0, max_roots))):
