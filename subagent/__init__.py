@@ -25,3 +25,4 @@ from ._task import Result as Result
 from ._task import Task as Task
 from ._task import TaskStatus as TaskStatus
 from ._tool import SubagentTool as SubagentTool
+from ._watchdog import LoopStall as LoopStall

@@ -26,6 +26,7 @@ from ._runner import run_task
 from ._spec import Defaults, Spec
 from ._stream import Stream
 from ._task import Task, TaskStatus
+from ._watchdog import LoopWatchdog
 
 
 @attrs.frozen
@@ -419,6 +420,7 @@ async def open_pool(
     events: Stream | None = None,
     max_children: int = 5,
     children_timeout: float = 30.0,
+    loop_watchdog: float | None = None,
 ) -> AsyncIterator[Pool]:
     """Open a :class:`Pool` whose tasks run in a nursery inside this block.
 
@@ -435,6 +437,14 @@ async def open_pool(
       events: Where events of tasks with no other destination go; the pool never closes it.
       max_children: Live subagents one run may have, unless its spec says otherwise.
       children_timeout: Seconds a run waits for a child slot before the delegation fails.
+      loop_watchdog: Seconds the trio thread may go without reaching a checkpoint
+        (an async tool that blocks the loop, e.g. ``time.sleep`` in ``async def``);
+        ``None`` (the default) watches nothing. When set, a daemon thread watches the
+        loop while the block runs: each stall is logged as a warning on the
+        ``subagent`` logger (the running tool and the trio thread's stack) as soon
+        as it is seen, and, once the loop runs again, sent to ``events`` as one
+        ``event_loop_blocked`` event (see :class:`subagent.LoopStall`). Wall-clock
+        seconds, whatever trio's clock; the thread stops when the block ends.
     """
     _at_least_one("max_concurrent", max_concurrent)
     _at_least_one("max_queued", max_queued)
@@ -442,7 +452,12 @@ async def open_pool(
     _at_least_one("max_children", max_children)
     if not (children_timeout > 0 and not math.isnan(children_timeout)):
         raise ValueError(f"open_pool children_timeout must be positive, not {children_timeout!r}")
+    if loop_watchdog is not None and not (0 < loop_watchdog < math.inf):
+        raise ValueError(
+            f"open_pool loop_watchdog must be a positive number of seconds, not {loop_watchdog!r}"
+        )
     body_error: BaseException | None = None
+    watchdog: LoopWatchdog | None = None
     try:
         async with trio.open_nursery() as nursery:
             pool = Pool(
@@ -455,6 +470,9 @@ async def open_pool(
                 max_children=max_children,
                 children_timeout=children_timeout,
             )
+            if loop_watchdog is not None:
+                watchdog = LoopWatchdog(loop_watchdog, pool)
+                watchdog.start(nursery)
             try:
                 yield pool
             except BaseException as exc:
@@ -471,4 +489,7 @@ async def open_pool(
             raise
     else:
         return
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
     raise body_error
