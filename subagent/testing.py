@@ -163,6 +163,7 @@ def check_events(
     its call's ``tool_start``. No event object appears twice. A background task's
     result is settled at most once: a ``result_delivered`` (inside its parent's
     run, after the task's terminal event) or a ``task_orphaned`` (after it).
+    ``event_loop_blocked`` events may come anywhere.
 
     With ``max_concurrent``, the runs holding a slot are reconstructed from the
     log and must never exceed it. A run holds one from ``task_started`` to its
@@ -205,6 +206,9 @@ def check_events(
         seen.add(id(event))
         state = states[event.path]
         kind = event.kind
+        if kind is EventKind.event_loop_blocked:
+            # Sent when the loop runs again, in no order with the run it names.
+            continue
         if kind is EventKind.task_orphaned:
             _settle(state, fail)
             continue

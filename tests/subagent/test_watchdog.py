@@ -19,7 +19,7 @@ import trio
 
 from agentcore import Liveness
 from subagent import Event, EventKind, LoopStall, Spec, Stream, open_pool
-from subagent.testing import ScriptedModel, tool_call_reply
+from subagent.testing import ScriptedModel, check_events, tool_call_reply
 
 from .helpers import CountingModel
 
@@ -60,6 +60,7 @@ async def test_a_tool_blocking_the_loop_is_reported_once_with_its_stack(
     events.close()
     assert _watchdog_threads() == []
     log: list[Event] = [event async for event in events]
+    assert check_events(log, max_concurrent=8).runs == 1
     blocked = [e for e in log if e.kind is EventKind.event_loop_blocked]
     in_tool = [e for e in blocked if e.stall is not None and e.stall.tool == "blocker"]
     assert len(in_tool) == 1, blocked
