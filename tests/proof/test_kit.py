@@ -221,6 +221,9 @@ async def test_a_run_waiting_in_the_results_tool_lends_its_slot(
         "result_delivered", "task_finished",
     ]
     assert check_events(log, max_concurrent=1).peak_concurrency == 1
+    # The checker of issue 15 modelled lending for the delegation tool alone.
+    with pytest.raises(EventLogError, match="2 runs hold a concurrency slot at once"):
+        check_events(log, max_concurrent=1, results_tool="not-lending")
 
 
 def _lending_log(tool: str) -> list[Event]:
