@@ -9,7 +9,6 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import attrs
 import trio
 
 from agentcore import AgentPath
@@ -24,40 +23,10 @@ from ._errors import (
 )
 from ._runner import run_task
 from ._spec import Defaults, Spec
+from ._statistics import PoolStatistics
 from ._stream import Stream
 from ._task import Task, TaskStatus
-from ._watchdog import LoopWatchdog
-
-
-@attrs.frozen
-class PoolStatistics:
-    """A snapshot of a :class:`Pool`. ``accepted == queued + running + finished + failed +
-    cancelled`` at every instant."""
-
-    running: int
-    """Tasks started and not ended (a parent waiting for its subagent counts)."""
-    queued: int
-    """Tasks accepted and not started."""
-    finished: int
-    """Tasks that ended ``stop``, ``max_turns`` or ``interrupted``."""
-    failed: int
-    """Tasks that ended ``error`` or timed out."""
-    cancelled: int
-    """Tasks aborted, or never started because of a cancel."""
-    accepted: int
-    """Tasks ever accepted (the last path number)."""
-    holding_slots: int
-    """Running tasks holding a concurrency slot (not waiting on a subagent)."""
-    waiting_submitters: int
-    """Submits blocked on a full queue."""
-    max_concurrent: int
-    """The bound on runs holding a slot."""
-    max_queued: int
-    """The bound on queued tasks."""
-    max_depth: int
-    """The longest AgentPath a task may have."""
-    closed: bool
-    """Whether the pool accepts no new task from outside."""
+from ._watchdog import LoopWatchdog, check_threshold
 
 
 def _at_least_one(name: str, value: int) -> None:
@@ -437,14 +406,11 @@ async def open_pool(
       events: Where events of tasks with no other destination go; the pool never closes it.
       max_children: Live subagents one run may have, unless its spec says otherwise.
       children_timeout: Seconds a run waits for a child slot before the delegation fails.
-      loop_watchdog: Seconds the trio thread may go without reaching a checkpoint
-        (an async tool that blocks the loop, e.g. ``time.sleep`` in ``async def``);
-        ``None`` (the default) watches nothing. When set, a daemon thread watches the
-        loop while the block runs: each stall is logged as a warning on the
-        ``subagent`` logger (the running tool and the trio thread's stack) as soon
-        as it is seen, and, once the loop runs again, sent to ``events`` as one
-        ``event_loop_blocked`` event (see :class:`subagent.LoopStall`). Wall-clock
-        seconds, whatever trio's clock; the thread stops when the block ends.
+      loop_watchdog: Wall-clock seconds the trio thread may go without reaching a
+        checkpoint (an async tool blocking the loop); ``None`` (default): unwatched.
+        A stall is logged on the ``subagent`` logger (running tool, stack) when seen,
+        and sent to ``events`` as one ``event_loop_blocked`` event once the loop runs
+        again (see :class:`subagent.LoopStall`). The thread stops with the block.
     """
     _at_least_one("max_concurrent", max_concurrent)
     _at_least_one("max_queued", max_queued)
@@ -452,10 +418,7 @@ async def open_pool(
     _at_least_one("max_children", max_children)
     if not (children_timeout > 0 and not math.isnan(children_timeout)):
         raise ValueError(f"open_pool children_timeout must be positive, not {children_timeout!r}")
-    if loop_watchdog is not None and not (0 < loop_watchdog < math.inf):
-        raise ValueError(
-            f"open_pool loop_watchdog must be a positive number of seconds, not {loop_watchdog!r}"
-        )
+    check_threshold(loop_watchdog)
     body_error: BaseException | None = None
     watchdog: LoopWatchdog | None = None
     try:

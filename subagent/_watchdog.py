@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import sys
 import threading
 import time
@@ -57,6 +58,14 @@ class LoopStall:
     call_id: str | None
     path: AgentPath
     stack: str
+
+
+def check_threshold(value: float | None) -> None:
+    """Refuse a ``loop_watchdog`` that is not None or a finite positive number."""
+    if value is not None and not (0 < value < math.inf):
+        raise ValueError(
+            f"open_pool loop_watchdog must be a positive number of seconds, not {value!r}"
+        )
 
 
 def _running_call(frame: FrameType | None) -> tuple[str | None, str | None, AgentPath]:
