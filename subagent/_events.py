@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 import attrs
 
 import agentcore
 from agentcore import AgentPath, RunSummary, Usage
+
+if TYPE_CHECKING:
+    from ._watchdog import LoopStall
 
 
 class EventKind(enum.StrEnum):
@@ -30,6 +34,10 @@ class EventKind(enum.StrEnum):
     result_delivered = "result_delivered"
     """A background task's result (or error) was delivered into its parent run as a
     message; ``path`` is the parent's, ``child`` the task's."""
+    event_loop_blocked = "event_loop_blocked"
+    """The trio thread reached no checkpoint for longer than the pool's
+    ``loop_watchdog``; ``stall`` says how long, in which tool call (``path`` and
+    ``call_id`` are the calling run's and the call's, if one was running) and where."""
 
 
 @attrs.frozen(slots=True)
@@ -50,6 +58,7 @@ class Event:
         ``None`` when it produced an error instead).
       tree_usage: The usage of the task and all its descendants that ended before it
         resolved (``task_finished``, ``task_cancelled``, ``task_orphaned``).
+      stall: What the loop watchdog saw (``event_loop_blocked``).
     """
 
     path: AgentPath
@@ -61,3 +70,4 @@ class Event:
     child: AgentPath | None = None
     output: str | None = None
     tree_usage: Usage | None = None
+    stall: LoopStall | None = None

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import attrs
 import trio
 
 import agentcore
@@ -24,39 +24,10 @@ from ._errors import (
 )
 from ._runner import run_task
 from ._spec import Defaults, Spec, delegated
+from ._statistics import PoolStatistics
 from ._stream import Stream
 from ._task import Task, TaskStatus
-
-
-@attrs.frozen
-class PoolStatistics:
-    """A snapshot of a :class:`Pool`. ``accepted == queued + running + finished + failed +
-    cancelled`` at every instant."""
-
-    running: int
-    """Tasks started and not ended (a parent waiting for its subagent counts)."""
-    queued: int
-    """Tasks accepted and not started."""
-    finished: int
-    """Tasks that ended ``stop``, ``max_turns`` or ``interrupted``."""
-    failed: int
-    """Tasks that ended ``error`` or timed out."""
-    cancelled: int
-    """Tasks aborted, or never started because of a cancel."""
-    accepted: int
-    """Tasks ever accepted (the last path number)."""
-    holding_slots: int
-    """Running tasks holding a concurrency slot (not waiting on a subagent)."""
-    waiting_submitters: int
-    """Submits blocked on a full queue."""
-    max_concurrent: int
-    """The bound on runs holding a slot."""
-    max_queued: int
-    """The bound on queued tasks."""
-    max_depth: int
-    """The longest AgentPath a task may have."""
-    closed: bool
-    """Whether the pool accepts no new task from outside."""
+from ._watchdog import LoopWatchdog, check_threshold
 
 
 def _at_least_one(name: str, value: int) -> None:
@@ -97,9 +68,14 @@ class Pool:
         self._reacquiring: deque[Task] = deque()
         self._room = trio.lowlevel.ParkingLot()
         self._live: dict[AgentPath, Task] = {}
-        # Roots of Task.cancel() calls: a later submit below one is cancelled too, so
-        # the outcome does not depend on whether the cancelled task has ended yet.
-        self._cancelled_paths: set[AgentPath] = set()
+        # Ended tasks that were cancelled, by path, for as long as their Task is
+        # referenced: a later submit below one is cancelled too, so the outcome does not
+        # depend on whether the cancelled task has ended yet (a live one is in _live,
+        # marked by its scope). Weak, so that no per-task state outlives a task its
+        # caller has dropped: the pool's memory stays flat however many tasks end.
+        self._ended_cancels: weakref.WeakValueDictionary[AgentPath, Task] = (
+            weakref.WeakValueDictionary()
+        )
         self._holding = 0
         self._running = 0
         self._finished = 0
@@ -250,14 +226,20 @@ class Pool:
         return task
 
     def _under_a_cancel(self, parent: Task | None, parent_path: AgentPath) -> bool:
-        # Below a task whose cancel was called, live or already ended: the outcome
-        # must not depend on whether the cancelled task has resolved yet.
+        # Below a task whose cancel was called, live or already ended (while its Task
+        # is referenced): the outcome must not depend on whether it has resolved yet.
         if parent is not None and parent._scope.cancel_called:
             return True
-        cancelled = self._cancelled_paths
-        return bool(cancelled) and any(
-            parent_path[:depth] in cancelled for depth in range(1, len(parent_path) + 1)
-        )
+        live = self._live
+        ended = self._ended_cancels
+        for depth in range(1, len(parent_path) + 1):
+            prefix = parent_path[:depth]
+            task = live.get(prefix)
+            if task is None:
+                task = ended.get(prefix)
+            if task is not None and task._scope.cancel_called:
+                return True
+        return False
 
     def _inside(self, parent: Task | None) -> bool:
         # Accepted work may still delegate after close(): the caller is a running
@@ -350,7 +332,16 @@ class Pool:
                 self._failed += 1
 
     def _forget(self, task: Task) -> None:
+        # The task resolves: the pool keeps nothing of it but, while its Task is
+        # referenced, the mark of a cancel (see _under_a_cancel).
         del self._live[task.path]
+        if task._scope.cancel_called:
+            self._ended_cancels[task.path] = task
+
+    def _mark_cancelled(self, task: Task) -> None:
+        # Task.cancel() reached a task that has resolved already.
+        if task.done:
+            self._ended_cancels[task.path] = task
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -401,6 +392,7 @@ async def open_pool(
     events: Stream | None = None,
     max_children: int = 5,
     children_timeout: float = 30.0,
+    loop_watchdog: float | None = None,
 ) -> AsyncIterator[Pool]:
     """Open a :class:`Pool` whose tasks run in a nursery inside this block.
 
@@ -417,6 +409,11 @@ async def open_pool(
       events: Where events of tasks with no other destination go; the pool never closes it.
       max_children: Live subagents one run may have, unless its spec says otherwise.
       children_timeout: Seconds a run waits for a child slot before the delegation fails.
+      loop_watchdog: Wall-clock seconds the trio thread may go without reaching a
+        checkpoint (an async tool blocking the loop); ``None`` (default): unwatched.
+        A stall is logged on the ``subagent`` logger (running tool, stack) when seen,
+        and sent to ``events`` as one ``event_loop_blocked`` event once the loop runs
+        again (see :class:`subagent.LoopStall`). The thread stops with the block.
     """
     _at_least_one("max_concurrent", max_concurrent)
     _at_least_one("max_queued", max_queued)
@@ -424,7 +421,9 @@ async def open_pool(
     _at_least_one("max_children", max_children)
     if not (children_timeout > 0 and not math.isnan(children_timeout)):
         raise ValueError(f"open_pool children_timeout must be positive, not {children_timeout!r}")
+    check_threshold(loop_watchdog)
     body_error: BaseException | None = None
+    watchdog: LoopWatchdog | None = None
     try:
         async with trio.open_nursery() as nursery:
             pool = Pool(
@@ -437,6 +436,9 @@ async def open_pool(
                 max_children=max_children,
                 children_timeout=children_timeout,
             )
+            if loop_watchdog is not None:
+                watchdog = LoopWatchdog(loop_watchdog, pool)
+                watchdog.start(nursery)
             try:
                 yield pool
             except BaseException as exc:
@@ -453,4 +455,7 @@ async def open_pool(
             raise
     else:
         return
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
     raise body_error

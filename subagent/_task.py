@@ -211,13 +211,17 @@ class Task:
 
         Siblings and ancestors are not affected. A queued task resolves as
         cancelled without running; a running one is aborted. The task resolves
-        only after every descendant it cancelled has ended. Idempotent.
+        only after every descendant it cancelled has ended. A task submitted
+        below its path later is cancelled too, whether or not this task has
+        ended, as long as this Task is referenced (the pool keeps no record of a
+        task that has ended and that nothing references). Idempotent.
         """
-        self.pool._cancelled_paths.add(self.path)
+        pool = self.pool
         stack = [self]
         while stack:
             task = stack.pop()
-            task.pool._cancel_one(task)
+            pool._cancel_one(task)
+            pool._mark_cancelled(task)
             stack.extend(task.children)
 
     def interrupt(self) -> None:

@@ -36,13 +36,16 @@ trio's mock clock with every event going to one stream, then check the log::
 Replace the workload's model by your own agent's pieces (a tool, a gate, a hook)
 and keep :func:`check_events`: it fails the test with a message naming the run
 and the event that broke an invariant.
+
+``workloads(background=True, critical=True)`` also draws background children and
+critical ones: then give the spec a :class:`subagent.SubagentResultsTool` too, and
+register the same spec again as ``"critical-worker"`` with ``critical=True``.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -58,8 +61,9 @@ from agentcore.testing import ScriptExhaustedError as ScriptExhaustedError
 from agentcore.testing import StreamingScriptedModel as StreamingScriptedModel
 from agentcore.testing import tool_call_reply as tool_call_reply
 
-from ._errors import format_path
-from ._events import Event, EventKind
+from ._checker import EventLogError as EventLogError
+from ._checker import EventLogReport as EventLogReport
+from ._checker import check_events as check_events
 from ._spec import Spec
 
 if TYPE_CHECKING:
@@ -91,164 +95,6 @@ def delegate_reply(agent: str, task: str, *, id: str | None = None) -> Message:
     return tool_call_reply("subagent", json.dumps({"agent": agent, "task": task}), id=id)
 
 
-# -- the invariant checker ------------------------------------------------------------
-
-_TERMINAL = frozenset({EventKind.task_finished, EventKind.task_cancelled})
-_UNORDERED = frozenset({EventKind.task_orphaned, EventKind.result_delivered})
-
-
-class EventLogError(AssertionError):
-    """An event log breaks one of the invariants :func:`check_events` checks."""
-
-
-@attrs.frozen
-class EventLogReport:
-    """What :func:`check_events` found in a log that passed."""
-
-    events: int
-    """Events checked."""
-    paths: int
-    """Distinct AgentPaths in the log (tasks seen)."""
-    runs: int
-    """Runs that delivered ``agent_start`` (each delivered exactly one ``agent_end``)."""
-    peak_concurrency: int
-    """The most runs holding a concurrency slot at once, as reconstructed from the log."""
-
-
-@attrs.define
-class _PathState:
-    queued: bool = False
-    started: bool = False
-    ended: bool = False
-    agent_start: bool = False
-    agent_end: bool = False
-    turn: int = 0
-    open_calls: dict[str, str] = attrs.field(factory=dict)
-    occupying: bool = False
-
-
-def check_events(
-    events: Iterable[Event],
-    *,
-    max_concurrent: int | None = None,
-    complete: bool = True,
-    delegation_tool: str = "subagent",
-) -> EventLogReport:
-    """Check the invariants of a pool's event log; not a checkpoint.
-
-    Per AgentPath, in log order: ``task_queued`` (at most once) comes first,
-    ``task_started`` (at most once) after it and before the run's events, a
-    terminal ``task_finished`` or ``task_cancelled`` exactly once and last; the
-    run's events start with ``agent_start``, end with exactly one ``agent_end``,
-    have non-decreasing turns, and each ``gate_decision`` and ``tool_end`` follows
-    its call's ``tool_start``. No event object appears twice.
-
-    With ``max_concurrent``, the runs holding a slot are reconstructed from the
-    log (from ``task_started`` to ``agent_end``, or to the terminal event when the
-    run never started; a run inside a call of the delegation tool lends its slot)
-    and must never exceed it. This needs every event of the pool in one log, in
-    the order one stream delivered them (overflow ``"block"``).
-
-    Args:
-      events: The log, in delivery order.
-      max_concurrent: The pool's bound, to check it; ``None`` skips the check.
-      complete: Whether the log was taken after the pool closed: then every task
-        has its terminal event and every ``agent_start`` its ``agent_end``.
-      delegation_tool: The name of the delegation tool.
-
-    Returns:
-      An :class:`EventLogReport`.
-
-    Raises:
-      EventLogError: an invariant is broken; the message names the path and event.
-    """
-    states: dict[tuple[str, ...], _PathState] = defaultdict(_PathState)
-    seen: set[int] = set()
-    occupying = peak = count = 0
-
-    for index, event in enumerate(events):
-        count += 1
-        where = f"event {index} ({event.kind}) of {format_path(event.path)}"
-
-        def fail(text: str, where: str = where) -> EventLogError:
-            return EventLogError(f"{where}: {text}")
-
-        if id(event) in seen:
-            raise fail("the same event object was delivered twice")
-        seen.add(id(event))
-        state = states[event.path]
-        kind = event.kind
-        if kind in _UNORDERED:
-            continue
-        if state.ended:
-            raise fail("an event after the task's terminal event")
-        if kind is EventKind.task_queued:
-            if state.queued or state.started or state.agent_start:
-                raise fail("task_queued is not the task's first event")
-            state.queued = True
-        elif kind is EventKind.task_started:
-            if state.started or state.agent_start:
-                raise fail("task_started twice, or after the run's events")
-            state.started = state.occupying = True
-            occupying += 1
-        elif kind in _TERMINAL:
-            if state.agent_start and not state.agent_end:
-                raise fail("the task ended with its run's agent_end missing")
-            state.ended = True
-            if state.occupying:
-                state.occupying = False
-                occupying -= 1
-        elif isinstance(kind, agentcore.EventKind):
-            inner = event.event
-            if inner is None:
-                raise fail("a run's event without its agentcore event")
-            if kind is agentcore.EventKind.agent_start:
-                if state.agent_start:
-                    raise fail("a second agent_start")
-                state.agent_start = True
-            elif not state.agent_start:
-                raise fail("a run's event before its agent_start")
-            elif state.agent_end:
-                raise fail("a run's event after its agent_end")
-            if inner.turn < state.turn:
-                raise fail(f"turn {inner.turn} after turn {state.turn}")
-            state.turn = inner.turn
-            call = inner.call
-            if kind is agentcore.EventKind.tool_start and call is not None:
-                state.open_calls[call.id] = call.name
-                if call.name == delegation_tool and state.occupying:
-                    state.occupying = False
-                    occupying -= 1
-            elif kind in (agentcore.EventKind.gate_decision, agentcore.EventKind.tool_end):
-                if call is None or call.id not in state.open_calls:
-                    raise fail(f"{kind} without its call's tool_start")
-                if kind is agentcore.EventKind.tool_end:
-                    name = state.open_calls.pop(call.id)
-                    if name == delegation_tool and state.started and not state.occupying:
-                        state.occupying = True
-                        occupying += 1
-            elif kind is agentcore.EventKind.agent_end:
-                state.agent_end = True
-                if state.occupying:
-                    state.occupying = False
-                    occupying -= 1
-        if max_concurrent is not None and occupying > max_concurrent:
-            raise fail(
-                f"{occupying} runs hold a concurrency slot at once, "
-                f"and max_concurrent is {max_concurrent}"
-            )
-        peak = max(peak, occupying)
-
-    if complete:
-        for path, state in states.items():
-            if state.agent_start and not state.agent_end:
-                raise EventLogError(f"{format_path(path)}: agent_start without agent_end")
-            if (state.queued or state.started) and not state.ended:
-                raise EventLogError(f"{format_path(path)}: no task_finished or task_cancelled")
-    runs = sum(1 for state in states.values() if state.agent_start)
-    return EventLogReport(count, len(states), runs, peak)
-
-
 # -- workloads ------------------------------------------------------------------------
 
 
@@ -257,20 +103,27 @@ class Job:
     """One run of a :class:`Workload`.
 
     Its model calls each take ``delay`` virtual seconds. It delegates to its
-    ``children`` in order through the delegation tool (one model call each), then
-    answers ``done <id>``, or fails with a :class:`agentcore.ModelError` if ``fail``.
+    ``children`` in order through the delegation tool (one model call each: a
+    ``background`` child with ``"wait": false``), waits for its background children
+    with the results tool if it started any (one more model call), then answers
+    ``done <id>``, or fails with a :class:`agentcore.ModelError` if ``fail``.
 
     Attributes:
       id: Its number in the workload (its input is ``job <id>``).
       delay: Seconds (trio's clock) each of its model calls takes.
       fail: Whether its last model call raises instead of answering.
       children: The jobs it delegates to, in order.
+      background: Whether its parent starts it in the background.
+      critical: Whether its parent delegates it to the workload's ``critical_agent``
+        (register that spec with ``critical=True``) instead of its ``agent``.
     """
 
     id: int
     delay: float
     fail: bool = False
     children: tuple[Job, ...] = ()
+    background: bool = False
+    critical: bool = False
 
 
 @attrs.frozen
@@ -280,10 +133,12 @@ class Workload:
     Attributes:
       roots: The jobs submitted from outside the pool.
       agent: The spec name the delegations name.
+      critical_agent: The spec name the delegations of critical jobs name.
     """
 
     roots: tuple[Job, ...]
     agent: str = "worker"
+    critical_agent: str = "critical-worker"
 
     @property
     def jobs(self) -> dict[int, Job]:
@@ -308,7 +163,7 @@ class Workload:
 
 class WorkloadModel:
     """A ChatModel that plays a :class:`Workload`: it finds the job from the run's task
-    text (the last ``job <id>`` user message) and the step from the tool results so far.
+    text (the first ``job <id>`` user message) and the step from the tool results so far.
 
     Attributes:
       calls: Model calls made.
@@ -337,10 +192,20 @@ class WorkloadModel:
         finally:
             self.active -= 1
         done = sum(1 for m in request.messages if m.role == "tool")
+        call: ToolCall | None = None
         if done < len(job.children):
             child = job.children[done]
-            arguments = json.dumps({"agent": self.workload.agent, "task": f"job {child.id}"})
-            call = ToolCall(f"job{job.id}-{done}", "subagent", arguments)
+            workload = self.workload
+            arguments: dict[str, object] = {
+                "agent": workload.critical_agent if child.critical else workload.agent,
+                "task": f"job {child.id}",
+            }
+            if child.background:
+                arguments["wait"] = False
+            call = ToolCall(f"job{job.id}-{done}", "subagent", json.dumps(arguments))
+        elif done == len(job.children) and any(child.background for child in job.children):
+            call = ToolCall(f"job{job.id}-{done}", "subagent_results", "{}")
+        if call is not None:
             return ModelResponse(Message("assistant", tool_calls=(call,)), "tool_calls")
         if job.fail:
             raise ModelError(f"job {job.id} failed")
@@ -355,11 +220,15 @@ def workloads(
     max_jobs: int = 16,
     delays: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0),
     agent: str = "worker",
+    background: bool = False,
+    critical: bool = False,
 ) -> SearchStrategy[Workload]:
     """A hypothesis strategy for :class:`Workload`: up to ``max_roots`` root jobs,
     each delegating up to ``max_children`` deep to ``max_depth`` (the root is depth 1),
-    at most ``max_jobs`` jobs in all; some fail. Shrinks toward fewer, shallower,
-    faster jobs. Needs hypothesis.
+    at most ``max_jobs`` jobs in all; some fail. With ``background``, some children
+    are started in the background (their parents then need the results tool); with
+    ``critical``, some are critical. Shrinks toward fewer, shallower, faster jobs.
+    Needs hypothesis.
     """
     from hypothesis import strategies as st
 
@@ -373,13 +242,15 @@ def workloads(
             job_id = next(ids)
             delay = draw(st.sampled_from(delays))
             fail = draw(st.integers(0, 4)) == 0
+            in_background = depth > 1 and background and draw(st.booleans())
+            is_critical = depth > 1 and critical and draw(st.integers(0, 2)) == 0
             children: list[Job] = []
             if depth < max_depth:
                 for _ in range(draw(st.integers(0, max_children))):
                     if budget[0] == 0:
                         break
                     children.append(job(depth + 1))
-            return Job(job_id, delay, fail, tuple(children))
+            return Job(job_id, delay, fail, tuple(children), in_background, is_critical)
 
         roots: list[Job] = []
         for _ in range(draw(st.integers(0, max_roots))):
