@@ -157,7 +157,7 @@ async def test_list_dir(root: Path) -> None:
             "bin.dat",
             "link_file",
             "link_in/",
-            "link_out/",
+            "link_out",  # a symlink to a directory outside: not marked as a directory
             "link_secret",
             "loop",
             "sub/",
@@ -210,7 +210,7 @@ async def test_grep_refusals(root: Path) -> None:
     await refused(
         root,
         "grep",
-        "Invalid pattern '(': missing ), unterminated subpattern at position 0",
+        "Invalid pattern '(': missing ): (",  # RE2's message
         pattern="(",
     )
     await refused(
