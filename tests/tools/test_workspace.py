@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -40,7 +41,7 @@ def root(tmp_path: Path) -> Path:
     return make_layout(tmp_path)
 
 
-def tools(root: Path, **limits: int) -> dict[str, Tool]:
+def tools(root: Path, **limits: Any) -> dict[str, Tool]:
     return {t.name: t for t in workspace_tools(root, **limits)}
 
 
