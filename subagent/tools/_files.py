@@ -20,6 +20,7 @@ from ._paths import (
     Symlink,
     WorkspaceError,
     lstat_at,
+    printable,
     read_fd,
     reason,
     show,
@@ -122,7 +123,7 @@ def list_dir(workspace: Workspace, args: Mapping[str, Any]) -> str:
 def _entry(workspace: Workspace, root_fd: int, rel: str, is_dir: bool) -> str:
     name = rel.rpartition("/")[2]
     if is_dir:
-        return name + "/"
+        return printable(name) + "/"
 
     def final(dir_fd: int, last: str | None, _rel: str) -> bool:
         if last is None:
@@ -136,7 +137,7 @@ def _entry(workspace: Workspace, root_fd: int, rel: str, is_dir: bool) -> str:
         inside_dir = walk(workspace.root, root_fd, rel, final)
     except WorkspaceError:
         inside_dir = False  # a file, or a symlink leading outside, looping or dangling
-    return name + "/" if inside_dir else name
+    return printable(name) + "/" if inside_dir else printable(name)
 
 
 def grep(workspace: Workspace, args: Mapping[str, Any]) -> str:
@@ -176,7 +177,7 @@ def write_file(workspace: Workspace, args: Mapping[str, Any]) -> str:
             if info.st_nlink > 1:
                 raise WorkspaceError(hard_links(path, info.st_nlink))
         _replace(dir_fd, name, data, None if info is None else stat.S_IMODE(info.st_mode))
-        return f"Wrote {len(data)} bytes to {rel}"
+        return f"Wrote {len(data)} bytes to {printable(rel)}"
 
     try:
         with workspace.opened() as root_fd:

@@ -31,6 +31,7 @@ from ._paths import (
     Symlink,
     WorkspaceError,
     lstat_at,
+    printable,
     read_fd,
     reason,
     show,
@@ -176,7 +177,7 @@ class _Search:
                 text = line.decode("utf-8", "replace")
                 if len(text) > MAX_GREP_LINE_CHARS:
                     text = text[:MAX_GREP_LINE_CHARS] + "..."
-                self.found.append(f"{rel}:{number}: {text}")
+                self.found.append(f"{printable(rel)}:{number}: {text}")
 
     def linked_file(self, rel: str) -> None:
         """Search the file a symlink at ``rel`` names, if it is a regular file inside

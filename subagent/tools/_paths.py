@@ -61,6 +61,12 @@ def show(path: str) -> str:
     return repr(path)
 
 
+def printable(name: str) -> str:
+    """``name`` as valid Unicode: a file name that is not UTF-8 comes from the OS with
+    surrogate escapes, which no UTF-8 encoder (JSON, a ledger) accepts."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def reason(exc: OSError) -> str:
     """A short text for ``exc`` from its errno alone: ``str(exc)`` holds host paths."""
     if exc.errno is None:

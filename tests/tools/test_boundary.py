@@ -243,3 +243,18 @@ def test_any_arguments_give_a_result_or_a_workspace_error(
     outside = layout.parent / "outside"
     assert [p.name for p in outside.iterdir()] == ["secret.txt"]
     assert (outside / "secret.txt").read_text() == "SECRET beta\n"
+
+
+async def test_names_that_are_not_utf8_are_shown_as_valid_unicode(tmp_path: Path) -> None:
+    (tmp_path / os.fsdecode(b"bad\xff.txt")).write_bytes(b"hit\n")
+    ts = tools(tmp_path)
+    assert await ts["list_dir"].execute("{}") == "bad\ufffd.txt"
+    assert await ts["grep"].execute('{"pattern": "hit"}') == "bad\ufffd.txt:1: hit"
+    (tmp_path / "link").symlink_to(os.fsdecode(b"bad\xff.txt"))
+    assert await ts["write_file"].execute('{"path": "link", "content": "x"}') == (
+        "Wrote 1 bytes to bad\ufffd.txt"
+    )
+    # A lone surrogate cannot name a file: the path is refused.
+    assert await refusal(tmp_path, "read_file", path="bad\udcff.txt") == (
+        "'bad\\udcff.txt' is not valid Unicode (a lone surrogate)"
+    )
