@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import itertools
 import os
 import secrets
 import stat
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 
 #: list_dir shows at most this many entries.
 MAX_LIST_ENTRIES = 1000
+#: list_dir reads at most this many entries of a directory (and shows the first
+#: MAX_LIST_ENTRIES of those, sorted).
+MAX_LIST_READ = 100_000
 
 
 def read_file(workspace: Workspace, args: Mapping[str, Any]) -> str:
@@ -103,7 +107,9 @@ def list_dir(workspace: Workspace, args: Mapping[str, Any]) -> str:
         prefix = "" if rel == "." else rel + "/"
         try:
             with os.scandir(fd) as it:
-                return [(prefix + e.name, e.is_dir(follow_symlinks=False)) for e in it]
+                # One more than the cap, to tell that the directory has more.
+                return [(prefix + e.name, e.is_dir(follow_symlinks=False))
+                        for e in itertools.islice(it, MAX_LIST_READ + 1)]
         except OSError as exc:
             raise WorkspaceError(f"{show(path)} cannot be listed: {reason(exc)}") from None
         finally:
@@ -115,7 +121,9 @@ def list_dir(workspace: Workspace, args: Mapping[str, Any]) -> str:
                  entries[:MAX_LIST_ENTRIES]]
     if not shown:
         return "(empty directory)"
-    if len(entries) > len(shown):
+    if len(entries) > MAX_LIST_READ:
+        shown.append(f"[... and more: listing stopped after reading {MAX_LIST_READ} entries]")
+    elif len(entries) > len(shown):
         shown.append(f"[... and {len(entries) - len(shown)} more entries]")
     return "\n".join(shown)
 

@@ -183,6 +183,8 @@ def _guarded(operation: Operation, workspace: Workspace, args: Mapping[str, Any]
         return operation(workspace, args)
     except OSError as exc:  # a last net: the operations wrap their own, by path
         raise WorkspaceError(f"The call failed: {reason(exc)}") from None
+    except UnicodeError:  # a last net too: paths and patterns are checked first
+        raise WorkspaceError("The call failed: a name is not valid Unicode") from None
 
 
 _JSON_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "integer": int}

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentcore import Tool, is_read_only
-from subagent.tools import Workspace, WorkspaceError, workspace_tools
+from subagent.tools import Workspace, WorkspaceError, _files, workspace_tools
 
 
 def make_layout(base: Path) -> Path:
@@ -180,6 +180,20 @@ async def test_list_dir_caps_its_entries(root: Path) -> None:
     lines = (await call(root, "list_dir", path="many")).split("\n")
     assert len(lines) == 1001
     assert (lines[0], lines[999], lines[1000]) == ("f0000", "f0999", "[... and 3 more entries]")
+
+
+async def test_list_dir_stops_reading_a_huge_directory(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_files, "MAX_LIST_READ", 4)
+    monkeypatch.setattr(_files, "MAX_LIST_ENTRIES", 2)
+    many = root / "many"
+    many.mkdir()
+    for i in range(6):
+        (many / f"f{i}").touch()
+    lines = (await call(root, "list_dir", path="many")).split("\n")
+    assert len(lines) == 3
+    assert lines[2] == "[... and more: listing stopped after reading 4 entries]"
 
 
 async def test_grep(root: Path) -> None:
