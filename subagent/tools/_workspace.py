@@ -1,22 +1,35 @@
 """Built-in tools confined to a workspace directory: read_file, list_dir, grep, write_file.
 
-Every path a model gives is taken relative to the workspace root, resolved (``..`` and
-symlinks followed) and refused unless the result lies inside the root: absolute
-paths, ``..`` that climbs out, and symlinks pointing outside are all refused. File
-I/O runs in a worker thread, off the trio thread. A check and the I/O that follows
-it are not atomic: a process that swaps a directory for a symlink in between can
-still redirect a call, so the workspace must not be shared with untrusted writers.
+Every path a model gives is taken relative to the workspace root and walked one
+component at a time by directory descriptor with ``O_NOFOLLOW`` (see ``_paths``):
+absolute paths, ``..`` that climbs out, and symlinks leading outside are refused,
+and a concurrent swap of a directory for a symlink cannot redirect a read or a
+write. Regular files with more than one hard link are refused (another link may be
+outside). ``write_file`` writes a temporary file in the target's directory and
+renames it over the target. Every error is a :class:`WorkspaceError` naming the
+path relative to the workspace, never the host's absolute path.
+
+The tools' file I/O runs in worker threads that are *abandoned* when the call is
+cancelled (``tool_timeout``, a task's ``timeout`` or ``idle_timeout``, a cancel):
+the call ends on time with an error result while the thread finishes in the
+background. What an abandoned thread may still do: a ``grep`` stops at its next
+file or within 256 lines (after the line it is matching: seconds at worst, for
+the most complex pattern allowed over a 1 MiB line); a ``read_file`` or ``list_dir`` finishes its
+(bounded) read and its result is dropped; a ``write_file`` may still land (the
+rename is atomic: the file holds either its old or its new content). The threads
+draw on their own limiter (:data:`MAX_WORKSPACE_THREADS` per trio run), so threads
+still running after their calls were abandoned never hold up other thread work of
+the process (an audit sink's, say).
 """
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
-import re
 import stat
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -24,33 +37,45 @@ import trio
 
 from agentcore import Tool
 
+from ._files import grep, list_dir, read_file, write_file
+from ._grep import HAVE_RE2, MAX_PATTERN_CHARS
+from ._paths import Symlink, WorkspaceError, lstat_at, reason, show, walk
+
 #: read_file returns at most this many bytes of a file.
 MAX_READ_BYTES = 256 * 1024
+#: write_file refuses content longer than this many bytes (UTF-8).
+MAX_WRITE_BYTES = 1024 * 1024
 #: grep stops after this many matching lines.
 MAX_GREP_MATCHES = 200
-#: grep skips files larger than this.
-MAX_GREP_FILE_BYTES = 1024 * 1024
-#: grep shortens longer matching lines to this many characters.
-MAX_GREP_LINE_CHARS = 300
-#: list_dir shows at most this many entries.
-MAX_LIST_ENTRIES = 1000
+#: At most this many workspace tool calls run their thread at once (per trio run);
+#: more wait for one to finish, within their own time limits.
+MAX_WORKSPACE_THREADS = 8
+
+_LIMITER: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("workspace_threads")
 
 
-class WorkspaceError(ValueError):
-    """A workspace tool refused a call; the message names the path (or argument) and
-    what is wrong with it."""
+def _limiter() -> trio.CapacityLimiter:
+    try:
+        return _LIMITER.get()
+    except LookupError:
+        limiter = trio.CapacityLimiter(MAX_WORKSPACE_THREADS)
+        _LIMITER.set(limiter)
+        return limiter
 
 
 @attrs.frozen
 class Workspace:
     """A directory that tools are confined to, and its limits.
 
-    Build it with :meth:`open`, which checks the root and resolves it.
+    Build it with :meth:`open`, which checks the root and resolves it. ``regex``
+    says whether grep patterns are RE2 regular expressions (True) or fixed strings.
     """
 
     root: Path
     max_read_bytes: int = MAX_READ_BYTES
     max_matches: int = MAX_GREP_MATCHES
+    max_write_bytes: int = MAX_WRITE_BYTES
+    regex: bool = HAVE_RE2
 
     @classmethod
     def open(
@@ -59,52 +84,64 @@ class Workspace:
         *,
         max_read_bytes: int = MAX_READ_BYTES,
         max_matches: int = MAX_GREP_MATCHES,
+        max_write_bytes: int = MAX_WRITE_BYTES,
+        regex: bool | None = None,
     ) -> Workspace:
         """The workspace rooted at ``root`` (resolved now, synchronously).
 
+        Args:
+          regex: Whether grep takes RE2 regular expressions; None (the default): if
+            ``google-re2`` is installed (the ``tools`` extra), else fixed strings.
+
         Raises:
-          WorkspaceError: ``root`` is not an existing directory.
+          WorkspaceError: ``root`` is not an existing directory, or ``regex`` is
+            True without ``google-re2``.
         """
         resolved = Path(root).resolve()
         if not resolved.is_dir():
             raise WorkspaceError(f"Workspace root {str(root)!r} is not a directory")
-        return cls(resolved, max_read_bytes, max_matches)
+        if regex and not HAVE_RE2:
+            raise WorkspaceError(
+                "grep with regular expressions needs google-re2: "
+                "pip install 'subagent[tools]'"
+            )
+        return cls(
+            resolved, max_read_bytes, max_matches, max_write_bytes,
+            HAVE_RE2 if regex is None else regex,
+        )
+
+    @contextmanager
+    def opened(self) -> Iterator[int]:
+        """A descriptor of the root directory, closed on exit. Does I/O: call it off
+        the trio thread."""
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise WorkspaceError(f"The workspace root cannot be opened: {reason(exc)}") from None
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     def resolve(self, path: str) -> Path:
-        """The absolute, symlink-free path that ``path`` (relative to the root) names.
-        Does file-system I/O: call it off the trio thread.
+        """The absolute, symlink-free path that ``path`` (relative to the root) names,
+        walked as the tools walk it; missing components are taken lexically. Does
+        I/O: call it off the trio thread. The tools do not use it: a path checked
+        now may be swapped later, so they open what they check.
 
         Raises:
-          WorkspaceError: ``path`` is empty, absolute, contains a NUL byte, cannot be
-            resolved, or resolves outside the workspace.
+          WorkspaceError: ``path`` is malformed, loops, or leads outside the workspace.
         """
-        if not path:
-            raise WorkspaceError("The path is empty; give a path relative to the workspace root")
-        if "\0" in path:
-            raise WorkspaceError(f"{path!r} contains a NUL byte")
-        if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute():
-            raise WorkspaceError(
-                f"{path!r} is an absolute path; give a path relative to the workspace root"
-            )
-        try:
-            resolved = (self.root / path).resolve()
-        except RuntimeError:  # Python 3.11 and 3.12 report a loop so, naming the full path
-            raise WorkspaceError(f"{path!r} cannot be resolved: a symlink loops") from None
-        except OSError as exc:  # a loop (3.13+), a name too long, ...
-            raise WorkspaceError(f"{path!r} cannot be resolved: {_reason(exc)}") from None
-        if not resolved.is_relative_to(self.root):
-            raise WorkspaceError(f"{path!r} is outside the workspace")
-        return resolved
 
-    def relative(self, resolved: Path) -> str:
-        """``resolved`` relative to the root, with ``/`` separators (``.`` for the root)."""
-        return resolved.relative_to(self.root).as_posix() or "."
+        def final(dir_fd: int, name: str | None, rel: str) -> Path:
+            if name is not None and dir_fd != -1:
+                info = lstat_at(dir_fd, name)
+                if info is not None and stat.S_ISLNK(info.st_mode):
+                    raise Symlink
+            return self.root if rel == "." else self.root / rel
 
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc)
+        with self.opened() as fd:
+            return walk(self.root, fd, path, final, lexical=True)
 
 
 #: A tool's work, run in a worker thread: the workspace and the checked arguments.
@@ -113,7 +150,9 @@ Operation = Callable[[Workspace, Mapping[str, Any]], str]
 
 @attrs.define(eq=False)  # not frozen: agentcore.Tool declares plain (settable) attributes
 class WorkspaceTool:
-    """An agentcore Tool whose work is a sync :data:`Operation` run off the trio thread.
+    """An agentcore Tool whose work is a sync :data:`Operation` run off the trio thread,
+    in a thread abandoned when the call is cancelled (see the module docstring for
+    what an abandoned thread may still do).
 
     ``execute`` parses and checks the JSON arguments against ``parameters`` (required
     names, types, no unknown names) and raises :class:`WorkspaceError` for bad ones.
@@ -127,13 +166,26 @@ class WorkspaceTool:
     operation: Operation = attrs.field(repr=False)
 
     async def execute(self, arguments: str) -> str:
-        """Run the tool on ``arguments`` (JSON text). A checkpoint.
+        """Run the tool on ``arguments`` (JSON text). A checkpoint; cancelling it
+        returns at once and abandons the thread.
 
         Raises:
           WorkspaceError: bad arguments, or a path or file the tool must refuse.
         """
         args = _check_arguments(self.parameters, arguments)
-        return await trio.to_thread.run_sync(self.operation, self.workspace, args)
+        return await trio.to_thread.run_sync(
+            _guarded, self.operation, self.workspace, args,
+            abandon_on_cancel=True, limiter=_limiter(),
+        )
+
+
+def _guarded(operation: Operation, workspace: Workspace, args: Mapping[str, Any]) -> str:
+    try:
+        return operation(workspace, args)
+    except OSError as exc:  # a last net: the operations wrap their own, by path
+        raise WorkspaceError(f"The call failed: {reason(exc)}") from None
+    except UnicodeError:  # a last net too: paths and patterns are checked first
+        raise WorkspaceError("The call failed: a name is not valid Unicode") from None
 
 
 _JSON_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "integer": int}
@@ -152,139 +204,13 @@ def _check_arguments(parameters: Mapping[str, Any], arguments: str) -> dict[str,
             raise WorkspaceError(f"Missing argument {name!r}")
     for name, value in args.items():
         if name not in properties:
-            raise WorkspaceError(f"Unknown argument {name!r} (expected {', '.join(properties)})")
+            raise WorkspaceError(
+                f"Unknown argument {show(name)} (expected {', '.join(properties)})"
+            )
         kind = properties[name]["type"]
         if not isinstance(value, _JSON_TYPES[kind]) or isinstance(value, bool):
             raise WorkspaceError(f"Argument {name!r} must be a {kind}")
     return args
-
-
-def _stat(workspace: Workspace, path: str) -> tuple[Path, os.stat_result]:
-    resolved = workspace.resolve(path)
-    try:
-        return resolved, resolved.stat()
-    except FileNotFoundError:
-        raise WorkspaceError(f"{path!r} does not exist") from None
-    except OSError as exc:
-        raise WorkspaceError(f"{path!r} cannot be read: {_reason(exc)}") from None
-
-
-def read_file(workspace: Workspace, args: Mapping[str, Any]) -> str:
-    """The text of a file (UTF-8, undecodable bytes replaced), truncated to
-    ``max_read_bytes`` with a note saying so."""
-    path: str = args["path"]
-    resolved, info = _stat(workspace, path)
-    if stat.S_ISDIR(info.st_mode):
-        raise WorkspaceError(f"{path!r} is a directory, not a file")
-    if not stat.S_ISREG(info.st_mode):
-        raise WorkspaceError(f"{path!r} is not a regular file")
-    limit = workspace.max_read_bytes
-    try:
-        with resolved.open("rb") as f:
-            data = f.read(limit + 1)
-    except OSError as exc:
-        raise WorkspaceError(f"{path!r} cannot be read: {_reason(exc)}") from None
-    if len(data) <= limit:
-        return data.decode("utf-8", errors="replace")
-    # final=False leaves out a character cut in half at the limit.
-    text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data[:limit])
-    return f"{text}\n[truncated: showing the first {limit} bytes of {info.st_size}]"
-
-
-def list_dir(workspace: Workspace, args: Mapping[str, Any]) -> str:
-    """The entries of a directory, sorted, one a line, directories ending in ``/``."""
-    path: str = args.get("path", ".")
-    resolved, info = _stat(workspace, path)
-    if not stat.S_ISDIR(info.st_mode):
-        raise WorkspaceError(f"{path!r} is not a directory")
-    try:
-        entries = sorted(
-            entry.name + ("/" if _is_dir(entry) else "") for entry in os.scandir(resolved)
-        )
-    except OSError as exc:
-        raise WorkspaceError(f"{path!r} cannot be listed: {_reason(exc)}") from None
-    if not entries:
-        return "(empty directory)"
-    shown = entries[:MAX_LIST_ENTRIES]
-    if len(entries) > len(shown):
-        shown.append(f"[... and {len(entries) - len(shown)} more entries]")
-    return "\n".join(shown)
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:  # a symlink loop
-        return False
-
-
-def _files(workspace: Workspace, top: Path) -> Iterator[Path]:
-    """The regular files under ``top`` inside the workspace, in sorted order, skipping
-    ``.git`` and not following symlinked directories."""
-    for dirpath, dirnames, filenames in os.walk(top):
-        dirnames[:] = sorted(d for d in dirnames if d != ".git")
-        for name in sorted(filenames):
-            path = Path(dirpath, name)
-            try:
-                target = path.resolve()
-            except (OSError, RuntimeError):  # a symlink loop
-                continue
-            if not target.is_relative_to(workspace.root) or not target.is_file():
-                continue
-            yield path
-
-
-def _matches(path: Path, pattern: re.Pattern[str]) -> Iterator[tuple[int, str]]:
-    try:
-        if path.stat().st_size > MAX_GREP_FILE_BYTES:
-            return
-        data = path.read_bytes()
-    except OSError:
-        return
-    if b"\0" in data[:8192]:
-        return  # binary
-    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-        if pattern.search(line):
-            if len(line) > MAX_GREP_LINE_CHARS:
-                line = line[:MAX_GREP_LINE_CHARS] + "..."
-            yield number, line
-
-
-def grep(workspace: Workspace, args: Mapping[str, Any]) -> str:
-    """The lines matching a regular expression in a file or under a directory, as
-    ``path:line: text``, at most ``max_matches`` of them."""
-    path: str = args.get("path", ".")
-    try:
-        pattern = re.compile(args["pattern"])
-    except re.error as exc:
-        raise WorkspaceError(f"Invalid pattern {args['pattern']!r}: {exc}") from None
-    resolved, info = _stat(workspace, path)
-    files = [resolved] if stat.S_ISREG(info.st_mode) else _files(workspace, resolved)
-    found: list[str] = []
-    for file in files:
-        for number, line in _matches(file, pattern):
-            if len(found) == workspace.max_matches:
-                found.append(f"[stopped after {workspace.max_matches} matches]")
-                return "\n".join(found)
-            found.append(f"{workspace.relative(file)}:{number}: {line}")
-    return "\n".join(found) if found else "no matches"
-
-
-def write_file(workspace: Workspace, args: Mapping[str, Any]) -> str:
-    """Write text to a file (UTF-8), creating it and its parent directories if needed
-    and replacing it if it exists."""
-    path: str = args["path"]
-    content: str = args["content"]
-    resolved = workspace.resolve(path)
-    if resolved.is_dir():
-        raise WorkspaceError(f"{path!r} is a directory; cannot write a file there")
-    data = content.encode("utf-8", errors="replace")
-    try:
-        resolved.parent.mkdir(parents=True, exist_ok=True)
-        resolved.write_bytes(data)
-    except OSError as exc:
-        raise WorkspaceError(f"{path!r} cannot be written: {_reason(exc)}") from None
-    return f"Wrote {len(data)} bytes to {workspace.relative(resolved)}"
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -304,16 +230,38 @@ def workspace_tools(
     *,
     max_read_bytes: int = MAX_READ_BYTES,
     max_matches: int = MAX_GREP_MATCHES,
+    max_write_bytes: int = MAX_WRITE_BYTES,
+    regex: bool | None = None,
 ) -> tuple[Tool, ...]:
     """The workspace tools confined to ``root``: ``read_file``, ``list_dir`` and
     ``grep`` (read-only) and ``write_file`` (mutating), in that order.
 
     Not a checkpoint; checks ``root`` synchronously.
 
+    Args:
+      regex: Whether grep takes RE2 regular expressions (needs ``google-re2``, the
+        ``tools`` extra) or fixed strings; None (the default): RE2 if installed.
+
     Raises:
-      WorkspaceError: ``root`` is not an existing directory.
+      WorkspaceError: ``root`` is not an existing directory, or ``regex`` is True
+        without ``google-re2``.
     """
-    ws = Workspace.open(root, max_read_bytes=max_read_bytes, max_matches=max_matches)
+    ws = Workspace.open(
+        root, max_read_bytes=max_read_bytes, max_matches=max_matches,
+        max_write_bytes=max_write_bytes, regex=regex,
+    )
+    if ws.regex:
+        grep_text = (
+            "Search the files of the workspace for lines matching an RE2 regular "
+            "expression (no backreferences or lookaround)"
+        )
+        pattern = f"An RE2 regular expression (at most {MAX_PATTERN_CHARS} characters)."
+    else:
+        grep_text = (
+            "Search the files of the workspace for lines containing a fixed string "
+            "(not a regular expression: every character matches itself)"
+        )
+        pattern = f"A fixed string (at most {MAX_PATTERN_CHARS} characters)."
     return (
         WorkspaceTool(
             "read_file",
@@ -334,11 +282,10 @@ def workspace_tools(
         ),
         WorkspaceTool(
             "grep",
-            "Search the files of the workspace for lines matching a Python regular "
-            f"expression; prints 'path:line: text', at most {max_matches} matches.",
+            f"{grep_text}; prints 'path:line: text', at most {max_matches} matches.",
             _schema(
                 {
-                    "pattern": {"type": "string", "description": "A Python regular expression."},
+                    "pattern": {"type": "string", "description": pattern},
                     "path": {
                         **_PATH,
                         "description": "A file or directory to search (default: all).",
@@ -353,7 +300,7 @@ def workspace_tools(
         WorkspaceTool(
             "write_file",
             "Write a text file of the workspace, creating parent directories and "
-            "replacing the file if it exists.",
+            f"replacing the file if it exists (at most {max_write_bytes} bytes).",
             _schema({"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
             False,
             ws,
