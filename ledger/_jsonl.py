@@ -14,6 +14,7 @@ from ._encoding import decode_line, entry_hash, line_from_body
 from ._entry import Entry, Record
 from ._errors import SinkClosedError, SinkError
 from ._jsonl_file import scan_end
+from ._offload import is_large, redact_in_thread
 from ._oserror import describe
 from ._redact import redact_record
 from ._sink import SinkStatistics, to_path
@@ -122,6 +123,7 @@ class JsonlSink:
           ValueError: ``record.kind`` is empty.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        record = await redact_in_thread(record) if is_large(record) else redact_record(record)
         if self._fd is None and not self._closed:
             await self._open()
         fd = self._fd
@@ -129,7 +131,7 @@ class JsonlSink:
             raise SinkClosedError(f"record() on a closed JsonlSink ({self.path})")
         if self._broken is not None:
             raise SinkError(self.path, self._broken)
-        entry, body = self._chain.link(redact_record(record), self.clock())
+        entry, body = self._chain.link(record, self.clock())
         data = f"{line_from_body(body, entry.hash)}\n".encode("utf-8", "surrogatepass")
         self._append(fd, data, entry)
         if self.fsync:

@@ -14,6 +14,7 @@ HARNESSES = [
     "fuzz.fuzz_ledger_verify",
     "fuzz.fuzz_subagent_tool",
     "fuzz.fuzz_spec_file",
+    "fuzz.fuzz_redact",
 ]
 
 
