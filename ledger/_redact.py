@@ -16,13 +16,15 @@
 * in other text, ``\\uXXXX`` and ``\\xXX`` escapes are decoded before the
   search (``s\\u006b-proj-...`` is a key) and the escaped span is replaced.
 
-Guarantees: :func:`redact` never raises for any str, costs O(n), is idempotent
-(``redact(redact(x)) == redact(x)``) and returns ``value`` itself when nothing
-was redacted. The output is at most ``len(value) + len(value) // 2 + 64``
-characters long (each replaced span is one character or more; JSON re-encoding
-may add spacing). Text that holds no candidate substring (a credential word, a
-key prefix, ``://``, an escape, or a run of 20 base64 characters) is returned
-after one regular-expression search.
+Guarantees: :func:`redact` never raises for any str, costs O(n) (every
+pattern is linear; JSON is decoded to :data:`MAX_JSON_DEPTH` levels of JSON in
+strings and 200 levels of nesting, deeper JSON is scanned as text), is
+idempotent (``redact(redact(x)) == redact(x)``: a text is redacted again, at
+most three passes, until a pass changes nothing) and returns ``value`` itself
+when nothing was redacted. The output is at most ``10 * len(value) + 10``
+characters long (a one-character secret becomes ``[REDACTED]``). Text that
+holds no candidate (a credential word, ``://``, an escape, or a run of 15
+base64 characters) is returned after one or two regular-expression searches.
 """
 
 from __future__ import annotations
@@ -167,6 +169,10 @@ def _settled(value: str) -> str:
     A redaction can change what is around a secret (a key run into a PEM block
     is a key of its own once the block is gone): another pass finds it.
     """
+    if _CANDIDATE_RE.search(value.lower()) is None and (
+        len(value) < 15 or _RUN.search(value) is None
+    ):
+        return value  # the prefilter of _redact, without a call: most texts stop here
     out = _redact(value, 0)
     passes = 1
     while out is not value and passes < _MAX_PASSES:
