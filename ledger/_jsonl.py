@@ -16,6 +16,7 @@ from ._entry import Entry, Record
 from ._errors import SinkClosedError, SinkError
 from ._files import LOCKED, open_private, try_lock
 from ._jsonl_file import MAX_LINE_BYTES, scan_end
+from ._offload import is_large, redact_in_thread
 from ._oserror import describe
 from ._redact import redact_record
 from ._sink import SinkStatistics, to_path
@@ -138,6 +139,7 @@ class JsonlSink:
           ValueError: ``record.kind`` is empty.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        record = await redact_in_thread(record) if is_large(record) else redact_record(record)
         if self._fd is None and not self._closed:
             await self._open()
         fd = self._fd
@@ -145,7 +147,7 @@ class JsonlSink:
             raise SinkClosedError(f"record() on a closed JsonlSink ({self.path})")
         if self._broken is not None:
             raise SinkError(self.path, self._broken)
-        entry, body = self._chain.link(redact_record(record), self.clock())
+        entry, body = self._chain.link(record, self.clock())
         data = f"{line_from_body(body, entry.hash)}\n".encode("utf-8", "surrogatepass")
         if len(data) > MAX_LINE_BYTES + 1:
             self._chain.rewind(entry.seq - 1, entry.prev_hash)

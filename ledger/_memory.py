@@ -11,6 +11,7 @@ from ._chain import Chain
 from ._clock import utc_now
 from ._entry import Entry, Record
 from ._errors import SinkClosedError
+from ._offload import is_large, redact_in_thread
 from ._redact import redact_record
 from ._sink import SinkStatistics
 
@@ -51,9 +52,10 @@ class MemorySink:
           ValueError: ``record.kind`` is empty.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        record = await redact_in_thread(record) if is_large(record) else redact_record(record)
         if self._closed:
             raise SinkClosedError("record() on a closed MemorySink")
-        entry, _ = self._chain.link(redact_record(record), self.clock())
+        entry, _ = self._chain.link(record, self.clock())
         self.entries.append(entry)
         self._unyielded += 1
         if self._unyielded >= RECORD_BATCH:

@@ -18,6 +18,7 @@ from ._encoding import GENESIS, entry_hash
 from ._entry import Entry, Record
 from ._errors import SinkClosedError, SinkError
 from ._files import LOCKED, create_private, lock_path, open_private, try_lock
+from ._offload import is_large, redact_in_thread
 from ._oserror import describe
 from ._query import query
 from ._redact import redact_record
@@ -130,11 +131,12 @@ class SqliteSink:
           ValueError: ``record.kind`` is empty.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
+        record = await redact_in_thread(record) if is_large(record) else redact_record(record)
         if self._thread is None and not self._closed:
             await self._open()
         if self._closed:
             raise SinkClosedError(f"record() on a closed SqliteSink ({self.path})")
-        entry, _ = self._chain.link(redact_record(record), self.clock())
+        entry, _ = self._chain.link(record, self.clock())
         with self._lock:
             batch = self._pending
             if batch is None:

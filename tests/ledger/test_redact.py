@@ -136,3 +136,33 @@ def test_redacted_json_stays_json(value: object) -> None:
 
 def test_trio_is_not_needed_by_redaction() -> None:
     assert trio  # the sink test above runs under trio; redact itself is sync
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("authorization: Basic dXNlcjpw\r\nHost: x", f"authorization: {REDACTED}\r\nHost: x"),
+        ("Authorization=Token abc def", f"Authorization={REDACTED}"),
+        ("password: correct horse battery staple\nok", f"password: {REDACTED}\nok"),
+        ("password=hunter2 rest", f"password={REDACTED} rest"),
+        ("é \\u0041 s\\u006b-proj-AbCdEfGhIjKlMnOp12 \\u0042", f"é \\u0041 {REDACTED} \\u0042"),
+        ("mysql -h db -p'a b' x\nssh -pfoo", f"mysql -h db -p{REDACTED} x\nssh -pfoo"),
+        ("https://user:p@ss@host/x?q=1", f"https://user:{REDACTED}@host/x?q=1"),
+        ("DATABASE_URL='mysql://u:p@h/db' next", f"DATABASE_URL='{REDACTED}' next"),
+        ("mysql -p[REDACTED]", "mysql -p[REDACTED]"),
+    ],
+)
+def test_lines_escapes_and_urls(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+def test_json_keys_that_redact_alike_keep_both_members() -> None:
+    text = json.dumps({"sk-proj-AbCdEfGhIjKlMnOp12": 1, "sk-proj-ZyXwVuTsRqPoNm98": 2, "n": 3})
+    assert json.loads(redact(text)) == {REDACTED: 1, f"{REDACTED}#2": 2, "n": 3}
+
+
+def test_tool_name_and_call_id_are_redacted() -> None:
+    record = Record("tool_request", tool="ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123", call_id="pwd=x")
+    clean = redact_record(record)
+    assert (clean.tool, clean.call_id) == (REDACTED, f"pwd={REDACTED}")
+    assert redact_record(Record("tool_request", tool="echo", call_id="c1")).tool == "echo"
