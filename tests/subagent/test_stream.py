@@ -29,8 +29,8 @@ async def test_send_and_receive_in_order() -> None:
     for n in range(3):
         await stream.send(ev(n))
     assert stream.statistics() == StreamStatistics(
-        buffered=3, max_buffer=3, sent=3, dropped=0, dropped_after_close=0, closed=False,
-        waiting_senders=0, waiting_receivers=0,
+        buffered=3, max_buffer=3, sent=3, dropped=0, dropped_after_close=0,
+        dropped_cancelled=0, reserved=0, closed=False, waiting_senders=0, waiting_receivers=0,
     )
     assert [await stream.receive() for _ in range(3)] == [ev(0), ev(1), ev(2)]
     with pytest.raises(trio.WouldBlock):

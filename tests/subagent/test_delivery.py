@@ -1,0 +1,233 @@
+"""Delivered or counted, always (issue 15): every event a run produces reaches the
+consumer or is counted in ``StreamStatistics``, under slow, stalled and vanished
+consumers; limits fire while a task is blocked on backpressure.
+
+Production is counted by :class:`CountingStream`, which records every event offered
+to the stream whatever path it takes, so the law ``delivered + counted == produced``
+is checked against an independent count, not against the stream's own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import trio
+import trio.testing
+
+from agentcore import ModelRequest
+from agentcore.testing import (
+    Delayed,
+    RecordingTool,
+    ScriptedModel,
+    ScriptItem,
+    tool_call_reply,
+)
+from subagent import Event, Spec, Stream, StreamStatistics, Task, TaskStatus, open_pool
+
+from .helpers import kinds
+
+Clock = trio.testing.MockClock
+
+#: One task whose run makes one tool call, then answers: 14 events.
+ONE_TOOL_CALL = [
+    "task_queued", "task_started", "agent_start",
+    "turn_start", "model_request", "model_response",
+    "tool_start", "gate_decision", "tool_end",
+    "turn_start", "model_request", "model_response",
+    "agent_end", "task_finished",
+]
+
+
+class CountingStream(Stream):
+    """A Stream that records every event offered to it, by any path."""
+
+    def __init__(self, buffer: int, **kwargs: object) -> None:
+        super().__init__(buffer, **kwargs)  # type: ignore[arg-type]
+        self.produced: list[Event] = []
+
+    async def send(self, event: Event) -> None:
+        # Recorded before the first checkpoint: a send cancelled there was produced too.
+        self.produced.append(event)
+        await super().send(event)
+
+    def _send_reserved(self, event: Event) -> None:
+        self.produced.append(event)
+        super()._send_reserved(event)
+
+
+def counted(stats: StreamStatistics) -> int:
+    return stats.dropped + stats.dropped_after_close + stats.dropped_cancelled
+
+
+def one_tool_call(delay: float = 0.0) -> ScriptedModel:
+    def reply(request: ModelRequest) -> ScriptItem:
+        if request.messages[-1].role == "tool":
+            return "done"
+        return tool_call_reply("echo")
+
+    return ScriptedModel(reply)
+
+
+def check_law(stream: CountingStream, received: list[Event]) -> None:
+    """Every event offered to ``stream`` was received or counted, exactly."""
+    stats = stream.statistics()
+    assert stats.buffered == 0
+    assert len(received) + counted(stats) == len(stream.produced)
+    assert stats.sent == len(received)
+    assert not Counter(map(id, received)) - Counter(map(id, stream.produced))
+
+
+async def test_slow_consumer_on_a_zero_buffer_gets_every_event(autojump_clock: Clock) -> None:
+    stream = CountingStream(0)
+    received: list[Event] = []
+
+    async def consume() -> None:
+        while True:
+            await trio.sleep(6)
+            try:
+                received.append(await stream.receive())
+            except trio.EndOfChannel:
+                return
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consume)
+        async with open_pool(events=stream) as pool:
+            pool.register(Spec("a", model=one_tool_call(), tools=[RecordingTool()]))
+            task = await pool.submit("a", "x")
+            assert (await task.wait()).output == "done"
+        stream.close()
+    assert kinds(received) == ONE_TOOL_CALL
+    check_law(stream, received)
+    assert counted(stream.statistics()) == 0
+
+
+async def test_a_thousand_tasks_and_a_slow_consumer(autojump_clock: Clock) -> None:
+    stream = CountingStream(0)
+    received: list[Event] = []
+
+    async def consume() -> None:
+        while True:
+            try:
+                received.append(await stream.receive())
+            except trio.EndOfChannel:
+                return
+            await trio.sleep(0.1)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consume)
+        async with open_pool(max_concurrent=64, events=stream) as pool:
+            pool.register(Spec("a", model=one_tool_call(), tools=[RecordingTool()]))
+            tasks = [await pool.submit("a", str(n)) for n in range(1000)]
+        stream.close()
+    assert all(t.status is TaskStatus.finished for t in tasks)
+    assert len(received) == 14_000
+    by_kind = Counter(kinds(received))
+    assert by_kind == Counter({kind: 1000 * n for kind, n in Counter(ONE_TOOL_CALL).items()})
+    for task in tasks:
+        assert kinds(received, task.path) == ONE_TOOL_CALL
+    check_law(stream, received)
+
+
+async def test_a_consumer_stalled_past_idle_timeout(autojump_clock: Clock) -> None:
+    # 64 tasks with idle_timeout=5; the consumer reads nothing for 100 s, then drains.
+    # Every task times out, and every task's terminal event still reaches it.
+    stream = CountingStream(4)
+    received: list[Event] = []
+    stalled = trio.Event()
+
+    async def consume() -> None:
+        await stalled.wait()
+        async for event in stream:
+            received.append(event)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consume)
+        async with open_pool(max_concurrent=64, events=stream) as pool:
+            pool.register(Spec("a", model=one_tool_call(), tools=[RecordingTool()],
+                               idle_timeout=5.0))
+            tasks = [await pool.submit("a", str(n)) for n in range(64)]
+            await trio.sleep(100)
+            assert all(t.done for t in tasks)
+            assert trio.current_time() == 100.0
+            stalled.set()
+        stream.close()
+    assert all(t.status is TaskStatus.timed_out for t in tasks)
+    terminal = [e for e in received if e.kind == "task_finished"]
+    assert sorted(e.path for e in terminal) == sorted(t.path for t in tasks)
+    check_law(stream, received)
+
+
+def one_second_per_call() -> ScriptedModel:
+    def reply(request: ModelRequest) -> ScriptItem:
+        if request.messages[-1].role == "tool":
+            return Delayed(1.0, "done")
+        return Delayed(1.0, tool_call_reply("echo"))
+
+    return ScriptedModel(reply)
+
+
+async def run_vanishing(stream: CountingStream, received: list[Event], *,
+                        close_on_exit: bool) -> list[Task]:
+    # 1,000 tasks, 64 at a time, each taking 2 s with a reading consumer; the
+    # consumer task is cancelled at t=11 (round 5 of 16 is running).
+    async def consume() -> None:
+        with trio.CancelScope(deadline=11.0):
+            try:
+                async for event in stream:
+                    received.append(event)
+            finally:
+                if close_on_exit:
+                    stream.close()
+
+    with trio.fail_after(3000):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            async with open_pool(max_concurrent=64, events=stream) as pool:
+                pool.register(Spec("a", model=one_second_per_call(),
+                                   tools=[RecordingTool()], timeout=60.0))
+                return [await pool.submit("a", str(n)) for n in range(1000)]
+
+
+async def test_a_vanished_consumer_makes_tasks_time_out(autojump_clock: Clock) -> None:
+    stream = CountingStream(16)
+    received: list[Event] = []
+    tasks = await run_vanishing(stream, received, close_on_exit=False)
+    # Rounds 0-4 (320 tasks) finished by t=10; round 5 started at 10 and times out
+    # at 70; the other 616 tasks block on their agent_start and time out 60 s after
+    # they start, 64 at a time: 10 more rounds.
+    assert trio.current_time() == 70.0 + 10 * 60.0
+    statuses = Counter(t.status for t in tasks)
+    assert statuses == {TaskStatus.finished: 320, TaskStatus.timed_out: 680}
+    for task in tasks[384:]:
+        assert task._summary is not None
+        assert task._summary.duration == 60.0
+    stats = stream.statistics()
+    # Each timed-out task had exactly one send cancelled: the one it was blocked on.
+    assert (stats.dropped, stats.dropped_after_close, stats.dropped_cancelled) == (0, 0, 680)
+    assert (stats.closed, stats.waiting_senders, stats.waiting_receivers) == (False, 0, 0)
+    assert stats.buffered == stats.sent - len(received)
+    # Nothing was lost: a new consumer gets the rest.
+    stream.close()
+    received.extend([event async for event in stream])
+    check_law(stream, received)
+    terminal = Counter(e.path for e in received if e.kind == "task_finished")
+    assert terminal == Counter(t.path for t in tasks)
+
+
+async def test_a_consumer_that_closes_on_its_way_out_releases_the_tasks(
+    autojump_clock: Clock,
+) -> None:
+    stream = CountingStream(16)
+    received: list[Event] = []
+    tasks = await run_vanishing(stream, received, close_on_exit=True)
+    # Round 5 ends at 12, the remaining 616 tasks take 10 rounds of 2 s.
+    assert trio.current_time() == 12.0 + 10 * 2.0
+    assert all(t.status is TaskStatus.finished for t in tasks)
+    stats = stream.statistics()
+    assert (stats.dropped, stats.dropped_cancelled, stats.closed) == (0, 0, True)
+    assert (stats.waiting_senders, stats.waiting_receivers) == (0, 0)
+    # What the consumer left in the buffer when it went can still be read.
+    assert stats.buffered == 16
+    received.extend([event async for event in stream])
+    assert stats.dropped_after_close == 14_000 - len(received)
+    check_law(stream, received)
