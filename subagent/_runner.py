@@ -90,7 +90,7 @@ def _emitter(task: Task) -> agentcore.EventSink | None:
         run = task._run
         if run is not None and run.summary is not None:
             if start_dropped and kind is agentcore.EventKind.agent_end:
-                destination._drop_unpaired()
+                destination._drop_unpaired(Event(path, kind, event, call_id))
             else:
                 destination._send_reserved(Event(path, kind, event, call_id))
         elif kind is agentcore.EventKind.agent_start:

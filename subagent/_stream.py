@@ -218,9 +218,9 @@ class Stream:
         elif len(self._buffer) > self._max:
             self._reserved += 1
 
-    def _drop_unpaired(self) -> None:
-        # Counts the agent_end of a run whose agent_start ``drop_newest`` dropped: the
-        # pool drops it unsent, since start and end pair up. Not a checkpoint.
+    def _drop_unpaired(self, event: Event) -> None:
+        # Counts ``event``, the agent_end of a run whose agent_start ``drop_newest``
+        # dropped: start and end pair up, so it is dropped too. Not a checkpoint.
         if self._closed:
             self._dropped_after_close += 1
         else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 import trio
 import trio.testing
 
@@ -22,7 +23,17 @@ from agentcore.testing import (
     ScriptItem,
     tool_call_reply,
 )
-from subagent import Event, Spec, Stream, StreamStatistics, Task, TaskStatus, open_pool
+from subagent import (
+    Event,
+    Spec,
+    Stream,
+    StreamStatistics,
+    Task,
+    TaskCancelled,
+    TaskStatus,
+    TaskTimeout,
+    open_pool,
+)
 
 from .helpers import kinds
 
@@ -53,6 +64,10 @@ class CountingStream(Stream):
     def _send_reserved(self, event: Event) -> None:
         self.produced.append(event)
         super()._send_reserved(event)
+
+    def _drop_unpaired(self, event: Event) -> None:
+        self.produced.append(event)
+        super()._drop_unpaired(event)
 
 
 def counted(stats: StreamStatistics) -> int:
@@ -123,8 +138,10 @@ async def test_a_thousand_tasks_and_a_slow_consumer(autojump_clock: Clock) -> No
     assert len(received) == 14_000
     by_kind = Counter(kinds(received))
     assert by_kind == Counter({kind: 1000 * n for kind, n in Counter(ONE_TOOL_CALL).items()})
-    for task in tasks:
-        assert kinds(received, task.path) == ONE_TOOL_CALL
+    by_path: dict[tuple[str, ...], list[str]] = {t.path: [] for t in tasks}
+    for event in received:
+        by_path[event.path].append(str(event.kind))
+    assert all(run == ONE_TOOL_CALL for run in by_path.values())
     check_law(stream, received)
 
 
@@ -231,3 +248,90 @@ async def test_a_consumer_that_closes_on_its_way_out_releases_the_tasks(
     received.extend([event async for event in stream])
     assert stats.dropped_after_close == 14_000 - len(received)
     check_law(stream, received)
+
+
+async def run_unread(spec: Spec, stream: CountingStream, *, cancel_at: float | None = None,
+                     ) -> tuple[Task, list[Event]]:
+    # One task, nobody reading until the pool block exits; then the stream is drained.
+    async with open_pool(events=stream) as pool:
+        pool.register(spec)
+        task = await pool.submit(spec.name, "x")
+        if cancel_at is not None:
+            await trio.sleep(cancel_at)
+            task.cancel()
+    stream.close()
+    received = [event async for event in stream]
+    check_law(stream, received)
+    return task, received
+
+
+def unread_stats(**changes: int) -> StreamStatistics:
+    # A zero buffer that nobody read: the task's lifecycle events in the reserve,
+    # its agent_start cancelled; the stream closed and drained since.
+    fields = dict(buffered=0, max_buffer=0, sent=3, dropped=0, dropped_after_close=0,
+                  dropped_cancelled=1, reserved=3, closed=True, waiting_senders=0,
+                  waiting_receivers=0)
+    return StreamStatistics(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+async def test_timeout_fires_while_blocked_on_backpressure(autojump_clock: Clock) -> None:
+    stream = CountingStream(0)
+    task, received = await run_unread(
+        Spec("a", model=one_tool_call(), tools=[RecordingTool()], timeout=5.0), stream)
+    assert trio.current_time() == 5.0
+    assert task.status is TaskStatus.timed_out
+    with pytest.raises(TaskTimeout, match=r"^task a/0001 timed out after 5s$"):
+        await task.wait()
+    assert kinds(received) == ["task_queued", "task_started", "task_finished"]
+    assert stream.statistics() == unread_stats()
+
+
+async def test_idle_timeout_fires_while_blocked_on_backpressure(autojump_clock: Clock) -> None:
+    stream = CountingStream(0)
+    task, received = await run_unread(
+        Spec("a", model=one_tool_call(), tools=[RecordingTool()], idle_timeout=5.0), stream)
+    assert trio.current_time() == 5.0
+    with pytest.raises(TaskTimeout, match=r"^task a/0001 was idle for 5s: no event within"):
+        await task.wait()
+    assert kinds(received) == ["task_queued", "task_started", "task_finished"]
+    assert stream.statistics() == unread_stats()
+
+
+async def test_a_cancel_reaches_a_task_blocked_on_backpressure(autojump_clock: Clock) -> None:
+    stream = CountingStream(0)
+    task, received = await run_unread(
+        Spec("a", model=one_tool_call(), tools=[RecordingTool()]), stream, cancel_at=2.0)
+    assert trio.current_time() == 2.0
+    with pytest.raises(TaskCancelled):
+        await task.wait()
+    assert kinds(received) == ["task_queued", "task_started", "task_cancelled"]
+    assert stream.statistics() == unread_stats()
+
+
+async def test_a_started_run_delivers_its_end_when_it_times_out_blocked(
+    autojump_clock: Clock,
+) -> None:
+    # Room for three events: task_queued, task_started, agent_start; turn_start then
+    # waits until the timeout, and the run's end still reaches the stream.
+    stream = CountingStream(3)
+    task, received = await run_unread(
+        Spec("a", model=one_tool_call(), tools=[RecordingTool()], timeout=5.0), stream)
+    assert trio.current_time() == 5.0
+    assert task.status is TaskStatus.timed_out
+    assert kinds(received) == [
+        "task_queued", "task_started", "agent_start", "agent_end", "task_finished",
+    ]
+    assert stream.statistics() == unread_stats(
+        max_buffer=3, sent=5, reserved=2)
+
+
+async def test_drop_newest_drops_agent_end_with_its_agent_start(autojump_clock: Clock) -> None:
+    stream = CountingStream(1, overflow="drop_newest")
+    task, received = await run_unread(
+        Spec("a", model=one_tool_call(), tools=[RecordingTool()]), stream)
+    assert task.status is TaskStatus.finished
+    # Every run event found the buffer full (task_queued in it): all 11 dropped,
+    # agent_end with them since its agent_start was dropped.
+    assert kinds(received) == ["task_queued", "task_started", "task_finished"]
+    assert stream.statistics() == unread_stats(
+        max_buffer=1, dropped=11, dropped_cancelled=0, reserved=2)
