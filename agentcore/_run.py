@@ -412,13 +412,15 @@ class Run:
         step = _ABORT_ENTRY if self.summary.end_reason is EndReason.aborted else _END_ENTRY
         if self.agent.audit is None:
             step = _END_EVENTS
-        last = _END_EVENTS if self._emit_to is None and not self._observers else _DONE
+        # A run whose agent_start was not delivered emits none of its end: its events,
+        # when it has any, are bracketed by agent_start and agent_end.
+        last = _DONE if start_delivered else _END_EVENTS
         timeout = self.agent.end_timeout
         while step < last:
             with trio.CancelScope(shield=True, deadline=trio.current_time() + timeout) as scope:
                 while step < last:
                     if step == _END_EVENTS:
-                        await self._end_events(start_delivered, error is None, failures)
+                        await self._end_events(error is None, failures)
                     else:
                         try:
                             await self._end_entry(step, error)
@@ -476,9 +478,7 @@ class Run:
             return failure
         return error
 
-    async def _end_events(
-        self, start_delivered: bool, no_error: bool, failures: list[AuditError]
-    ) -> None:
+    async def _end_events(self, no_error: bool, failures: list[AuditError]) -> None:
         summary = self.summary
         assert summary is not None
         if summary.end_reason is EndReason.aborted and no_error:
@@ -490,8 +490,7 @@ class Run:
             await self.emit(EventKind.error, text=summary.error or "")
         if self._reported < len(self._follow_ups):
             await self._report_follow_ups()
-        if start_delivered:
-            await self.emit(EventKind.agent_end, summary=summary)
+        await self.emit(EventKind.agent_end, summary=summary)
 
     async def _report_follow_ups(self) -> None:
         while self._reported < len(self._follow_ups):

@@ -23,6 +23,9 @@ async def test_a_cancel_while_agent_start_waits_delivers_neither(autojump_clock:
         delivered.append(event.kind)
 
     run = Agent(model=ScriptedModel(["hi"])).new_run("x", emit=never_takes_the_start)
+    # Steering it never read would be reported at its end (follow_up_queued): a run
+    # that delivered no agent_start delivers none of its end either.
+    run.steer("later")
     with trio.move_on_after(3) as scope:
         await run.run()
     assert scope.cancelled_caught
