@@ -143,12 +143,16 @@ async def test_a_thousand_tasks_and_a_slow_consumer(autojump_clock: Clock) -> No
         by_path[event.path].append(str(event.kind))
     assert all(run == ONE_TOOL_CALL for run in by_path.values())
     check_law(stream, received)
+    stats = stream.statistics()
+    assert (stats.sent, stats.dropped, stats.dropped_after_close, stats.dropped_cancelled) == (
+        14_000, 0, 0, 0)
 
 
 async def test_a_consumer_stalled_past_idle_timeout(autojump_clock: Clock) -> None:
-    # 64 tasks with idle_timeout=5; the consumer reads nothing for 100 s, then drains.
-    # Every task times out, and every task's terminal event still reaches it.
-    stream = CountingStream(4)
+    # 1,000 tasks with idle_timeout=5, 64 at a time; the consumer reads nothing for
+    # 100 s, then drains. Every task times out blocked on its agent_start, 5 s after
+    # it started, and every task's terminal event still reaches the consumer.
+    stream = CountingStream(0)
     received: list[Event] = []
     stalled = trio.Event()
 
@@ -162,16 +166,25 @@ async def test_a_consumer_stalled_past_idle_timeout(autojump_clock: Clock) -> No
         async with open_pool(max_concurrent=64, events=stream) as pool:
             pool.register(Spec("a", model=one_tool_call(), tools=[RecordingTool()],
                                idle_timeout=5.0))
-            tasks = [await pool.submit("a", str(n)) for n in range(64)]
+            tasks = [await pool.submit("a", str(n)) for n in range(1000)]
             await trio.sleep(100)
             assert all(t.done for t in tasks)
-            assert trio.current_time() == 100.0
             stalled.set()
         stream.close()
+    assert trio.current_time() == 100.0
     assert all(t.status is TaskStatus.timed_out for t in tasks)
-    terminal = [e for e in received if e.kind == "task_finished"]
-    assert sorted(e.path for e in terminal) == sorted(t.path for t in tasks)
+    assert {t._summary.duration for t in tasks if t._summary is not None} == {5.0}
+    assert Counter(kinds(received)) == {
+        "task_queued": 1000, "task_started": 1000, "task_finished": 1000}
+    terminal = [e.path for e in received if e.kind == "task_finished"]
+    assert sorted(terminal) == sorted(t.path for t in tasks)
     check_law(stream, received)
+    # The lifecycle events took the reserve; each agent_start waited, then was cancelled.
+    assert stream.statistics() == StreamStatistics(
+        buffered=0, max_buffer=0, sent=3000, dropped=0, dropped_after_close=0,
+        dropped_cancelled=1000, reserved=3000, closed=True, waiting_senders=0,
+        waiting_receivers=0,
+    )
 
 
 def one_second_per_call() -> ScriptedModel:
