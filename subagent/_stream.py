@@ -69,7 +69,7 @@ class Stream:
       include time blocked on a full stream, so a consumer that stops reading
       makes tasks time out; it does not make them hang. An event whose wait is
       cancelled counts as ``dropped_cancelled``; when that is ``agent_start``
-      the run delivers no ``agent_end`` either, and with ``drop_newest`` a run
+      the run delivers nothing of its end either (no ``agent_end``), and with ``drop_newest`` a run
       whose ``agent_start`` was dropped has its ``agent_end`` dropped too (SPEC
       3.5: start and end pair up).
     - A run's end (what it emits once it has ended: ``interrupt_received`` for
@@ -85,7 +85,8 @@ class Stream:
 
     A consumer that may go away closes the stream from its side, so that
     blocked senders are released (their events count as ``dropped_after_close``)
-    and later events are dropped rather than kept::
+    and later events are dropped rather than kept (a stream nobody reads or
+    closes keeps every later task's lifecycle events)::
 
         try:
             async for event in stream:
