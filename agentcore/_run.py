@@ -107,6 +107,7 @@ class Run:
         self._preempting = 0
         self._follow_ups: list[str] = []
         self._reported = 0
+        self._start_delivered = False
         self._turn = 0
         self._tool_calls = 0
         self._tool_errors = 0
@@ -226,6 +227,19 @@ class Run:
         for hook in self._observers:
             await call_hook(self, hook, event)
 
+    async def _emit_start(self) -> None:
+        # agent_start, with ordinary backpressure in the caller's context: a run
+        # cancelled (or timed out) while its destination does not take it delivers
+        # neither it nor agent_end. Delivered means the destination returned; the
+        # observers then see it as any other event.
+        event = Event(EventKind.agent_start, self.run_id, self.agent.agent_id, self._turn,
+                      text=self.input)
+        if self._emit_to is not None:
+            await self._emit_to(event)
+        self._start_delivered = True
+        for hook in self._observers:
+            await call_hook(self, hook, event)
+
     async def hook_error(self, text: str) -> None:
         """Emit the ``error`` event of a failed hook; observers failing on it are not
         reported again. A checkpoint when there is a destination or an observer."""
@@ -321,6 +335,9 @@ class Run:
         without raising, and so does :meth:`abort` (``aborted``). Cancellation from
         outside ends it ``aborted``, emits ``agent_end`` and audits the abort
         (shielded, bounded by the agent's ``end_timeout``) and propagates.
+        ``agent_start`` is emitted unshielded, with ordinary backpressure: a run
+        cancelled before its destination took it emits no ``agent_end`` either
+        (start and end pair up).
 
         Raises:
           RuntimeError: the run was started before.
@@ -333,17 +350,12 @@ class Run:
         output = ""
         reason = EndReason.stop
         error: BaseException | None = None
-        start_delivered = False
         scope = self._scope = trio.CancelScope()
         if self._abort_reason is not None:
             scope.cancel()
         try:
             if self._emit_to is not None or self._observers:
-                with trio.CancelScope(
-                    shield=True, deadline=trio.current_time() + self.agent.end_timeout
-                ) as start_scope:
-                    await self.emit(EventKind.agent_start, text=self.input)
-                start_delivered = not start_scope.cancelled_caught
+                await self._emit_start()
             with scope:
                 await self.audit("prompt", arguments=self.input)
                 output, reason = await self._loop()
@@ -367,7 +379,7 @@ class Run:
                 error=describe(error) if reason in _FAILED else None,
                 duration=trio.current_time() - clock_start,
             )
-            error = await self._finish(start_delivered, error)
+            error = await self._finish(self._start_delivered, error)
             reason = self.summary.end_reason
         if reason is EndReason.aborted and error is not None:
             raise error
@@ -400,13 +412,15 @@ class Run:
         step = _ABORT_ENTRY if self.summary.end_reason is EndReason.aborted else _END_ENTRY
         if self.agent.audit is None:
             step = _END_EVENTS
-        last = _END_EVENTS if self._emit_to is None and not self._observers else _DONE
+        # A run whose agent_start was not delivered emits none of its end: its events,
+        # when it has any, are bracketed by agent_start and agent_end.
+        last = _DONE if start_delivered else _END_EVENTS
         timeout = self.agent.end_timeout
         while step < last:
             with trio.CancelScope(shield=True, deadline=trio.current_time() + timeout) as scope:
                 while step < last:
                     if step == _END_EVENTS:
-                        await self._end_events(start_delivered, error is None, failures)
+                        await self._end_events(error is None, failures)
                     else:
                         try:
                             await self._end_entry(step, error)
@@ -464,9 +478,7 @@ class Run:
             return failure
         return error
 
-    async def _end_events(
-        self, start_delivered: bool, no_error: bool, failures: list[AuditError]
-    ) -> None:
+    async def _end_events(self, no_error: bool, failures: list[AuditError]) -> None:
         summary = self.summary
         assert summary is not None
         if summary.end_reason is EndReason.aborted and no_error:
@@ -478,8 +490,7 @@ class Run:
             await self.emit(EventKind.error, text=summary.error or "")
         if self._reported < len(self._follow_ups):
             await self._report_follow_ups()
-        if start_delivered:
-            await self.emit(EventKind.agent_end, summary=summary)
+        await self.emit(EventKind.agent_end, summary=summary)
 
     async def _report_follow_ups(self) -> None:
         while self._reported < len(self._follow_ups):

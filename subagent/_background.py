@@ -132,8 +132,8 @@ async def _delivered(parent: Task, task: Task) -> None:
 
 async def orphan(task: Task, *, bound: float) -> AuditError | None:
     """Report that a background task's result arrived after its parent run ended:
-    audited in the task's sink, then a ``task_orphaned`` event. A checkpoint; call it
-    shielded, bounded by more than ``bound``.
+    audited in the task's sink, then a ``task_orphaned`` event (which never waits for
+    room in the stream). A checkpoint; call it shielded, bounded by more than ``bound``.
 
     An orphan cannot be refused, so an entry that fails, or is not recorded within
     ``bound`` seconds, does not stop the event: the event's ``error`` says so (after
@@ -166,7 +166,9 @@ async def orphan(task: Task, *, bound: float) -> AuditError | None:
         reported = error
         if failure is not None:
             reported = "; ".join(filter(None, (error, f"AuditError: {failure}")))
-        await task.events.send(
+        # A lifecycle event: it never waits (see Stream), so an orphan is never lost
+        # while the stream is open.
+        task.events._send_reserved(
             Event(task.path, EventKind.task_orphaned, None, task.call_id, task._summary,
                   reported, output=output, tree_usage=task.tree_usage)
         )

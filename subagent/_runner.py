@@ -29,7 +29,8 @@ FRAMING = (
 
 _NO_LIMITS = contextlib.nullcontext()
 
-#: Seconds the shielded end-of-task report (audit entry and event) may take.
+#: Seconds the shielded audit entries of a task's end (and of a cancelled task's
+#: queueing) may take.
 END_TIMEOUT = 5.0
 
 
@@ -66,8 +67,8 @@ def build_agent(task: Task) -> Agent:
 def _emitter(task: Task) -> agentcore.EventSink | None:
     # None when nothing would see the run's events: no destination, no idle_timeout
     # on its path to push back, and no tools (a delegating tool reads the id of the
-    # call it runs in from the tool_start event). The run then skips its shielded
-    # start and end emits.
+    # call it runs in from the tool_start event). The run then skips its start and
+    # end emits.
     destination = task.events
     if destination is None and not task.spec.tools:
         above: Task | None = task
@@ -77,13 +78,30 @@ def _emitter(task: Task) -> agentcore.EventSink | None:
             return None
     path = task.path
     call_id = task.call_id
+    start_dropped = False
 
     async def emit(event: agentcore.Event) -> None:
+        # The run's events wait for room within the task's limits; once the run has
+        # ended (its summary is set), its end never waits: see Stream.
+        nonlocal start_dropped
         task._progress()
-        if event.call is not None and event.kind is agentcore.EventKind.tool_start:
+        kind = event.kind
+        if event.call is not None and kind is agentcore.EventKind.tool_start:
             task._current_call_id = event.call.id
-        if destination is not None:
-            await destination.send(Event(path, event.kind, event, call_id))
+        if destination is None:
+            return
+        run = task._run
+        if run is not None and run.summary is not None:
+            if start_dropped and kind is agentcore.EventKind.agent_end:
+                destination._drop_unpaired(Event(path, kind, event, call_id))
+            else:
+                destination._send_reserved(Event(path, kind, event, call_id))
+        elif kind is agentcore.EventKind.agent_start:
+            dropped = destination._dropped
+            await destination.send(Event(path, kind, event, call_id))
+            start_dropped = destination._dropped != dropped
+        else:
+            await destination.send(Event(path, kind, event, call_id))
 
     return emit
 
@@ -107,59 +125,40 @@ def _record(
 
 async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
     # A queued or started step: audited in the task's sink first, then sent as an
-    # event. If the sink fails, the AuditError is returned and nothing is announced:
-    # a start that cannot be audited does not run.
+    # event, which never waits (see Stream). If the sink fails, the AuditError is
+    # returned and nothing is announced: a start that cannot be audited does not run.
     sink = task.spec.audit
     if sink is not None:
         failure = await _audit(sink, _record(task, kind, None, None))
         if failure is not None:
             return failure
     if task.events is not None:
-        await task.events.send(Event(task.path, kind, None, task.call_id))
+        task.events._send_reserved(Event(task.path, kind, None, task.call_id))
     return None
 
 
 async def _report_end(task: Task, kind: EventKind) -> None:
-    # The task's end, shielded: its entry, bounded by END_TIMEOUT on its own so that a
-    # hung sink cannot hold back the event, then its event (with the sink's failure
-    # as its error when it has none), the two bounded by 2 * END_TIMEOUT. One scope
-    # unless the entry ends at or past its own deadline.
+    # The task's end: its entry, shielded and bounded by END_TIMEOUT so that a hung
+    # sink cannot hold back the event, then its event (with the sink's failure as
+    # its error when it has none), which never waits (see Stream).
     sink = task.spec.audit
-    summary = task._summary
     error = task._error
-    start = trio.current_time()
-    entry_done = sink is None
-    sent = task.events is None
-    deadline = start + (2 * END_TIMEOUT if entry_done else END_TIMEOUT)
-    with trio.CancelScope(shield=True, deadline=deadline) as scope:
-        if sink is not None:
-            failure = await _audit(sink, _record(task, kind, summary, error))
-            entry_done = True
-            if failure is not None:
-                error = error or f"AuditError: {failure}"
-        if not sent and not scope.cancel_called:
-            if sink is not None:
-                scope.deadline = start + 2 * END_TIMEOUT
-            await _send_end(task, kind, summary, error)
-            sent = True
-    if not entry_done:
-        failure = AuditError(
-            f"the audit sink did not record {str(kind)!r} within {END_TIMEOUT:g}s"
+    if sink is not None:
+        failure: AuditError | None = None
+        with trio.move_on_after(END_TIMEOUT, shield=True) as scope:
+            failure = await _audit(sink, _record(task, kind, task._summary, error))
+        if scope.cancelled_caught:
+            failure = AuditError(
+                f"the audit sink did not record {str(kind)!r} within {END_TIMEOUT:g}s"
+            )
+        if failure is not None:
+            error = error or f"AuditError: {failure}"
+    if task.events is not None:
+        summary = task._summary
+        usage = task.tree_usage if summary is not None else None
+        task.events._send_reserved(
+            Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
         )
-        error = error or f"AuditError: {failure}"
-    if not sent and not (entry_done and scope.cancelled_caught):
-        with trio.CancelScope(shield=True, deadline=start + 2 * END_TIMEOUT):
-            await _send_end(task, kind, summary, error)
-
-
-async def _send_end(
-    task: Task, kind: EventKind, summary: RunSummary | None, error: str | None
-) -> None:
-    assert task.events is not None
-    usage = task.tree_usage if summary is not None else None
-    await task.events.send(
-        Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
-    )
 
 
 async def _audit(sink: Sink, record: Record) -> AuditError | None:

@@ -28,9 +28,17 @@ class StreamStatistics:
     sent: int
     """Events accepted (buffered or handed to a receiver) since creation."""
     dropped: int
-    """Events the ``drop_newest`` policy discarded because the buffer was full."""
+    """Events the ``drop_newest`` policy discarded because the buffer was full, and the
+    ``agent_end`` of each run whose ``agent_start`` it discarded (start and end pair up)."""
     dropped_after_close: int
     """Events sent after the close, or still blocked at the close, and so discarded."""
+    dropped_cancelled: int
+    """Events whose :meth:`Stream.send` was cancelled before the stream took them (the
+    sender's scope fired while it waited for room: a task's ``timeout``,
+    ``idle_timeout`` or cancel), and so discarded."""
+    reserved: int
+    """Events of ``sent`` that went beyond the buffer through the reserve (a run's
+    end and the pool's lifecycle events, which never wait: see :class:`Stream`)."""
     closed: bool
     """Whether :meth:`Stream.close` was called."""
     waiting_senders: int
@@ -46,9 +54,45 @@ class Stream:
     blocks while the buffer is full, so backpressure reaches the producing
     run, unless ``overflow="drop_newest"`` (for observers that must never slow
     the agents: an event that finds the buffer full is dropped and counted).
-    :meth:`close` is sync and idempotent: later sends are dropped silently,
-    blocked senders are released (their events dropped), and ``async for``
-    ends once the buffer is drained.
+    :meth:`close` is sync and idempotent: later sends are dropped (counted),
+    blocked senders are released (their events dropped and counted), and
+    ``async for`` ends once the buffer is drained.
+
+    **Delivered or counted.** Every event the pool sends is received, still
+    buffered, or counted in :meth:`statistics`: ``dropped`` (the ``drop_newest``
+    policy), ``dropped_after_close``, or ``dropped_cancelled`` (its sender was
+    cancelled while it waited for room). Which events wait for room:
+
+    - A run's events, from ``agent_start`` until the run ends (model, tool and
+      delegation events, ``result_delivered``), take ordinary backpressure, and
+      the run waits within its task's limits: ``timeout`` and ``idle_timeout``
+      include time blocked on a full stream, so a consumer that stops reading
+      makes tasks time out; it does not make them hang. An event whose wait is
+      cancelled counts as ``dropped_cancelled``; when that is ``agent_start``
+      the run delivers nothing of its end either (no ``agent_end``), and with ``drop_newest`` a run
+      whose ``agent_start`` was dropped has its ``agent_end`` dropped too (SPEC
+      3.5: start and end pair up).
+    - A run's end (what it emits once it has ended: ``interrupt_received`` for
+      an abort, ``error``, ``follow_up_queued`` for follow-ups not yet reported,
+      and ``agent_end``) and the pool's lifecycle events (``task_queued``,
+      ``task_started``, ``task_finished``, ``task_cancelled``,
+      ``task_orphaned``) never wait, under either policy: with no room they are
+      buffered beyond the buffer's size, in a reserve, so an ending or
+      cancelled task is never held back and these events are never lost while
+      the stream is open. The reserve holds at most four lifecycle events and
+      one run's end per task whose events the consumer has not read yet; while
+      it is in use, ordinary sends wait (or drop) as for a full buffer.
+
+    A consumer that may go away closes the stream from its side, so that
+    blocked senders are released (their events count as ``dropped_after_close``)
+    and later events are dropped rather than kept (a stream nobody reads or
+    closes keeps every later task's lifecycle events)::
+
+        try:
+            async for event in stream:
+                ...
+        finally:
+            stream.close()
 
     Args:
       buffer: How many events it holds (0: each send waits for a receiver).
@@ -69,6 +113,8 @@ class Stream:
         self._sent = 0
         self._dropped = 0
         self._dropped_after_close = 0
+        self._dropped_cancelled = 0
+        self._reserved = 0
         self._unyielded = 0
 
     def __repr__(self) -> str:
@@ -86,6 +132,8 @@ class Stream:
             sent=self._sent,
             dropped=self._dropped,
             dropped_after_close=self._dropped_after_close,
+            dropped_cancelled=self._dropped_cancelled,
+            reserved=self._reserved,
             closed=self._closed,
             waiting_senders=len(self._senders),
             waiting_receivers=len(self._receivers),
@@ -124,9 +172,15 @@ class Stream:
 
         It checks for cancellation, but yields to the scheduler only when it
         has to wait: a send into a buffer with room costs no context switch.
-        A close while it waits releases it (the event is dropped).
+        A close while it waits releases it (the event is dropped and counted in
+        ``dropped_after_close``); a cancel before the stream took the event
+        discards it, counted in ``dropped_cancelled``.
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        except trio.Cancelled:
+            self._discard_cancelled()
+            raise
         try:
             self.send_nowait(event)
         except trio.WouldBlock:
@@ -138,9 +192,40 @@ class Stream:
 
         def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
             del self._senders[task]
+            self._discard_cancelled()
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _discard_cancelled(self) -> None:
+        if self._closed:
+            self._dropped_after_close += 1
+        else:
+            self._dropped_cancelled += 1
+
+    def _send_reserved(self, event: Event) -> None:
+        # The path of events that never wait (a run's end, the pool's lifecycle events;
+        # see the class docstring): buffered even when the buffer is full, under
+        # either policy. Not a checkpoint. Senders bound the reserve: each task sends
+        # at most a few such events.
+        if self._closed:
+            self._dropped_after_close += 1
+            return
+        self._buffer.append(event)
+        self._sent += 1
+        if self._receivers:
+            receiver, _ = self._receivers.popitem(last=False)
+            trio.lowlevel.reschedule(receiver)
+        elif len(self._buffer) > self._max:
+            self._reserved += 1
+
+    def _drop_unpaired(self, event: Event) -> None:
+        # Counts ``event``, the agent_end of a run whose agent_start ``drop_newest``
+        # dropped: start and end pair up, so it is dropped too. Not a checkpoint.
+        if self._closed:
+            self._dropped_after_close += 1
+        else:
+            self._dropped += 1
 
     def receive_nowait(self) -> Event:
         """Take the oldest event without blocking; not a checkpoint.
