@@ -52,6 +52,7 @@ from ._steering import RunEndedError as RunEndedError
 from ._summary import EndReason as EndReason
 from ._summary import RunSummary as RunSummary
 from ._toolcall import ToolOutcome as ToolOutcome
+from ._toolcall import current_tool_call as current_tool_call
 from ._tools import FunctionTool as FunctionTool
 from ._tools import Liveness as Liveness
 from ._tools import SelfMonitoring as SelfMonitoring

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
@@ -228,11 +229,37 @@ async def _decide(run: Run, tool: Tool, call: ToolCall) -> GateDecision:
     return GateDecision(False, f"the gate did not decide within {timeout:g}s")
 
 
+_current_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+    "agentcore_current_tool_call", default=None
+)
+
+
+def current_tool_call() -> ToolCall | None:
+    """The tool call whose tool is executing in this task, else ``None``. Not a checkpoint.
+
+    Set around a tool's ``execute`` (in the task that runs it, so each of a turn's
+    parallel calls sees its own): a tool that starts other work (the delegation tool)
+    reads the id of the call it runs in here, not from events.
+    """
+    return _current_call.get()
+
+
 async def _execute(run: Run, tool: Tool, call: ToolCall) -> ToolOutcome:
     if run.abort_requested:
         # This task may have been runnable already when the run was aborted.
         await trio.lowlevel.checkpoint()
     timeout = run.agent.tool_timeout
+    token = _current_call.set(call)
+    try:
+        return await _execute_current(run, tool, call, limit=timeout)
+    finally:
+        _current_call.reset(token)
+
+
+async def _execute_current(
+    run: Run, tool: Tool, call: ToolCall, *, limit: float
+) -> ToolOutcome:
+    timeout = limit
     try:
         if call.name in run.agent.self_monitoring_names:
             # Checked at Agent construction: the tool implements SelfMonitoring.

@@ -1,0 +1,46 @@
+"""agentcore.current_tool_call(): the call whose tool runs in this task, for tools that
+start other work (the delegation tool) without reading events."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from agentcore import Agent, FunctionTool, Message, ToolCall, current_tool_call
+from agentcore.testing import ScriptedModel
+
+Clock = trio.testing.MockClock
+
+
+def seen_by(name: str, seen: list[tuple[str, ToolCall | None]], *, delay: float = 0.0,
+            read_only: bool = False) -> FunctionTool:
+    async def execute(arguments: str) -> str:
+        before = current_tool_call()
+        await trio.sleep(delay)  # parallel calls interleave here
+        assert current_tool_call() is before
+        seen.append((name, before))
+        return "ok"
+
+    return FunctionTool(name, name, {"type": "object"}, execute, read_only=read_only)
+
+
+async def test_each_call_sees_itself_sequential_and_parallel(autojump_clock: Clock) -> None:
+    seen: list[tuple[str, ToolCall | None]] = []
+    calls = (
+        ToolCall("r1", "read", "{}"), ToolCall("r2", "read", "{}"), ToolCall("w1", "write", "{}"),
+    )
+    model = ScriptedModel([Message("assistant", "", tool_calls=calls), "done"])
+    read = seen_by("read", seen, delay=1.0, read_only=True)
+    write = seen_by("write", seen)
+    result = await Agent(model=model, tools=[read, write]).run("go")
+    assert result.output == "done"
+    # the two reads ran together (r2 may finish first); each saw its own call
+    assert sorted((name, call.id) for name, call in seen if call is not None) == [
+        ("read", "r1"), ("read", "r2"), ("write", "w1"),
+    ]
+    assert {id(call) for _, call in seen} == {id(c) for c in calls}
+    assert current_tool_call() is None  # outside a tool's execute
+
+
+async def test_not_set_outside_execute() -> None:
+    assert current_tool_call() is None
