@@ -248,18 +248,15 @@ async def _execute(run: Run, tool: Tool, call: ToolCall) -> ToolOutcome:
     if run.abort_requested:
         # This task may have been runnable already when the run was aborted.
         await trio.lowlevel.checkpoint()
-    timeout = run.agent.tool_timeout
     token = _current_call.set(call)
     try:
-        return await _execute_current(run, tool, call, limit=timeout)
+        return await _execute_current(run, tool, call)
     finally:
         _current_call.reset(token)
 
 
-async def _execute_current(
-    run: Run, tool: Tool, call: ToolCall, *, limit: float
-) -> ToolOutcome:
-    timeout = limit
+async def _execute_current(run: Run, tool: Tool, call: ToolCall) -> ToolOutcome:
+    timeout = run.agent.tool_timeout
     try:
         if call.name in run.agent.self_monitoring_names:
             # Checked at Agent construction: the tool implements SelfMonitoring.
