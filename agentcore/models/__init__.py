@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._fallback import FallbackModel as FallbackModel
+from ._fallback import StreamingFallbackModel as StreamingFallbackModel
+from ._fallback import model_name as model_name
 from ._replay import ReplayModel as ReplayModel
 from ._resolve import SCHEMES as SCHEMES
 from ._resolve import resolve_model as resolve_model
@@ -17,7 +20,16 @@ if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel as AnthropicChatModel
     from ._openai import OpenAIChatModel as OpenAIChatModel
 
-__all__ = ["SCHEMES", "AnthropicChatModel", "OpenAIChatModel", "ReplayModel", "resolve_model"]
+__all__ = [
+    "SCHEMES",
+    "AnthropicChatModel",
+    "FallbackModel",
+    "OpenAIChatModel",
+    "ReplayModel",
+    "StreamingFallbackModel",
+    "model_name",
+    "resolve_model",
+]
 
 
 def __getattr__(name: str) -> Any:
