@@ -58,7 +58,7 @@ class Buckets:
       requests: Requests available now (as of ``updated``).
       tokens: Tokens available now (as of ``updated``); negative when in debt.
       paused_until: No request starts before this time (a server's hint).
-      updated: The time of the last refill.
+      updated: The time of the last refill; None until the first (full until then).
       answered: Calls whose tokens were charged.
       answered_tokens: The tokens they used, together.
     """
@@ -70,7 +70,7 @@ class Buckets:
     requests: float
     tokens: float
     paused_until: float = -math.inf
-    updated: float = 0.0
+    updated: float | None = None
     answered: int = 0
     answered_tokens: int = 0
 
@@ -79,7 +79,6 @@ class Buckets:
         cls,
         requests_per_minute: float | None,
         tokens_per_minute: float | None,
-        now: float,
         *,
         request_burst: float | None = None,
         token_burst: float | None = None,
@@ -98,11 +97,12 @@ class Buckets:
             token_burst,
             request_burst,
             token_burst,
-            updated=now,
         )
 
     def refill(self, now: float) -> None:
         """Add what the buckets earned since the last refill."""
+        if self.updated is None:
+            self.updated = now
         elapsed = max(0.0, now - self.updated)
         self.updated = max(self.updated, now)
         if self.requests_per_minute is not None:
@@ -205,8 +205,9 @@ class RateLimiter:
     pauses until then, capped at ``max_pause`` seconds, so other calls sharing it do
     not hit the same wall.
 
-    Create it inside ``trio.run`` (it reads ``trio.current_time()``); use it through
-    :class:`RateLimited`.
+    It reads trio's clock from its first call on, so it may be made before
+    ``trio.run`` (a specs file is read then), but serves one ``trio.run`` only. Use it
+    through :class:`RateLimited`.
     """
 
     buckets: Buckets
@@ -241,9 +242,7 @@ class RateLimiter:
             )
         if burst is not None and burst < 1:
             raise ConfigurationError(f"burst must be at least 1 request, not {burst!r}")
-        buckets = Buckets.full(
-            requests_per_minute, tokens_per_minute, trio.current_time(), request_burst=burst
-        )
+        buckets = Buckets.full(requests_per_minute, tokens_per_minute, request_burst=burst)
         self.__attrs_init__(
             buckets, float(max_pause), trio.Lock(), trio.Event(), 0, 0, 0, 0
         )

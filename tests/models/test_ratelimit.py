@@ -284,7 +284,7 @@ def test_retry_hints_from_headers(headers: dict[str, str], seconds: float | None
 
 
 def test_buckets_refill_to_their_burst_and_settle_estimates() -> None:
-    buckets = Buckets.full(60, 600, 0.0)
+    buckets = Buckets.full(60, 600)
     assert (buckets.request_burst, buckets.token_burst) == (1.0, 10.0)
     assert buckets.take(0.0) == 0.0  # nothing answered yet: no estimate
     buckets.settle(0.0, 0.0, 30)
