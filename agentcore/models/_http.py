@@ -3,7 +3,7 @@
 Every failure leaves this module as a :class:`~agentcore.ModelError`: HTTP 408, 409,
 429 and 5xx, timeouts (``total_timeout`` included) and dropped connections as
 :class:`~agentcore.TransientModelError` (with the server's ``Retry-After``, or the reset
-of an exhausted ``x-ratelimit-*`` quota: :func:`~._ratelimit.retry_hint`), a context
+of an exhausted ``x-ratelimit-*`` quota: :func:`~._ratehints.retry_hint`), a context
 overflow as :class:`~agentcore.ContextTooLongError`, anything else (other 4xx,
 malformed JSON, a bad URL, a reply past one of its bounds) as a plain ``ModelError``.
 No error text holds the key, and none is chained to an httpx exception or a JSON
@@ -45,7 +45,7 @@ from ._apierror import (
 from ._keys import mask
 from ._limits import ERROR_BODY_BYTES, LimitExceeded, ReplyLimits, body_too_large, cut
 from ._payload import Malformed, encode_input, try_loads
-from ._ratelimit import retry_hint
+from ._ratehints import retry_hint
 from ._sse import ServerSentEvent, SSEParser
 
 #: Bound on the shielded cleanup of a stream left early (closing a socket is quick).

@@ -1,5 +1,5 @@
 """Shared rate limits for model calls: :class:`RateLimiter` (the bucket) and
-:class:`RateLimited` (a model that waits on one), with the header hints they honour.
+:class:`RateLimited` (a model that waits on one).
 
 The rules live in :class:`Buckets`, pure code with no I/O and no clock of its own; the
 limiter around it only takes the lock, sleeps and wakes.
@@ -8,9 +8,7 @@ limiter around it only takes the lock, sleeps and wakes.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
@@ -19,7 +17,6 @@ import trio
 from .._errors import ConfigurationError, TransientModelError
 from .._messages import ModelRequest, ModelResponse
 from .._models import ChatModel, DeltaSink
-from ._apierror import parse_retry_after
 from ._fallback import model_name
 
 #: The longest pause a server's hint may impose on a limiter by default, seconds.
@@ -398,50 +395,3 @@ class StreamingRateLimited(RateLimited):
         return await self.limiter.call(
             lambda: self.model.stream(request, on_delta)  # type: ignore[attr-defined]
         )
-
-
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)(h|ms|m|s))", re.ASCII)
-
-
-def parse_duration(value: str) -> float | None:
-    """Seconds in an OpenAI reset duration (``1s``, ``6m0s``, ``20ms``, ``1h2m3.5s``),
-    a plain number of seconds, or an RFC 3339 time (Anthropic's resets); None if it is
-    none of these."""
-    value = value.strip()
-    if not value or len(value) > 64:
-        return None
-    seconds = parse_retry_after(value)
-    if seconds is not None:
-        return seconds
-    parts = _DURATION.findall(value)
-    if parts and "".join(n + u for n, u in parts) == value:
-        unit = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-        return sum(float(n) * unit[u] for n, u in parts)
-    try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def retry_hint(headers: Mapping[str, str]) -> float | None:
-    """Seconds an error reply's headers ask to wait, or None: ``Retry-After`` when it
-    parses, else the latest reset of an exhausted quota (``x-ratelimit-remaining-*``
-    of ``0`` with its ``x-ratelimit-reset-*``, or Anthropic's
-    ``anthropic-ratelimit-*-remaining`` and ``-reset``). Never raises."""
-    retry_after = parse_retry_after(headers.get("retry-after"))
-    if retry_after is not None:
-        return retry_after
-    hints = []
-    for kind in ("requests", "tokens", "input-tokens", "output-tokens"):
-        for remaining, reset in (
-            (f"x-ratelimit-remaining-{kind}", f"x-ratelimit-reset-{kind}"),
-            (f"anthropic-ratelimit-{kind}-remaining", f"anthropic-ratelimit-{kind}-reset"),
-        ):
-            if (headers.get(remaining) or "").strip() == "0":
-                seconds = parse_duration(headers.get(reset) or "")
-                if seconds is not None:
-                    hints.append(seconds)
-    return max(hints) if hints else None

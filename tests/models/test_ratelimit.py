@@ -33,7 +33,8 @@ from agentcore.models import (
     RateLimiterStatistics,
     StreamingRateLimited,
 )
-from agentcore.models._ratelimit import Buckets, parse_duration, retry_hint
+from agentcore.models._ratehints import parse_duration, retry_hint
+from agentcore.models._ratelimit import Buckets
 from agentcore.testing import Delayed, ScriptedModel, StreamingScriptedModel
 from tests.models._support import Deltas
 
@@ -281,6 +282,24 @@ def test_reset_durations(value: str, seconds: float | None) -> None:
 )
 def test_retry_hints_from_headers(headers: dict[str, str], seconds: float | None) -> None:
     assert retry_hint(headers) == seconds
+
+
+HEADER_NAMES = [
+    "retry-after",
+    "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
+    "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens",
+    "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset",
+]
+
+
+@given(st.dictionaries(
+    st.sampled_from(HEADER_NAMES),
+    st.one_of(st.text(max_size=80), st.sampled_from(["0", "1s", "6m0s", "-1", "1e400", "nan"])),
+))
+def test_any_headers_give_a_wait_or_none(headers: dict[str, str]) -> None:
+    # Server headers are hostile: never an exception, never a negative or infinite wait.
+    hint = retry_hint(headers)
+    assert hint is None or 0 <= hint < math.inf
 
 
 def test_buckets_refill_to_their_burst_and_settle_estimates() -> None:
