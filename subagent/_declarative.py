@@ -68,6 +68,7 @@ from agentcore.models._replay import read_regular_file
 
 from ._errors import SpecError
 from ._spec import Defaults, Spec
+from ._speclimits import read_limits
 
 #: The largest specs file :func:`load_specs` reads (1 MiB).
 MAX_SPECS_BYTES = 1024 * 1024
@@ -98,7 +99,6 @@ AGENT_KEYS = frozenset(
         "limits",
     }
 )
-LIMIT_KEYS = ("requests_per_minute", "tokens_per_minute")
 ModelResolver = Callable[[str], ChatModel]
 
 
@@ -232,7 +232,7 @@ class _Reader:
                 "unknown; the top-level tables are pool, limits, defaults, agents",
             )
         pool = self.pool(self.table(data, "pool", "[pool]"))
-        self.limiters = self.limits(self.table(data, "limits", "[limits]"))
+        self.limiters = read_limits(self.table(data, "limits", "[limits]"), self.error, _kind)
         defaults = self.defaults(self.table(data, "defaults", "[defaults]"))
         agents = self.table(data, "agents", "[agents]")
         if not agents:
@@ -376,38 +376,6 @@ class _Reader:
                     raise self.error("workspace", str(exc)) from None
                 self._workspace_tools = {t.name: t for t in found}
         return self._workspace_tools
-
-    def limits(self, tables: Mapping[str, Any]) -> dict[str, RateLimiter]:
-        limiters = {}
-        for name, table in tables.items():
-            where = f"[limits.{name}]"
-            if not isinstance(table, Mapping):
-                raise self.error(where, f"must be a table, not {_kind(table)}")
-            unknown = sorted(set(table) - set(LIMIT_KEYS), key=str)
-            if unknown:
-                raise self.error(
-                    f"{where} field {unknown[0]!r}",
-                    f"unknown; the fields are {', '.join(LIMIT_KEYS)}",
-                )
-            rates = {}
-            for key in LIMIT_KEYS:
-                value = table.get(key)
-                if value is None:
-                    continue
-                try:
-                    rate = -1.0 if isinstance(value, bool) else float(value)
-                except (TypeError, ValueError, OverflowError):
-                    rate = -1.0
-                if not 0 < rate < math.inf:
-                    raise self.error(
-                        f"{where} field {key!r}",
-                        f"must be a positive number a minute, not {_kind(value)}",
-                    )
-                rates[key] = rate
-            if not rates:
-                raise self.error(where, f"names no limit; give {' or '.join(LIMIT_KEYS)}")
-            limiters[name] = RateLimiter(**rates)
-        return limiters
 
     def limited(self, where: str, value: Any, model: ChatModel | None) -> ChatModel:
         name = self.string(where, value)
