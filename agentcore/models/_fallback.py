@@ -55,7 +55,8 @@ class FallbackModel:
     chain (from ``primary`` again) if the last error was transient. With
     ``retry=RetryPolicy(...)`` each model gets up to ``max_attempts`` calls for its
     transient errors, sleeping ``retry.delay(n, retry_after)`` between them, before the
-    next model is asked (these sleeps emit no ``retry`` event).
+    next model is asked (these sleeps emit no ``retry`` event, so they count as idle
+    time for a ``Spec.idle_timeout``).
 
     The answer says which model gave it: its ``usage.model`` is the model id the
     adapter reported, or, when the adapter left it empty, :func:`model_name` of the
