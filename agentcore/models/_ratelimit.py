@@ -139,15 +139,18 @@ class Buckets:
         return estimate
 
     def settle(self, now: float, estimate: float, tokens: int | None) -> None:
-        """Charge what a finished call used in place of its ``estimate``; ``tokens``
-        None (the call failed, or was cancelled) gives the estimate back."""
+        """Charge what a finished call used (at most a minute's allowance) in place of
+        its ``estimate``; ``tokens`` None (the call failed, or was cancelled) gives the
+        estimate back."""
         self.refill(now)
         if self.tokens_per_minute is None:
             return
         if tokens is None:
             self.tokens = min(self.token_burst, self.tokens + estimate)
             return
-        tokens = max(0, tokens)
+        # A server's usage figure is not trusted to stall the limiter for more than a
+        # minute: one answer is charged at most one minute's tokens.
+        tokens = min(max(0, tokens), math.ceil(self.tokens_per_minute))
         self.tokens -= tokens - estimate
         self.answered += 1
         self.answered_tokens += tokens
@@ -196,7 +199,8 @@ class RateLimiter:
     far, 0 before the first), settled against its real usage when it answers (given
     back when it fails): calls started before the first answer are not held back by
     the token limit, and a call bigger than the mean puts the bucket in debt, which
-    later calls wait off. When a call fails with a
+    later calls wait off. One answer is charged at most a minute's tokens, whatever
+    usage the server reports. When a call fails with a
     :class:`~agentcore.TransientModelError` carrying ``retry_after`` (a 429 or 503
     with ``Retry-After``, or an exhausted ``x-ratelimit-*`` quota), the whole limiter
     pauses until then, capped at ``max_pause`` seconds, so other calls sharing it do
@@ -348,7 +352,7 @@ class RateLimited:
         tokens_per_minute: float | None = None,
         *,
         burst: float | None = None,
-        max_pause: float = DEFAULT_MAX_PAUSE,
+        max_pause: float | None = None,
         limiter: RateLimiter | None = None,
     ) -> None:
         if not callable(getattr(model, "complete", None)):
@@ -357,9 +361,12 @@ class RateLimited:
             )
         if limiter is None:
             limiter = RateLimiter(
-                requests_per_minute, tokens_per_minute, burst=burst, max_pause=max_pause
+                requests_per_minute,
+                tokens_per_minute,
+                burst=burst,
+                max_pause=DEFAULT_MAX_PAUSE if max_pause is None else max_pause,
             )
-        elif requests_per_minute is not None or tokens_per_minute is not None or burst:
+        elif any(v is not None for v in (requests_per_minute, tokens_per_minute, burst, max_pause)):
             raise ConfigurationError(
                 "RateLimited takes either a limiter or the limits of a new one, not both"
             )

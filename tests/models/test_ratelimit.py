@@ -232,6 +232,7 @@ async def test_a_streaming_model_stays_streaming(
         ({"requests_per_minute": 60, "burst": 0.5}, "burst must be at least 1 request, not 0.5"),
         ({"requests_per_minute": 60, "max_pause": -1}, "max_pause must be a finite number"),
         ({"requests_per_minute": 60, "limiter": "x"}, "either a limiter or the limits"),
+        ({"max_pause": 1, "limiter": "x"}, "either a limiter or the limits"),
     ],
 )
 async def test_bad_limits_are_configuration_errors(kwargs: dict[str, Any], message: str) -> None:
@@ -314,9 +315,11 @@ def test_buckets_refill_to_their_burst_and_settle_estimates() -> None:
     assert buckets.tokens == -20.0
     buckets.settle(100.0, 30.0, None)  # failed: the estimate is given back
     assert (buckets.tokens, buckets.answered) == (10.0, 1)
+    buckets.settle(100.0, 0.0, 10**5000)  # a hostile usage figure: a minute's worth
+    assert (buckets.tokens, buckets.wait(100.0)) == (-590.0, 59.0)
     buckets.pause(100.0, 5.0)
     buckets.pause(100.0, 1.0)  # a shorter pause does not cut the running one
-    assert buckets.wait(101.0) == 4.0
+    assert buckets.paused_until == 105.0
 
 
 @given(st.data())
