@@ -71,9 +71,9 @@ class FallbackModel:
     ModelError is re-raised as it is, with the earlier failures added as notes.
 
     It streams (is a :class:`StreamingFallbackModel`, with ``stream``) when every
-    member does; a member that fails part-way
-    through a stream has already sent its deltas, and the next member's text follows
-    them (the consumer sees the failed attempt's partial text first).
+    member does. A member that fails part-way through a stream has already sent its
+    deltas, and the next member's text follows them: the consumer sees the failed
+    attempt's partial text first (the final response holds only the answer's).
 
     Attributes:
       models: The models, in the order they are asked.
