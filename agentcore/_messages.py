@@ -65,12 +65,34 @@ class Message:
     is_error: bool = False
 
 
+#: The ``model`` of a sum of usages of different models.
+MIXED_MODELS = "(mixed)"
+
+
+def _sum_model(a: str, b: str) -> str:
+    # "" (no model named) is the identity and MIXED_MODELS absorbs: associative.
+    if not a or a == b:
+        return b
+    if not b:
+        return a
+    return MIXED_MODELS
+
+
 @attrs.frozen(slots=True)
 class Usage:
-    """Token counts of one or more model calls; ``a + b`` adds them."""
+    """Token counts of one or more model calls; ``a + b`` adds them.
+
+    Attributes:
+      input_tokens: Tokens sent to the model.
+      output_tokens: Tokens the model produced.
+      model: The model that was called (keyword only), or ``""`` when unknown. A
+        sum keeps the model its parts name when they name at most one; a sum of
+        usages of different models names :data:`MIXED_MODELS` (``"(mixed)"``).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    model: str = attrs.field(default="", kw_only=True)
 
     @property
     def total_tokens(self) -> int:
@@ -81,7 +103,9 @@ class Usage:
         if not isinstance(other, Usage):
             return NotImplemented
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            model=_sum_model(self.model, other.model),
         )
 
 

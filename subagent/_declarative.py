@@ -9,13 +9,21 @@ The format::
     max_children = 5
     children_timeout = 30.0
 
+    [limits.openai]             # optional: rate limits agents share (RateLimiter)
+    requests_per_minute = 500   # either or both
+    tokens_per_minute = 200000
+
     [defaults]                  # optional: what agents inherit
     model = "openai:gpt-4o-mini"
     agent_id = "my-app"
+    limits = "openai"           # the defaults' model waits on [limits.openai]
 
     [agents.researcher]
     description = "Finds things out."
     model = "anthropic:claude-sonnet-4-5"   # "openai:...", "anthropic:...", "scripted:FILE"
+    # or a list: a FallbackModel asking each in turn on a transient error
+    # model = ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"]
+    # limits = "openai"                     # its model (else the defaults') waits there
     system_prompt = "You research."
     tools = ["read_file", "grep", "subagent"]  # built-ins, the caller's own, "subagent"
     max_turns = 10
@@ -55,10 +63,12 @@ from typing import Any
 import attrs
 
 from agentcore import ChatModel, Tool
+from agentcore.models import FallbackModel, RateLimited, RateLimiter
 from agentcore.models._replay import read_regular_file
 
 from ._errors import SpecError
 from ._spec import Defaults, Spec
+from ._speclimits import read_limits
 
 #: The largest specs file :func:`load_specs` reads (1 MiB).
 MAX_SPECS_BYTES = 1024 * 1024
@@ -86,6 +96,7 @@ AGENT_KEYS = frozenset(
         "max_children",
         "agent_id",
         "delegates_to",
+        "limits",
     }
 )
 ModelResolver = Callable[[str], ChatModel]
@@ -205,6 +216,8 @@ class _Reader:
         self.resolve_model = resolve_model
         self.base_dir = base_dir
         self._workspace_tools: dict[str, Tool] | None = None
+        self.limiters: dict[str, RateLimiter] = {}
+        self.default_model: ChatModel | None = None
 
     def error(self, where: str, text: str) -> SpecFileError:
         return SpecFileError(f"{self.source}: {where}: {text}")
@@ -212,12 +225,14 @@ class _Reader:
     def read(self, data: Mapping[str, Any]) -> SpecFile:
         if not isinstance(data, Mapping):
             raise SpecFileError(f"{self.source}: must be a table, not {_kind(data)}")
-        unknown = sorted(set(data) - {"pool", "defaults", "agents"}, key=str)
+        unknown = sorted(set(data) - {"pool", "limits", "defaults", "agents"}, key=str)
         if unknown:
             raise self.error(
-                f"key {unknown[0]!r}", "unknown; the top-level tables are pool, defaults, agents"
+                f"key {unknown[0]!r}",
+                "unknown; the top-level tables are pool, limits, defaults, agents",
             )
         pool = self.pool(self.table(data, "pool", "[pool]"))
+        self.limiters = read_limits(self.table(data, "limits", "[limits]"), self.error, _kind)
         defaults = self.defaults(self.table(data, "defaults", "[defaults]"))
         agents = self.table(data, "agents", "[agents]")
         if not agents:
@@ -252,14 +267,18 @@ class _Reader:
         return settings
 
     def defaults(self, table: Mapping[str, Any]) -> Defaults:
-        unknown = sorted(set(table) - {"model", "agent_id"}, key=str)
+        unknown = sorted(set(table) - {"model", "agent_id", "limits"}, key=str)
         if unknown:
             raise self.error(
-                f"[defaults] field {unknown[0]!r}", "unknown; the fields are model, agent_id"
+                f"[defaults] field {unknown[0]!r}",
+                "unknown; the fields are model, agent_id, limits",
             )
         model = None
         if "model" in table:
             model = self.model("[defaults] field 'model'", table["model"])
+        self.default_model = model
+        if "limits" in table:
+            model = self.limited("[defaults] field 'limits'", table["limits"], model)
         agent_id = self.string("[defaults] field 'agent_id'", table.get("agent_id", ""))
         return Defaults(model=model, agent_id=agent_id)
 
@@ -283,6 +302,9 @@ class _Reader:
                 kwargs[key] = self.string(field(key), raw[key])
         if "model" in raw:
             kwargs["model"] = self.model(field("model"), raw["model"])
+        if "limits" in raw:
+            model = kwargs.get("model", self.default_model)
+            kwargs["model"] = self.limited(field("limits"), raw["limits"], model)
         if "max_turns" in raw:
             kwargs["max_turns"] = self.number(field("max_turns"), raw["max_turns"], int)
         for key in ("max_children", "max_messages"):
@@ -355,7 +377,21 @@ class _Reader:
                 self._workspace_tools = {t.name: t for t in found}
         return self._workspace_tools
 
+    def limited(self, where: str, value: Any, model: ChatModel | None) -> ChatModel:
+        name = self.string(where, value)
+        if name not in self.limiters:
+            known = ", ".join(sorted(self.limiters)) or "none are defined"
+            raise self.error(where, f"no [limits.{name}] table; known limits: {known}")
+        if model is None:
+            raise self.error(where, "no model to limit: give it a model or [defaults] one")
+        return RateLimited(model, limiter=self.limiters[name])
+
     def model(self, where: str, value: Any) -> ChatModel:
+        if isinstance(value, list):
+            if not value:
+                raise self.error(where, "an empty list names no model")
+            models = [self.model(f"{where} [{i}]", item) for i, item in enumerate(value)]
+            return models[0] if len(models) == 1 else FallbackModel(*models)
         text = self.string(where, value)
         try:
             if self.resolve_model is not None:

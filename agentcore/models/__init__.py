@@ -9,6 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._fallback import FallbackModel as FallbackModel
+from ._fallback import StreamingFallbackModel as StreamingFallbackModel
+from ._fallback import model_name as model_name
+from ._ratelimit import DEFAULT_MAX_PAUSE as DEFAULT_MAX_PAUSE
+from ._ratelimit import RateLimited as RateLimited
+from ._ratelimit import RateLimiter as RateLimiter
+from ._ratelimit import RateLimiterStatistics as RateLimiterStatistics
+from ._ratelimit import StreamingRateLimited as StreamingRateLimited
 from ._replay import ReplayModel as ReplayModel
 from ._resolve import SCHEMES as SCHEMES
 from ._resolve import resolve_model as resolve_model
@@ -17,7 +25,21 @@ if TYPE_CHECKING:
     from ._anthropic import AnthropicChatModel as AnthropicChatModel
     from ._openai import OpenAIChatModel as OpenAIChatModel
 
-__all__ = ["SCHEMES", "AnthropicChatModel", "OpenAIChatModel", "ReplayModel", "resolve_model"]
+__all__ = [
+    "DEFAULT_MAX_PAUSE",
+    "SCHEMES",
+    "AnthropicChatModel",
+    "FallbackModel",
+    "OpenAIChatModel",
+    "RateLimited",
+    "RateLimiter",
+    "RateLimiterStatistics",
+    "ReplayModel",
+    "StreamingFallbackModel",
+    "StreamingRateLimited",
+    "model_name",
+    "resolve_model",
+]
 
 
 def __getattr__(name: str) -> Any:

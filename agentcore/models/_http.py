@@ -2,7 +2,8 @@
 
 Every failure leaves this module as a :class:`~agentcore.ModelError`: HTTP 408, 409,
 429 and 5xx, timeouts (``total_timeout`` included) and dropped connections as
-:class:`~agentcore.TransientModelError` (with the server's ``Retry-After``), a context
+:class:`~agentcore.TransientModelError` (with the server's ``Retry-After``, or the reset
+of an exhausted ``x-ratelimit-*`` quota: :func:`~._ratehints.retry_hint`), a context
 overflow as :class:`~agentcore.ContextTooLongError`, anything else (other 4xx,
 malformed JSON, a bad URL, a reply past one of its bounds) as a plain ``ModelError``.
 No error text holds the key, and none is chained to an httpx exception or a JSON
@@ -39,12 +40,12 @@ from ._apierror import (
     ContextCheck,
     api_error_to_exception,
     parse_api_error,
-    parse_retry_after,
     shown,
 )
 from ._keys import mask
 from ._limits import ERROR_BODY_BYTES, LimitExceeded, ReplyLimits, body_too_large, cut
 from ._payload import Malformed, encode_input, try_loads
+from ._ratehints import retry_hint
 from ._sse import ServerSentEvent, SSEParser
 
 #: Bound on the shielded cleanup of a stream left early (closing a socket is quick).
@@ -162,7 +163,7 @@ async def _error_reply(endpoint: Endpoint, response: httpx.Response) -> ModelErr
     body = await _read_body(response, limit, truncate=True)
     return endpoint.error(
         parse_api_error(response.status_code, body),
-        parse_retry_after(response.headers.get("retry-after")),
+        retry_hint(response.headers),
     )
 
 

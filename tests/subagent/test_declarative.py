@@ -130,8 +130,8 @@ def test_same_as_mapping() -> None:
         ('[agents.a]\nmodel = "fake:x"\ncolour = "red"\n',
          "agent 'a' field 'colour': unknown; the fields are agent_id, critical, delegates_to, "
          "description, "
-         "idle_timeout, max_children, max_messages, max_turns, model, system_prompt, timeout, "
-         "tools"),
+         "idle_timeout, limits, max_children, max_messages, max_turns, model, system_prompt, "
+         "timeout, tools"),
         ("[agents.a]\ndescription = 'no model'\n",
          "agent 'a': spec 'a': no model: give the spec a model or the pool a default model"),
         ('[pool]\nmax_concurrent = 1.5\n[agents.a]\nmodel = "fake:x"\n',
@@ -142,7 +142,7 @@ def test_same_as_mapping() -> None:
         ("[pool]\n", "[agents]: no agents are defined"),
         ('agents = 3\n', "[agents]: must be a table, not an integer (3)"),
         ('[agents.a]\nmodel = "fake:x"\n[extra]\n',
-         "key 'extra': unknown; the top-level tables are pool, defaults, agents"),
+         "key 'extra': unknown; the top-level tables are pool, limits, defaults, agents"),
     ],
 )
 def test_errors_name_file_agent_and_field(tmp_path: Path, text: str, message: str) -> None:
@@ -271,7 +271,7 @@ def test_any_parse_failure_is_a_spec_file_error(tmp_path: Path, text: str, messa
 
 def test_mappings_of_any_shape_give_spec_file_errors() -> None:
     cases: list[tuple[dict[Any, Any], str]] = [
-        ({1: 2, "x": 3}, "key 1: unknown; the top-level tables are pool, defaults, agents"),
+        ({1: 2, "x": 3}, "key 1: unknown; the top-level tables are pool, limits, defaults, agents"),
         ({"agents": {"a": {"model": "fake:x", "max_turns": -(10**5000)}}},
          "agent 'a' field 'max_turns': must be at least 1, not (an integer too long to show)"),
         ({"agents": {"a": {"model": "fake:x", "system_prompt": 10**5000}}},
@@ -279,7 +279,7 @@ def test_mappings_of_any_shape_give_spec_file_errors() -> None:
          "((an integer too long to show))"),
         ({"agents": {"a": {"model": "fake:x", 2: 1, "z": 1}}},
          "agent 'a' field 2: unknown; the fields are agent_id, critical, delegates_to, "
-         "description, idle_timeout, max_children, max_messages, max_turns, model, "
+         "description, idle_timeout, limits, max_children, max_messages, max_turns, model, "
          "system_prompt, timeout, tools"),
     ]
     for data, message in cases:
