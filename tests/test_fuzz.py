@@ -15,6 +15,7 @@ HARNESSES = [
     "fuzz.fuzz_subagent_tool",
     "fuzz.fuzz_spec_file",
     "fuzz.fuzz_workspace",
+    "fuzz.fuzz_typed_tool",
 ]
 
 
