@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
@@ -338,3 +341,19 @@ def test_a_wrong_value_is_named_by_its_path(data: st.DataObject) -> None:
         assert str(info.value).endswith(f" - at `$.{field}`"), str(info.value)
 
     trio.run(main)
+
+
+def test_the_example_runs() -> None:
+    root = Path(__file__).resolve().parent.parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "typed_tools.py")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-4:] == [
+        "  count_lines -> ok: 3",
+        "  file_findings -> error: tool 'file_findings' failed: ToolArgumentsError: invalid "
+        "arguments: Expected `int`, got `str` - at `$.findings[0].line`",
+        '  file_findings -> ok: {"low":0,"high":1}',
+        "output: Filed one high-severity finding.",
+    ]
