@@ -30,8 +30,13 @@ import trio
 
 from ._arguments import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, ArgumentsError, load_arguments
 from ._errors import AgentCoreError, ConfigurationError
-from ._schema import Parameter, arguments_type, parameters_schema, parse_docstring
-from ._schema import signature_parameters as _signature_parameters
+from ._schema import (
+    Parameter,
+    arguments_type,
+    parameters_schema,
+    parse_docstring,
+    signature_parameters,
+)
 from ._tools import Liveness
 
 P = ParamSpec("P")
@@ -220,7 +225,7 @@ def _make(
             f"tool {tool_name!r} has no description: give the function a docstring "
             "or pass description="
         )
-    params = _signature_parameters(fn, tool_name, doc.arguments)
+    params = signature_parameters(fn, tool_name, doc.arguments)
     struct = arguments_type(tool_name, params)
     kind = SelfMonitoringTypedTool if liveness is Liveness.self_monitoring else TypedTool
     return kind(
