@@ -22,6 +22,7 @@ from agentcore import (
     tool,
     tool_spec,
 )
+from agentcore._schema import Docstring, parse_docstring
 
 
 class Color(enum.Enum):
@@ -404,3 +405,32 @@ async def test_self_monitoring_liveness() -> None:
         return n
 
     assert check_liveness(plain) is Liveness.opaque
+
+
+def test_docstring_sections() -> None:
+    doc = parse_docstring(
+        """Summary line.
+
+        Second paragraph,
+          indented in the middle.
+
+        Arguments:
+            path (str, optional): Where
+                to look.
+            *names: Extra names.
+            bare:
+                Text on the next line.
+
+        Raises:
+            ValueError: not an argument.
+        Example::
+
+            call(path="x")
+        """
+    )
+    assert doc == Docstring(
+        "Summary line.\n\nSecond paragraph,\n  indented in the middle.",
+        {"path": "Where to look.", "names": "Extra names.", "bare": "Text on the next line."},
+    )
+    assert parse_docstring(None) == Docstring("", {})
+    assert parse_docstring("Only a summary.") == Docstring("Only a summary.", {})
