@@ -61,3 +61,8 @@ from ._tools import check_liveness as check_liveness
 from ._tools import is_read_only as is_read_only
 from ._tools import liveness_of as liveness_of
 from ._tools import tool_spec as tool_spec
+from ._typed import MAX_TOOL_THREADS as MAX_TOOL_THREADS
+from ._typed import SelfMonitoringTypedTool as SelfMonitoringTypedTool
+from ._typed import ToolArgumentsError as ToolArgumentsError
+from ._typed import TypedTool as TypedTool
+from ._typed import tool as tool

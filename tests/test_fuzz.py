@@ -16,6 +16,7 @@ HARNESSES = [
     "fuzz.fuzz_spec_file",
     "fuzz.fuzz_workspace",
     "fuzz.fuzz_redact",
+    "fuzz.fuzz_typed_tool",
 ]
 
 
