@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
@@ -162,6 +163,16 @@ class AllOf:
         return GateDecision(False, f"{_whose(owner)} did not decide within {waited:g}s")
 
 
+def _same(gate: ToolGate, other: ToolGate | None) -> bool:
+    # ``obj.method`` makes a new bound method at each access: two specs given
+    # ``gate=policy.check`` hold two objects that are one gate.
+    if gate is other:
+        return True
+    if isinstance(gate, types.MethodType) and isinstance(other, types.MethodType):
+        return gate.__self__ is other.__self__ and gate.__func__ is other.__func__
+    return False
+
+
 def nested_gate(outer: ToolGate | None, owner: str, inner: ToolGate | None) -> ToolGate | None:
     """The effective gate of a run started from within another run. Not a checkpoint.
 
@@ -183,7 +194,7 @@ def nested_gate(outer: ToolGate | None, owner: str, inner: ToolGate | None) -> T
     if outer is None:
         return inner
     above = outer.gates if isinstance(outer, AllOf) else (("", outer),)
-    members = [(name or owner, gate) for name, gate in above if gate is not inner]
+    members = [(name or owner, gate) for name, gate in above if not _same(gate, inner)]
     if inner is not None:
         members.append(("", inner))
     if members == [("", inner)]:
