@@ -101,9 +101,10 @@ def _describe(exc: BaseException) -> str:
 async def ask(gate: ToolGate, request: GateRequest, owner: str = "") -> GateDecision:
     """``gate``'s decision on ``request``, failing closed. A checkpoint.
 
-    A gate that raises, or answers with anything but a :class:`GateDecision`,
-    denies; the reason names it (``owner``: whose gate it is, ``""`` for the
-    calling run's own). Cancellation propagates: the caller bounds the wait.
+    A gate that raises, or answers with anything but a :class:`GateDecision`
+    whose ``allowed`` is a bool, denies; the reason names it (``owner``: whose
+    gate it is, ``""`` for the calling run's own). Cancellation propagates: the
+    caller bounds the wait.
     """
     try:
         decision = await gate(request)
@@ -112,6 +113,13 @@ async def ask(gate: ToolGate, request: GateRequest, owner: str = "") -> GateDeci
     if not isinstance(decision, GateDecision):
         return GateDecision(
             False, f"{_whose(owner)} answered {type(decision).__name__}, not a GateDecision"
+        )
+    if not isinstance(decision.allowed, bool):
+        # GateDecision("no") would allow: "no" is true.
+        return GateDecision(
+            False,
+            f"{_whose(owner)} answered a GateDecision whose allowed is "
+            f"{type(decision.allowed).__name__}, not bool",
         )
     if owner and not decision.allowed:
         return GateDecision(False, f"{_whose(owner)}: {decision.reason}")

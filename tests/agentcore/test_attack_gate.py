@@ -6,11 +6,13 @@ import trio
 import trio.testing
 
 from agentcore import (
+    Agent,
     AllOf,
     GateDecision,
     GateRequest,
     nested_gate,
 )
+from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
 
 
 class Policy:
@@ -39,3 +41,19 @@ def test_distinct_objects_stay_distinct_gates() -> None:
     gate = nested_gate(first.check, "a/0001", second.check)
     assert isinstance(gate, AllOf)
     assert [owner for owner, _ in gate.gates] == ["a/0001", ""]
+
+
+async def test_a_decision_whose_allowed_is_not_a_bool_denies(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def sloppy(request: GateRequest) -> GateDecision:
+        await trio.lowlevel.checkpoint()
+        return GateDecision("no")  # type: ignore[arg-type]
+
+    tool = RecordingTool("write")
+    model = ScriptedModel([tool_call_reply("write", "{}", id="c1"), "done"])
+    result = await Agent(model=model, tools=[tool], gate=sloppy).run("x")
+    assert tool.calls == []
+    assert result.messages[2].content == (
+        "denied: the gate answered a GateDecision whose allowed is str, not bool"
+    )
