@@ -134,7 +134,22 @@ async def _open_stream(
     async with _open_client(endpoint) as client, client.stream(
         "POST", url, content=content, headers=request_headers, timeout=endpoint.timeout
     ) as response:
+        _check_encoding(endpoint, response)
         yield response
+
+
+def _check_encoding(endpoint: Endpoint, response: httpx.Response) -> None:
+    # httpx decodes every layer of a stacked Content-Encoding, each chunk at once: a
+    # few KB of gzip inside gzip inflate to GBs in one call, before _read_body can
+    # count them. One layer inflates a read (64 KiB) to at most ~64 MiB; no server
+    # stacks them, so more than one is refused before any byte is read.
+    value = response.headers.get("content-encoding", "")
+    layers = [c for c in value.lower().replace(" ", "").split(",") if c not in ("", "identity")]
+    if len(layers) > 1:
+        raise LimitExceeded(
+            "reply has a Content-Encoding of more than one layer "
+            f"({cut(shown(value, endpoint.secret), 100)!r})"
+        )
 
 
 async def _read_body(response: httpx.Response, limit: int, *, truncate: bool) -> bytes:
