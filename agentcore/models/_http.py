@@ -286,7 +286,7 @@ async def post_event_stream(
                 content_type = response.headers.get("content-type", "")
                 if content_type.startswith("text/event-stream"):
                     return await _read_events(endpoint, response, on_event)
-                kind = shown(cut(content_type, 100), endpoint.secret) or "no content type"
+                kind = cut(shown(content_type, endpoint.secret), 100) or "no content type"
                 error = ModelError(
                     f"{endpoint.api} API answered a streaming request with {kind}, "
                     "not an event stream"
