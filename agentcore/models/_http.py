@@ -174,7 +174,12 @@ async def _read_body(response: httpx.Response, limit: int, *, truncate: bool) ->
 
 async def _error_reply(endpoint: Endpoint, response: httpx.Response) -> ModelError:
     limit = min(ERROR_BODY_BYTES, endpoint.max_response_bytes)
-    body = await _read_body(response, limit, truncate=True)
+    body = await _read_body(response, limit + 1, truncate=True)
+    if len(body) > limit:
+        # Cut before the key is masked: an echoed key straddling the cut would keep its
+        # first characters. Each character of a key takes at most 6 bytes in any form
+        # redact() knows (``\u00NN``), so dropping that many keeps no part of it.
+        body = body[: max(0, limit - 6 * len(endpoint.secret))]
     return endpoint.error(
         parse_api_error(response.status_code, body),
         parse_retry_after(response.headers.get("retry-after")),
