@@ -212,7 +212,7 @@ def verify(path: str | os.PathLike[str], *, head: str | None = None) -> VerifyRe
     but :class:`VerifyError`: bad content is reported.
 
     Not a checkpoint: it reads the whole file synchronously (in bounded
-    memory: 8 bytes a line, and one line at a time); from trio, run it with
+    memory: 8 bytes per 64 lines, and one line at a time); from trio, run it with
     ``trio.to_thread.run_sync(verify, path)``.
 
     Args:
