@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
@@ -100,9 +101,10 @@ def _describe(exc: BaseException) -> str:
 async def ask(gate: ToolGate, request: GateRequest, owner: str = "") -> GateDecision:
     """``gate``'s decision on ``request``, failing closed. A checkpoint.
 
-    A gate that raises, or answers with anything but a :class:`GateDecision`,
-    denies; the reason names it (``owner``: whose gate it is, ``""`` for the
-    calling run's own). Cancellation propagates: the caller bounds the wait.
+    A gate that raises, or answers with anything but a :class:`GateDecision`
+    whose ``allowed`` is a bool, denies; the reason names it (``owner``: whose
+    gate it is, ``""`` for the calling run's own). Cancellation propagates: the
+    caller bounds the wait.
     """
     try:
         decision = await gate(request)
@@ -111,6 +113,13 @@ async def ask(gate: ToolGate, request: GateRequest, owner: str = "") -> GateDeci
     if not isinstance(decision, GateDecision):
         return GateDecision(
             False, f"{_whose(owner)} answered {type(decision).__name__}, not a GateDecision"
+        )
+    if not isinstance(decision.allowed, bool):
+        # GateDecision("no") would allow: "no" is true.
+        return GateDecision(
+            False,
+            f"{_whose(owner)} answered a GateDecision whose allowed is "
+            f"{type(decision.allowed).__name__}, not bool",
         )
     if owner and not decision.allowed:
         return GateDecision(False, f"{_whose(owner)}: {decision.reason}")
@@ -162,6 +171,16 @@ class AllOf:
         return GateDecision(False, f"{_whose(owner)} did not decide within {waited:g}s")
 
 
+def _same(gate: ToolGate, other: ToolGate | None) -> bool:
+    # ``obj.method`` makes a new bound method at each access: two specs given
+    # ``gate=policy.check`` hold two objects that are one gate.
+    if gate is other:
+        return True
+    if isinstance(gate, types.MethodType) and isinstance(other, types.MethodType):
+        return gate.__self__ is other.__self__ and gate.__func__ is other.__func__
+    return False
+
+
 def nested_gate(outer: ToolGate | None, owner: str, inner: ToolGate | None) -> ToolGate | None:
     """The effective gate of a run started from within another run. Not a checkpoint.
 
@@ -183,7 +202,7 @@ def nested_gate(outer: ToolGate | None, owner: str, inner: ToolGate | None) -> T
     if outer is None:
         return inner
     above = outer.gates if isinstance(outer, AllOf) else (("", outer),)
-    members = [(name or owner, gate) for name, gate in above if gate is not inner]
+    members = [(name or owner, gate) for name, gate in above if not _same(gate, inner)]
     if inner is not None:
         members.append(("", inner))
     if members == [("", inner)]:

@@ -24,6 +24,7 @@ not called.
 from __future__ import annotations
 
 import enum
+import reprlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -250,13 +251,20 @@ async def intercept(
                 run.abort(f"hook {hook.name!r} {hook.point}: {result.reason}")
                 await trio.lowlevel.checkpoint()
                 continue
-            failure = f"returned {result!r}, which it may not"
+            # reprlib: bounded in length and depth, and a repr that raises (a
+            # RecursionError on a deep answer) gives a placeholder instead.
+            failure = f"returned {_ANSWER.repr(result)}, which it may not"
         what = f"hook {hook.name!r} {hook.point} {failure}"
         if may_deny:
             await run.hook_error(f"{what}; the call is denied")
             return value, Denial(what, failed=True)
         await run.hook_error(f"{what}; {'skipped' if result is None else 'ignored'}")
     return value, None
+
+
+#: How a wrong answer is quoted: at most ~200 characters and 6 levels deep.
+_ANSWER = reprlib.Repr()
+_ANSWER.maxstring = _ANSWER.maxother = 200
 
 
 def _describe(exc: BaseException) -> str:

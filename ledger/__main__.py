@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
 from ._encoding import entry_to_dict
 from ._entry import Entry
 from ._errors import LedgerError
+from ._format import as_json as json_line
 from ._format import format_entry
 from ._query import query, tail
 from ._verify import repair, verify
@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
 def _show(entries: Sequence[Entry], *, as_json: bool, full: bool) -> None:
     for entry in entries:
         if as_json:
-            print(json.dumps(entry_to_dict(entry), ensure_ascii=False))
+            print(json_line(entry_to_dict(entry)))
         else:
             print(format_entry(entry, width=None if full else 200))
 

@@ -10,12 +10,25 @@ from ._entry import Entry
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]|^\s|\s$|^$")
 
 
+def as_json(value: object) -> str:
+    """``value`` as JSON text safe to print: non-ASCII characters kept unless one of
+    them is not printable (a C1 control, a bidi override or other format
+    character, a separator, a lone surrogate): then every one is escaped."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if text.isprintable() else json.dumps(value)
+
+
+def _plain(text: str) -> str:
+    # A head field (time, kind, a path segment): as it is, or quoted if unprintable.
+    return text if text.isprintable() else as_json(text)
+
+
 def _value(value: object, width: int | None) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = value if isinstance(value, str) else as_json(value)
     if width is not None and len(text) > width:
         text = text[: width - 1] + "…"
-    if isinstance(value, str) and _UNSAFE.search(text):
-        return json.dumps(text, ensure_ascii=False)
+    if isinstance(value, str) and (_UNSAFE.search(text) or not text.isprintable()):
+        return as_json(text)
     return text
 
 
@@ -33,8 +46,8 @@ def format_entry(entry: Entry, *, width: int | None = 200) -> str:
       entry: The entry to show.
       width: Cut each field value longer than this (``None``: never).
     """
-    path = " > ".join(entry.path) or "-"
-    head = f"{entry.seq:>6}  {entry.time}  {entry.kind:<16} {path}"
+    path = " > ".join(_plain(segment) for segment in entry.path) or "-"
+    head = f"{entry.seq:>6}  {_plain(entry.time)}  {_plain(entry.kind):<16} {path}"
     fields: list[str] = []
     if entry.run_id:
         fields.append(f"run={_value(entry.run_id, width)}")

@@ -13,6 +13,8 @@ from ._encoding import decode_line
 
 _CHUNK = 65536
 _READ = 1 << 20
+#: The line index keeps where every this many lines start.
+_STRIDE = 64
 
 MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 """The longest ledger line (64 MiB, newline excluded) a JSON Lines sink writes
@@ -58,39 +60,86 @@ class LineItems(Sequence[Item]):
 class LineFile(Sequence[Item]):
     """The complete lines of an open ledger file, read, decoded and checked on access.
 
-    Lines end in ``\\n`` only (entries escape every other line break). Only
-    where each line starts is kept (8 bytes a line), so a ledger of any size
-    is checked in bounded memory; lines appended after the file was indexed
-    are not seen. What follows the last ``\\n`` is the tail: empty unless a
-    write was cut short (or something was put there).
+    Lines end in ``\\n`` only (entries escape every other line break). Only where
+    every :data:`_STRIDE`-th line starts is kept (8 bytes per 64 lines, however
+    short the lines: a hostile file of newlines alone must not cost 8 bytes a
+    byte), so a ledger of any size is checked in bounded memory; a line is found
+    from the mark before it, and the next line from the last one found, so reading
+    in order costs one pass. Lines appended after the file was indexed are not
+    seen. What follows the last ``\\n`` is the tail: empty unless a write was cut
+    short (or something was put there).
     """
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        starts = array("q", [0])
+        marks = array("q", [0])
+        count = 0  # complete lines so far
+        tail_start = 0  # just after the last newline
         pos = 0
         while chunk := os.pread(fd, _READ, pos):
-            find = chunk.find
-            at = find(b"\n")
-            while at != -1:
-                starts.append(pos + at + 1)
-                at = find(b"\n", at + 1)
+            newlines = chunk.count(b"\n")
+            if newlines:
+                # Marks fall on lines count+1 .. count+newlines (each starts after a newline).
+                need = len(marks) * _STRIDE
+                at = -1
+                seen = 0
+                while need <= count + newlines:
+                    while seen < need - count:
+                        at = chunk.index(b"\n", at + 1)
+                        seen += 1
+                    marks.append(pos + at + 1)
+                    need += _STRIDE
+                count += newlines
+                tail_start = pos + chunk.rindex(b"\n") + 1
             pos += len(chunk)
-        self._starts = starts
+        self._marks = marks
+        self._count = count
+        self._tail_start = tail_start
+        # The last line found: its number, where it starts, where its newline is.
+        self._cursor = (-1, 0, -1)
         self.size = pos  # when it was indexed
 
     def __len__(self) -> int:
-        return len(self._starts) - 1
+        return self._count
+
+    def _newline(self, pos: int) -> int:
+        # The offset of the first newline at or after ``pos`` (one exists before the
+        # tail), or of the end of the file if it was cut short since it was indexed.
+        size = 1024  # most lines are short: read little first, more as a line goes on
+        while chunk := os.pread(self._fd, size, pos):
+            found = chunk.find(b"\n")
+            if found != -1:
+                return pos + found
+            pos += len(chunk)
+            size = min(2 * size, _READ)
+        return pos
+
+    def _bounds(self, index: int) -> tuple[int, int]:
+        # Where line ``index`` starts and where its newline is.
+        line, start, end = self._cursor
+        if index == line:
+            return start, end
+        if index == line + 1:
+            start = end + 1
+        else:
+            line = index - index % _STRIDE
+            start = self._marks[line // _STRIDE]
+            while line < index:
+                start = self._newline(start) + 1
+                line += 1
+        end = self._newline(start)
+        self._cursor = (index, start, end)
+        return start, end
 
     def line(self, index: int) -> bytes | int:
         """Line ``index`` (no newline), or its length if it is over :data:`MAX_LINE_BYTES`."""
-        start = self._starts[index]
-        length = self._starts[index + 1] - 1 - start
+        start, end = self._bounds(index)
+        length = end - start
         return length if length > MAX_LINE_BYTES else os.pread(self._fd, length, start)
 
     def tail(self) -> tuple[bytes, int]:
         """The first :data:`MAX_LINE_BYTES` + 1 bytes of the tail, and its length."""
-        start = self._starts[-1]
+        start = self._tail_start
         length = self.size - start
         return os.pread(self._fd, min(length, MAX_LINE_BYTES + 1), start), length
 

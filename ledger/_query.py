@@ -13,14 +13,11 @@ from ._entry import Entry
 from ._errors import VerifyError
 from ._jsonl_file import MAX_LINE_BYTES, LineFile
 from ._sqlite_store import connect_existing, select
-from ._verify import detect_format
+from ._verify import detect_format, open_ledger
 
 
 def _jsonl_entries(path: str, last: int | None = None) -> Generator[Entry, None, None]:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise VerifyError(f"cannot read ledger {path}: {exc.strerror or exc}") from exc
+    fd = open_ledger(path)
     try:
         lines = LineFile(fd)
         start = 0 if last is None else max(0, len(lines) - last)

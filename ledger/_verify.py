@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Sequence
 from typing import Literal, overload
 
@@ -54,17 +55,44 @@ class VerifyReport:
     no sound entry has it."""
 
 
+def open_ledger(path: str) -> int:
+    """Open the ledger file at ``path`` for reading; return the descriptor.
+
+    Opened without blocking (a FIFO put in its place is not waited on) and checked
+    on the descriptor to be a regular file: a FIFO or a device (``/dev/zero``,
+    read forever) is refused, never read.
+
+    Raises:
+      VerifyError: It cannot be opened, or is not a regular file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise VerifyError(f"cannot read ledger {path}: {exc.strerror or exc}") from exc
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError as exc:
+        os.close(fd)
+        raise VerifyError(f"cannot read ledger {path}: {exc.strerror or exc}") from exc
+    if not regular:
+        os.close(fd)
+        raise VerifyError(f"cannot read ledger {path}: it is not a regular file")
+    return fd
+
+
 def detect_format(path: str) -> Format:
     """Return the format of the ledger file at ``path``.
 
     Raises:
-      VerifyError: The file cannot be read.
+      VerifyError: The file cannot be read, or is not a regular file.
     """
+    fd = open_ledger(path)
     try:
-        with open(path, "rb") as file:
-            start = file.read(len(MAGIC))
+        start = os.pread(fd, len(MAGIC), 0)
     except OSError as exc:
         raise VerifyError(f"cannot read ledger {path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
     return "sqlite" if start == MAGIC else "jsonl"
 
 
@@ -173,10 +201,7 @@ def _report(
 
 
 def _verify_jsonl(name: str, pinned: str | None) -> VerifyReport:
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise VerifyError(f"cannot read ledger {name}: {exc.strerror or exc}") from exc
+    fd = open_ledger(name)
     try:
         lines = LineFile(fd)
         check = check_chain(lines, pinned=pinned)
@@ -212,7 +237,7 @@ def verify(path: str | os.PathLike[str], *, head: str | None = None) -> VerifyRe
     but :class:`VerifyError`: bad content is reported.
 
     Not a checkpoint: it reads the whole file synchronously (in bounded
-    memory: 8 bytes a line, and one line at a time); from trio, run it with
+    memory: 8 bytes per 64 lines, and one line at a time); from trio, run it with
     ``trio.to_thread.run_sync(verify, path)``.
 
     Args:

@@ -135,7 +135,22 @@ async def _open_stream(
     async with _open_client(endpoint) as client, client.stream(
         "POST", url, content=content, headers=request_headers, timeout=endpoint.timeout
     ) as response:
+        _check_encoding(endpoint, response)
         yield response
+
+
+def _check_encoding(endpoint: Endpoint, response: httpx.Response) -> None:
+    # httpx decodes every layer of a stacked Content-Encoding, each chunk at once: a
+    # few KB of gzip inside gzip inflate to GBs in one call, before _read_body can
+    # count them. One layer inflates a read (64 KiB) to at most ~64 MiB; no server
+    # stacks them, so more than one is refused before any byte is read.
+    value = response.headers.get("content-encoding", "")
+    layers = [c for c in value.lower().replace(" ", "").split(",") if c not in ("", "identity")]
+    if len(layers) > 1:
+        raise LimitExceeded(
+            "reply has a Content-Encoding of more than one layer "
+            f"({cut(shown(value, endpoint.secret), 100)!r})"
+        )
 
 
 async def _read_body(response: httpx.Response, limit: int, *, truncate: bool) -> bytes:
@@ -160,7 +175,12 @@ async def _read_body(response: httpx.Response, limit: int, *, truncate: bool) ->
 
 async def _error_reply(endpoint: Endpoint, response: httpx.Response) -> ModelError:
     limit = min(ERROR_BODY_BYTES, endpoint.max_response_bytes)
-    body = await _read_body(response, limit, truncate=True)
+    body = await _read_body(response, limit + 1, truncate=True)
+    if len(body) > limit:
+        # Cut before the key is masked: an echoed key straddling the cut would keep its
+        # first characters. Each character of a key takes at most 6 bytes in any form
+        # redact() knows (``\u00NN``), so dropping that many keeps no part of it.
+        body = body[: max(0, limit - 6 * len(endpoint.secret))]
     return endpoint.error(
         parse_api_error(response.status_code, body),
         retry_hint(response.headers),
@@ -272,7 +292,7 @@ async def post_event_stream(
                 content_type = response.headers.get("content-type", "")
                 if content_type.startswith("text/event-stream"):
                     return await _read_events(endpoint, response, on_event)
-                kind = shown(cut(content_type, 100), endpoint.secret) or "no content type"
+                kind = cut(shown(content_type, endpoint.secret), 100) or "no content type"
                 error = ModelError(
                     f"{endpoint.api} API answered a streaming request with {kind}, "
                     "not an event stream"

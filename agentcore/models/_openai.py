@@ -316,7 +316,10 @@ class OpenAIStreamState:
     finish_reason: str | None = None
     usage: Usage = Usage()
     tally: Tally = attrs.Factory(Tally)
-    _calls: dict[int, list[str]] = attrs.Factory(dict)  # index -> [id, name, arguments...]
+    _calls: dict[int, list[str]] = attrs.Factory(dict)  # index -> [id, arguments...]
+    # index -> the pieces of its name, joined at the end: concatenating a name sent a
+    # character per chunk would cost time quadratic in its length.
+    _names: dict[int, list[str]] = attrs.Factory(dict)
 
     @property
     def finished(self) -> bool:
@@ -348,7 +351,8 @@ class OpenAIStreamState:
             parts = self._calls.get(index)
             if parts is None:
                 self.tally.add_call()
-                parts = self._calls[index] = ["", ""]
+                parts = self._calls[index] = [""]
+                self._names[index] = []
             parts[0] = field(call, "id", str, where, parts[0])
             function = field(call, "function", dict, where, {})
             name = field(function, "name", str, f"{where}.function", "")
@@ -357,7 +361,8 @@ class OpenAIStreamState:
             if arguments is not None:
                 added = _arguments(arguments, f"{where}.function.arguments")
             self.tally.add_arguments(len(parts[0]) + len(name) + len(added))
-            parts[1] += name
+            if name:
+                self._names[index].append(name)
             if arguments is not None:
                 parts.append(added)
         text = field(delta, "content", str, "delta", "")
@@ -369,7 +374,10 @@ class OpenAIStreamState:
     def response(self) -> ModelResponse:
         """The reply the chunks so far make up."""
         calls = tuple(
-            ToolCall(parts[0] or f"call_{index}", parts[1], "".join(parts[2:]) or "{}")
+            ToolCall(
+                parts[0] or f"call_{index}", "".join(self._names[index]),
+                "".join(parts[1:]) or "{}",
+            )
             for index, parts in sorted(self._calls.items())
         )
         return ModelResponse(

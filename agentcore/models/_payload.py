@@ -136,8 +136,13 @@ def _json_type_name(kind: type) -> str:
 
 
 def event_name(event: ServerSentEvent) -> str:
-    """The event's type, quoted and cut short for an error message."""
-    return repr(cut(event.event, _NAME_CHARS))
+    """The event's type, quoted for an error message; a long one is only measured.
+
+    Never cut: the key is masked in the whole message later, and a name cut here
+    could end inside an echoed key, whose first characters would then survive."""
+    if len(event.event) > _NAME_CHARS:
+        return f"<{len(event.event)}-character name>"
+    return repr(event.event)
 
 
 def event_json(event: ServerSentEvent) -> Mapping[str, Any]:

@@ -133,7 +133,8 @@ class SSEParser:
         elif name == "id":
             if "\0" not in value:
                 self._last_id = value
-        elif name == "retry" and value.isascii() and value.isdigit():
+        elif name == "retry" and value.isascii() and value.isdigit() and len(value) <= 18:
+            # Longer is no usable time, and int() refuses over 4,300 digits (ValueError).
             self._retry = int(value)
         return None
 

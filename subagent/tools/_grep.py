@@ -182,6 +182,9 @@ class _Search:
     def linked_file(self, rel: str) -> None:
         """Search the file a symlink at ``rel`` names, if it is a regular file inside
         (listed under the link's name); anything else is skipped."""
+        # Polled here too: resolving a link may take up to MAX_STEPS directory opens
+        # and reach no file, and a tree can hold MAX_GREP_ENTRIES such links.
+        trio.from_thread.check_cancelled()
 
         def final(dir_fd: int, name: str | None, _rel: str) -> None:
             if name is None:

@@ -13,7 +13,7 @@ The tools' file I/O runs in worker threads that are *abandoned* when the call is
 cancelled (``tool_timeout``, a task's ``timeout`` or ``idle_timeout``, a cancel):
 the call ends on time with an error result while the thread finishes in the
 background. What an abandoned thread may still do: a ``grep`` stops at its next
-file or within 256 lines (after the line it is matching: seconds at worst, for
+file or symlink, or within 256 lines (after the line it is matching: seconds at worst, for
 the most complex pattern allowed over a 1 MiB line); a ``read_file`` or ``list_dir`` finishes its
 (bounded) read and its result is dropped; a ``write_file`` may still land (the
 rename is atomic: the file holds either its old or its new content). The threads
