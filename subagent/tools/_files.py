@@ -29,7 +29,7 @@ from ._paths import (
 )
 
 if TYPE_CHECKING:
-    from ._workspace import Workspace
+    from ._root import Workspace
 
 #: list_dir shows at most this many entries.
 MAX_LIST_ENTRIES = 1000

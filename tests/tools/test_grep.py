@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from subagent.tools import Workspace, WorkspaceError, _grep, _workspace, workspace_tools
+from subagent.tools import Workspace, WorkspaceError, _grep, _root, workspace_tools
 
 #: Patterns catastrophic for a backtracking engine (the first is the issue's: with
 #: Python's re it froze the process over 42 a's), and the slowest found for RE2
@@ -150,7 +150,7 @@ def test_regex_mode_describes_re2(tmp_path: Path) -> None:
 
 
 def test_regex_without_re2_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_workspace, "HAVE_RE2", False)
+    monkeypatch.setattr(_root, "HAVE_RE2", False)
     with pytest.raises(WorkspaceError) as info:
         Workspace.open(tmp_path, regex=True)
     assert str(info.value) == (
