@@ -5,6 +5,7 @@ and the rules of ``+``."""
 from __future__ import annotations
 
 import math
+import sys
 from decimal import Decimal
 
 import attrs
@@ -13,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentcore import Usage
-from agentcore.models import ModelPrices, has_price, price
+from agentcore.models import ModelPrices, _prices, has_price, load_prices, price
 
 # genai-prices' snapshot, dollars per million tokens: claude-sonnet-4-5 costs 3 input,
 # 0.30 cache read, 3.75 cache write, 15 output (up to 200k input tokens).
@@ -160,3 +161,30 @@ def test_a_sum_is_priced_exactly_when_each_part_with_tokens_is(parts: list[Usage
     assert total.cache_write_tokens == sum(p.cache_write_tokens for p in parts)
     if total.cost is not None:
         assert total.cost == sum(p.cost or 0.0 for p in parts)
+
+
+# -- without genai-prices --------------------------------------------------------------
+
+
+async def test_load_prices_says_whether_genai_prices_is_installed() -> None:
+    assert await load_prices() is True
+
+
+def test_without_genai_prices_only_a_table_prices(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An import of a module that sys.modules maps to None raises ImportError, as when
+    # the extra is not installed.
+    monkeypatch.setitem(sys.modules, "genai_prices", None)
+    monkeypatch.setitem(sys.modules, "genai_prices.data_snapshot", None)
+    _prices._snapshot_module.cache_clear()
+    _prices._genai_model.cache_clear()
+    try:
+        assert price(SONNET) is None
+        assert not has_price("claude-sonnet-4-5")
+        table = {"claude-sonnet-4-5": ModelPrices(input=1, output=1)}
+        assert price(SONNET, table) == (12_000 + 800) / 1_000_000
+        assert has_price("claude-sonnet-4-5", table)
+    finally:
+        monkeypatch.undo()
+        _prices._snapshot_module.cache_clear()
+        _prices._genai_model.cache_clear()
+        assert _prices._snapshot_module() is not None  # loaded again, for the next tests
