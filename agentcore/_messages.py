@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -78,26 +79,80 @@ def _sum_model(a: str, b: str) -> str:
     return MIXED_MODELS
 
 
+def _count(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"Usage.{attribute.name} must be a non-negative int, not {value!r}")
+
+
+def _cost(_inst: object, _attr: object, value: float | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise ValueError(f"Usage.cost must be None or a finite non-negative number, not {value!r}")
+
+
+def _sum_cost(a: Usage, b: Usage) -> float | None:
+    # A usage with tokens and no cost is unpriced and makes any sum unpriced; one with
+    # neither (Usage()) adds nothing. Each side is "no tokens", "priced" or "unpriced",
+    # and the sum is unpriced if either side is: associative, with Usage() the identity.
+    if a.cost is None and b.cost is None:
+        return None
+    if a.cost is None:
+        return b.cost if a._empty() else None
+    if b.cost is None:
+        return a.cost if b._empty() else None
+    return a.cost + b.cost
+
+
 @attrs.frozen(slots=True)
 class Usage:
-    """Token counts of one or more model calls; ``a + b`` adds them.
+    """Token counts of one or more model calls, and what they cost; ``a + b`` adds them.
 
     Attributes:
-      input_tokens: Tokens sent to the model.
+      input_tokens: Tokens sent to the model, cache reads and writes included.
       output_tokens: Tokens the model produced.
+      cache_read_tokens: The part of ``input_tokens`` read from the provider's prompt
+        cache (keyword only; 0 when the provider reports none).
+      cache_write_tokens: The part of ``input_tokens`` written to the provider's prompt
+        cache (keyword only; only some providers report it).
       model: The model that was called (keyword only), or ``""`` when unknown. A
         sum keeps the model its parts name when they name at most one; a sum of
         usages of different models names :data:`MIXED_MODELS` (``"(mixed)"``).
+      cost: What the calls cost in US dollars (keyword only), or None when no price
+        is known (see :func:`agentcore.models.price`). A sum's cost is the sum of its
+        parts' costs, and None as soon as one part has tokens but no cost: an
+        unpriced call is never counted as free. A part with no tokens and no cost
+        (such as ``Usage()``) adds nothing. Costs are floats: sums in another order
+        may differ in the last bits.
+
+    Raises:
+      ValueError: a negative count, cache tokens that add up to more than
+        ``input_tokens``, or a cost that is negative or not finite.
     """
 
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int = attrs.field(default=0, validator=_count)
+    output_tokens: int = attrs.field(default=0, validator=_count)
+    cache_read_tokens: int = attrs.field(default=0, kw_only=True, validator=_count)
+    cache_write_tokens: int = attrs.field(default=0, kw_only=True, validator=_count)
     model: str = attrs.field(default="", kw_only=True)
+    cost: float | None = attrs.field(default=None, kw_only=True, validator=_cost)
+
+    def __attrs_post_init__(self) -> None:
+        if self.cache_read_tokens + self.cache_write_tokens > self.input_tokens:
+            raise ValueError(
+                "Usage's cache_read_tokens and cache_write_tokens are parts of its "
+                f"input_tokens, so cannot add up to more ({self.cache_read_tokens} + "
+                f"{self.cache_write_tokens} > {self.input_tokens})"
+            )
 
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
+
+    def _empty(self) -> bool:
+        # Cache tokens are parts of input_tokens: no need to look at them.
+        return self.input_tokens == 0 and self.output_tokens == 0
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
@@ -105,7 +160,10 @@ class Usage:
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             model=_sum_model(self.model, other.model),
+            cost=_sum_cost(self, other),
         )
 
 

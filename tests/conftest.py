@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 
+import trio
 from hypothesis import HealthCheck, settings
+
+from agentcore.models import load_prices
 
 settings.register_profile(
     "base", deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -20,3 +23,7 @@ settings.register_profile(
 )
 settings.register_profile("long", settings.get_profile("base"), max_examples=2000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# The adapters load genai-prices' snapshot in a worker thread on their first call, and
+# an autojump clock could jump over that real wait: load it once, before any test.
+trio.run(load_prices)

@@ -2,7 +2,8 @@
 
 ``OpenAIChatModel`` and ``AnthropicChatModel`` need httpx (``pip install
 'subagent[models]'``); they are imported on first use, so ``resolve_model`` and
-``ReplayModel`` work without it.
+``ReplayModel`` work without it. :func:`price` uses genai-prices' snapshot of
+providers' prices when it is installed (``pip install 'subagent[prices]'``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,11 @@ from typing import TYPE_CHECKING, Any
 from ._fallback import FallbackModel as FallbackModel
 from ._fallback import StreamingFallbackModel as StreamingFallbackModel
 from ._fallback import model_name as model_name
+from ._prices import ModelPrices as ModelPrices
+from ._prices import PriceTable as PriceTable
+from ._prices import has_price as has_price
+from ._prices import load_prices as load_prices
+from ._prices import price as price
 from ._ratelimit import DEFAULT_MAX_PAUSE as DEFAULT_MAX_PAUSE
 from ._ratelimit import RateLimited as RateLimited
 from ._ratelimit import RateLimiter as RateLimiter
@@ -30,14 +36,19 @@ __all__ = [
     "SCHEMES",
     "AnthropicChatModel",
     "FallbackModel",
+    "ModelPrices",
     "OpenAIChatModel",
+    "PriceTable",
     "RateLimited",
     "RateLimiter",
     "RateLimiterStatistics",
     "ReplayModel",
     "StreamingFallbackModel",
     "StreamingRateLimited",
+    "has_price",
+    "load_prices",
     "model_name",
+    "price",
     "resolve_model",
 ]
 

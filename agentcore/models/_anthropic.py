@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from .._errors import ModelError
-from .._messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from .._messages import Message, ModelRequest, ModelResponse, ToolCall
 from .._models import DeltaSink
 from ._apierror import ApiError, error_from_object
 from ._http import Endpoint, complete_json, httpx, stream_reply
@@ -28,7 +28,9 @@ from ._limits import (
     positive,
 )
 from ._payload import Malformed, as_object, encode_input, event_json, field
+from ._prices import PriceTable, load_prices, priced
 from ._sse import ServerSentEvent
+from ._usage import anthropic_counts, anthropic_usage, reported_model
 
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -86,6 +88,8 @@ class AnthropicChatModel:
       temperature: The sampling temperature, if any.
       client: A caller-owned ``httpx.AsyncClient`` to reuse connections; our timeouts
         still apply to each request.
+      prices: The caller's :data:`~agentcore.models.PriceTable`, which wins over
+        genai-prices in pricing each answer's ``usage.cost``.
     """
 
     model: str
@@ -121,6 +125,7 @@ class AnthropicChatModel:
     max_tokens: int = attrs.field(kw_only=True, default=4096)
     temperature: float | None = attrs.field(kw_only=True, default=None)
     client: httpx.AsyncClient | None = attrs.field(kw_only=True, default=None)
+    prices: PriceTable | None = attrs.field(kw_only=True, default=None, repr=False)
 
     @property
     def _endpoint(self) -> Endpoint:
@@ -187,26 +192,32 @@ class AnthropicChatModel:
           ContextTooLongError: the conversation is too long for the model.
           ModelError: any other failure, including a malformed reply or a missing key.
         """
-        return await complete_json(
+        headers = self._headers(stream=False)
+        await load_prices()
+        response = await complete_json(
             self._endpoint,
             self._url,
-            self._headers(stream=False),
+            headers,
             self.request_body(request, stream=False),
             parse_anthropic_response,
         )
+        return priced(response, self.model, self.prices)
 
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
         """The model's reply to ``request``, streamed: ``on_delta`` is awaited with each
         text delta as it arrives. A checkpoint. Raises as :meth:`complete`."""
-        return await stream_reply(
+        headers = self._headers(stream=True)
+        await load_prices()
+        response = await stream_reply(
             self._endpoint,
             self._url,
-            self._headers(stream=True),
+            headers,
             self.request_body(request, stream=True),
             read_anthropic_event,
             AnthropicStreamState(tally=Tally(self._limits)),
             on_delta,
         )
+        return priced(response, self.model, self.prices)
 
 
 def read_anthropic_event(event: ServerSentEvent) -> Mapping[str, Any] | ApiError:
@@ -291,14 +302,6 @@ def stop_reason(reason: str | None) -> str:
     return _STOP_REASONS.get(reason, reason)
 
 
-def _usage(usage: Mapping[str, Any], where: str) -> tuple[int | None, int | None]:
-    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-    inputs = [field(usage, key, int, where, -1) for key in keys]
-    total_input = sum(n for n in inputs if n >= 0) if any(n >= 0 for n in inputs) else None
-    output = field(usage, "output_tokens", int, where, -1)
-    return total_input, (output if output >= 0 else None)
-
-
 def parse_anthropic_response(payload: object) -> ModelResponse:
     """A messages-API response body as a ModelResponse. Raises :class:`Malformed`."""
     body = as_object(payload, "the response")
@@ -318,11 +321,11 @@ def parse_anthropic_response(payload: object) -> ModelResponse:
                     encode_input(field(block, "input", dict, where, {})),
                 )
             )
-    input_tokens, output_tokens = _usage(field(body, "usage", dict, "response", {}), "usage")
+    counts = anthropic_counts(field(body, "usage", dict, "response", {}), "usage")
     return ModelResponse(
         Message("assistant", "".join(text), tuple(calls)),
         stop_reason(field(body, "stop_reason", str, "response", "") or None),
-        Usage(input_tokens or 0, output_tokens or 0),
+        anthropic_usage(counts, reported_model(body, "response")),
     )
 
 
@@ -332,12 +335,13 @@ class AnthropicStreamState:
 
     stop_reason: str | None = None
     stopped: bool = False
-    input_tokens: int = 0
-    output_tokens: int = 0
+    model: str = ""
     tally: Tally = attrs.Factory(Tally)
     _text: list[str] = attrs.Factory(list)
     # block index -> [id, name, initial input JSON, partial JSON...] for tool_use blocks
     _calls: dict[int, list[str]] = attrs.Factory(dict)
+    # usage key -> its latest count (message_delta's counts are cumulative)
+    _counts: dict[str, int] = attrs.Factory(dict)
 
     @property
     def finished(self) -> bool:
@@ -351,6 +355,7 @@ class AnthropicStreamState:
         kind = field(data, "type", str, "event")
         if kind == "message_start":
             message = field(data, "message", dict, "message_start")
+            self.model = reported_model(message, "message_start.message")
             self._take_usage(field(message, "usage", dict, "message_start.message", {}))
         elif kind == "content_block_start":
             index = field(data, "index", int, "content_block_start")
@@ -399,11 +404,7 @@ class AnthropicStreamState:
 
     def _take_usage(self, usage: Mapping[str, Any]) -> None:
         # Counts in message_delta are cumulative: they replace the earlier ones.
-        input_tokens, output_tokens = _usage(usage, "usage")
-        if input_tokens is not None:
-            self.input_tokens = input_tokens
-        if output_tokens is not None:
-            self.output_tokens = output_tokens
+        self._counts.update(anthropic_counts(usage, "usage"))
 
     def response(self) -> ModelResponse:
         """The reply the events so far make up."""
@@ -414,5 +415,5 @@ class AnthropicStreamState:
         return ModelResponse(
             Message("assistant", "".join(self._text), tuple(calls)),
             stop_reason(self.stop_reason),
-            Usage(self.input_tokens, self.output_tokens),
+            anthropic_usage(self._counts, self.model),
         )

@@ -27,7 +27,9 @@ from ._limits import (
     positive,
 )
 from ._payload import Malformed, as_object, encode_input, event_json, field
+from ._prices import PriceTable, load_prices, priced
 from ._sse import ServerSentEvent
+from ._usage import openai_usage, reported_model
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -78,6 +80,8 @@ class OpenAIChatModel:
       stream_usage: Ask for usage in streamed replies (``stream_options``).
       client: A caller-owned ``httpx.AsyncClient`` to reuse connections; our timeouts
         still apply to each request.
+      prices: The caller's :data:`~agentcore.models.PriceTable`, which wins over
+        genai-prices in pricing each answer's ``usage.cost``.
     """
 
     model: str
@@ -114,6 +118,7 @@ class OpenAIChatModel:
     temperature: float | None = attrs.field(kw_only=True, default=None)
     stream_usage: bool = attrs.field(kw_only=True, default=True)
     client: httpx.AsyncClient | None = attrs.field(kw_only=True, default=None)
+    prices: PriceTable | None = attrs.field(kw_only=True, default=None, repr=False)
 
     @property
     def _endpoint(self) -> Endpoint:
@@ -185,18 +190,21 @@ class OpenAIChatModel:
           ContextTooLongError: the conversation is too long for the model.
           ModelError: any other failure, including a malformed reply.
         """
-        return await complete_json(
+        await load_prices()
+        response = await complete_json(
             self._endpoint,
             self._url,
             self._headers(stream=False),
             self.request_body(request, stream=False),
             parse_openai_response,
         )
+        return priced(response, self.model, self.prices)
 
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
         """The model's reply to ``request``, streamed: ``on_delta`` is awaited with each
         text delta as it arrives. A checkpoint. Raises as :meth:`complete`."""
-        return await stream_reply(
+        await load_prices()
+        response = await stream_reply(
             self._endpoint,
             self._url,
             self._headers(stream=True),
@@ -205,6 +213,7 @@ class OpenAIChatModel:
             OpenAIStreamState(tally=Tally(self._limits)),
             on_delta,
         )
+        return priced(response, self.model, self.prices)
 
 
 def read_openai_event(event: ServerSentEvent) -> Mapping[str, Any] | ApiError | None:
@@ -271,14 +280,6 @@ def _arguments(value: object, where: str) -> str:
     raise Malformed(f"{where} is neither a string nor an object")
 
 
-def _usage(payload: Mapping[str, Any]) -> Usage:
-    usage = field(payload, "usage", dict, "response", {})
-    return Usage(
-        field(usage, "prompt_tokens", int, "usage", 0),
-        field(usage, "completion_tokens", int, "usage", 0),
-    )
-
-
 def parse_openai_response(payload: object) -> ModelResponse:
     """A chat-completions response body as a ModelResponse. Raises :class:`Malformed`."""
     body = as_object(payload, "the response")
@@ -304,7 +305,7 @@ def parse_openai_response(payload: object) -> ModelResponse:
     return ModelResponse(
         Message("assistant", content, tuple(calls)),
         finish_reason(reason or None, bool(calls)),
-        _usage(body),
+        openai_usage(body, "response"),
     )
 
 
@@ -315,6 +316,7 @@ class OpenAIStreamState:
     text: list[str] = attrs.Factory(list)
     finish_reason: str | None = None
     usage: Usage = Usage()
+    model: str = ""
     tally: Tally = attrs.Factory(Tally)
     _calls: dict[int, list[str]] = attrs.Factory(dict)  # index -> [id, arguments...]
     # index -> the pieces of its name, joined at the end: concatenating a name sent a
@@ -334,8 +336,9 @@ class OpenAIStreamState:
     def feed(self, chunk: Mapping[str, Any]) -> str:
         """Take in one chunk; return its text delta ("" if none). Raises :class:`Malformed`,
         or :class:`LimitExceeded` once the reply passes its tally's limits."""
+        self.model = reported_model(chunk, "chunk") or self.model
         if chunk.get("usage") is not None:
-            self.usage = _usage(chunk)
+            self.usage = openai_usage(chunk, "chunk")
         choices = field(chunk, "choices", list, "chunk", [])
         if not choices:
             return ""
@@ -383,5 +386,5 @@ class OpenAIStreamState:
         return ModelResponse(
             Message("assistant", "".join(self.text), calls),
             finish_reason(self.finish_reason, bool(calls)),
-            self.usage,
+            attrs.evolve(self.usage, model=self.usage.model or self.model),
         )

@@ -41,7 +41,7 @@ async def test_openai_streamed_tool_call_then_answer(api: FakeAPI, tmp_path: Pat
     agent = Agent(model=model, tools=workspace_tools(tmp_path), max_turns=4)
     result = await agent.run("What is the answer?")
     assert (result.output, result.summary.end_reason) == ("It is 42.", EndReason.stop)
-    assert result.summary.usage == Usage(10, 3)
+    assert result.summary.usage == Usage(10, 3, model="gpt-test")
     assert result.messages[-3:] == (
         Message("assistant", "", (ToolCall("call_1", "read_file", '{"path": "notes.txt"}'),)),
         Message("tool", "the answer is 42\n", tool_call_id="call_1"),
@@ -97,7 +97,7 @@ async def test_anthropic_tool_error_goes_back_as_an_error_result(
     agent = Agent(model=model, tools=workspace_tools(tmp_path), max_turns=4)
     result = await agent.run("Read ../x")
     assert (result.output, result.summary.tool_errors) == ("Cannot.", 1)
-    assert result.summary.usage == Usage(10, 4)
+    assert result.summary.usage == Usage(10, 4, model="claude-test")
     [block] = api.requests[1].body["messages"][-1]["content"]
     assert block["type"] == "tool_result"
     assert (block["tool_use_id"], block["is_error"]) == ("toolu_1", True)

@@ -42,6 +42,11 @@ REQUEST = ModelRequest(
 )
 
 
+# The usage of message(): the input counts summed, the cache counts apart, the model
+# the reply names (which has no price).
+CACHED_USAGE = Usage(25, 7, cache_read_tokens=2, cache_write_tokens=3, model="claude-test")
+
+
 def model(api: FakeAPI, **kwargs: Any) -> AnthropicChatModel:
     return AnthropicChatModel("claude-test", api_key=KEY, base_url=api.url, **kwargs)
 
@@ -112,7 +117,7 @@ def message_delta(stop_reason: str, output_tokens: int) -> bytes:
 async def test_complete_sends_the_documented_request(api: FakeAPI) -> None:
     api.replies.append(json_reply(message([{"type": "text", "text": "Sunny."}])))
     response = await model(api, max_tokens=512).complete(REQUEST)
-    assert response == ModelResponse(Message("assistant", "Sunny."), "stop", Usage(25, 7))
+    assert response == ModelResponse(Message("assistant", "Sunny."), "stop", CACHED_USAGE)
     [request] = api.requests
     assert (request.method, request.path) == ("POST", "/v1/messages")
     assert (request.headers["x-api-key"], request.headers["anthropic-version"]) == (
@@ -185,7 +190,7 @@ async def test_complete_returns_tool_calls(api: FakeAPI) -> None:
             "assistant", "Let me check.", (ToolCall("toolu_9", "weather", '{"city": "Oslo"}'),)
         ),
         "tool_calls",
-        Usage(25, 7),
+        CACHED_USAGE,
     )
 
 
@@ -222,7 +227,9 @@ async def test_stream_delivers_deltas_and_the_whole_reply(api: FakeAPI) -> None:
     deltas = Deltas()
     response = await model(api).stream(REQUEST, deltas)
     assert deltas == ["Hel", "lo"]
-    assert response == ModelResponse(Message("assistant", "Hello"), "stop", Usage(25, 15))
+    assert response == ModelResponse(
+        Message("assistant", "Hello"), "stop", Usage(25, 15, model="claude-test")
+    )
     assert api.requests[0].body["stream"] is True
     assert api.requests[0].headers["accept"] == "text/event-stream"
 
@@ -259,7 +266,7 @@ async def test_stream_assembles_tool_input_fragments(api: FakeAPI) -> None:
             (ToolCall("toolu_a", "weather", '{"city": "Paris"}'), ToolCall("toolu_b", "now", "{}")),
         ),
         "tool_calls",
-        Usage(25, 40),
+        Usage(25, 40, model="claude-test"),
     )
 
 

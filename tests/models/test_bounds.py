@@ -242,7 +242,7 @@ async def test_time_in_on_delta_does_not_count(
 
     start = trio.current_time()
     response = await openai(api, total_timeout=10).stream(REQUEST, slow_consumer)
-    assert response == ModelResponse(Message("assistant", "ab"), "stop", Usage())
+    assert response == ModelResponse(Message("assistant", "ab"), "stop", Usage(model="gpt-test"))
     assert trio.current_time() - start == 200
 
 

@@ -56,6 +56,10 @@ def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
     )
 
 
+# The usage of completion() and USAGE_CHUNK, with the model the adapter is configured
+# with (the replies name none).
+USAGE = Usage(12, 5, model="gpt-test")
+
 USAGE_CHUNK = sse(
     {"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 5}}
 )
@@ -64,7 +68,7 @@ USAGE_CHUNK = sse(
 async def test_complete_sends_the_documented_request(api: FakeAPI) -> None:
     api.replies.append(json_reply(completion({"role": "assistant", "content": "Sunny."})))
     response = await model(api, max_tokens=100).complete(REQUEST)
-    assert response == ModelResponse(Message("assistant", "Sunny."), "stop", Usage(12, 5))
+    assert response == ModelResponse(Message("assistant", "Sunny."), "stop", USAGE)
     [request] = api.requests
     assert (request.method, request.path) == ("POST", "/v1/chat/completions")
     assert request.headers["authorization"] == f"Bearer {KEY}"
@@ -139,7 +143,7 @@ async def test_complete_returns_tool_calls(api: FakeAPI) -> None:
             ),
         ),
         "tool_calls",
-        Usage(12, 5),
+        USAGE,
     )
 
 
@@ -168,7 +172,7 @@ async def test_stream_delivers_deltas_and_the_whole_reply(api: FakeAPI) -> None:
     deltas = Deltas()
     response = await model(api).stream(REQUEST, deltas)
     assert deltas == ["Hel", "lo"]
-    assert response == ModelResponse(Message("assistant", "Hello"), "stop", Usage(12, 5))
+    assert response == ModelResponse(Message("assistant", "Hello"), "stop", USAGE)
     body = api.requests[0].body
     assert (body["stream"], body["stream_options"]) == (True, {"include_usage": True})
     assert api.requests[0].headers["accept"] == "text/event-stream"
@@ -222,7 +226,7 @@ async def test_stream_assembles_tool_call_fragments(api: FakeAPI) -> None:
             ),
         ),
         "tool_calls",
-        Usage(12, 5),
+        USAGE,
     )
 
 
@@ -383,7 +387,7 @@ async def test_stream_ending_before_finish_is_transient(api: FakeAPI) -> None:
 async def test_stream_without_done_after_finish_is_accepted(api: FakeAPI) -> None:
     api.replies.append(sse_reply([chunk({"content": "ok"}, "stop")]))
     response = await model(api).stream(REQUEST, ignore)
-    assert response == ModelResponse(Message("assistant", "ok"), "stop", Usage())
+    assert response == ModelResponse(Message("assistant", "ok"), "stop", Usage(model="gpt-test"))
 
 
 async def test_read_timeout_is_transient(
