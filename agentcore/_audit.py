@@ -8,8 +8,7 @@ with the same text, everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -77,16 +76,3 @@ def batch_failure(group: BaseExceptionGroup[BaseException]) -> AuditError | None
             "that could not be recorded)"
         )
     return AuditError(text)
-
-
-class _Recorded:
-    # An awaitable already complete, without a checkpoint: what a run's audit gives
-    # when it has no sink, so the hot path builds neither a Record nor a coroutine.
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        return iter(())  # type: ignore[return-value]
-
-
-#: Awaiting it does nothing (not a checkpoint).
-NOTHING_TO_RECORD = _Recorded()

@@ -10,7 +10,7 @@ these protocols instead of ``Run`` keeps the helpers out of an import cycle with
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -106,8 +106,8 @@ class RunPort(Protocol):
         """Send one event of the run to its destination and observers."""
         ...
 
-    def audit(self, kind: str, **fields: Any) -> Awaitable[None]:
-        """Record one audit entry of the run; awaiting it raises ``AuditError``."""
+    async def audit(self, kind: str, **fields: Any) -> None:
+        """Record one audit entry of the run; raises ``AuditError`` if it cannot."""
         ...
 
     async def hook_error(self, text: str) -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ledger import Record
 
-from ._audit import NOTHING_TO_RECORD, record
+from ._audit import record
 from ._errors import describe
 from ._events import Event, EventKind, EventSink
 from ._hookcall import call_hook
@@ -226,20 +226,17 @@ class Run:
         for hook in self._observers:
             await call_hook(self, hook, event, report=False)
 
-    def audit(self, kind: str, **fields: Any) -> Awaitable[None]:
-        """Record one audit entry for this run (with :func:`record`): await the result.
-        A checkpoint when there is a sink.
+    async def audit(self, kind: str, **fields: Any) -> None:
+        """Record one audit entry for this run (with :func:`record`); a checkpoint when
+        there is a sink.
 
-        Raises (when awaited):
+        Raises:
           AuditError: the sink failed (its exception chained): the caller must not
             go on with the action the entry records.
         """
-        # Not a coroutine itself: it hands over record's, so this hot path costs one
-        # coroutine per entry, and none without a sink.
         sink = self.agent.audit
-        if sink is None:
-            return NOTHING_TO_RECORD
-        return record(sink, Record(kind, self.run_id, self.path, self.agent.agent_id, **fields))
+        if sink is not None:
+            await record(sink, Record(kind, self.run_id, self.path, self.agent.agent_id, **fields))
 
     async def note_interrupt(self) -> None:
         """Emit ``interrupt_received`` for the graceful interrupt, once per run."""

@@ -8,7 +8,7 @@ import trio
 import trio.testing
 
 from agentcore import AuditError
-from agentcore._audit import NOTHING_TO_RECORD, batch_failure, overrun, record, record_within
+from agentcore._audit import batch_failure, overrun, record, record_within
 from ledger import Record
 from tests._failing_sink import DISK_FULL, FailingSink
 
@@ -80,11 +80,3 @@ def test_batch_failure_names_the_first_and_counts_them() -> None:
     mixed = BaseExceptionGroup("mixed", [AuditError("a"), KeyboardInterrupt()])
     assert batch_failure(mixed) is None
     assert batch_failure(ExceptionGroup("other", [ValueError("v")])) is None
-
-
-async def test_nothing_to_record_completes_without_a_checkpoint() -> None:
-    with trio.CancelScope() as scope:
-        scope.cancel()
-        await NOTHING_TO_RECORD
-        await NOTHING_TO_RECORD
-    assert not scope.cancelled_caught
