@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._context import MessageCounter, count_chars
 from ._errors import ConfigurationError
 from ._events import EventSink
 from ._gate import ToolGate
-from ._hooks import NO_HOOKS, HookSet
+from ._history import MessageCounter, count_chars
+from ._hookset import NO_HOOKS, HookSet
 from ._messages import AgentPath, Message, ToolSpec
 from ._models import ChatModel
 from ._retry import DEFAULT_RETRY, RetryPolicy
@@ -20,7 +20,8 @@ from ._tools import Liveness, Tool, check_liveness, is_read_only, tool_spec
 if TYPE_CHECKING:
     from ledger import Sink
 
-    from ._run import Run, RunResult
+    from ._run import Run
+    from ._summary import RunResult
 
 
 def _positive(name: str, value: float) -> None:

@@ -7,19 +7,18 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ._context import drop_oldest_half, fit
-from ._errors import ContextTooLongError, TransientModelError
+from ._errors import ContextTooLongError, TransientModelError, describe
 from ._events import EventKind
-from ._hooks import intercept
+from ._history import drop_oldest_half, fit
+from ._hookcall import intercept
 from ._messages import Message, ModelRequest, ModelResponse, ToolSpec
 from ._steering import LENGTH_RECOVERY
-from ._toolcall import describe
 
 if TYPE_CHECKING:
-    from ._run import Run
+    from ._port import RunPort
 
 
-async def complete(run: Run, tools: tuple[ToolSpec, ...]) -> ModelResponse:
+async def complete(run: RunPort, tools: tuple[ToolSpec, ...]) -> ModelResponse:
     """Get the turn's response and record it (history, usage, events, audit). A checkpoint.
 
     Before each call the history is fitted to the agent's budget. Transient errors,
@@ -40,7 +39,7 @@ async def complete(run: Run, tools: tuple[ToolSpec, ...]) -> ModelResponse:
                 counter=agent.history_counter,
             )
             if fitted is not None:
-                await run.compressed(fitted)
+                await _compressed(run, fitted)
         request = ModelRequest(tuple(run.messages), tools)
         if hooks.before_model:
             request, _ = await intercept(run, hooks.before_model, (run,), request, ModelRequest)
@@ -65,7 +64,7 @@ async def complete(run: Run, tools: tuple[ToolSpec, ...]) -> ModelResponse:
             if shorter is None:
                 raise
             context += 1
-            await run.compressed(shorter)
+            await _compressed(run, shorter)
             await run.emit(
                 EventKind.retry, text=f"{describe(exc)}; retrying shorter", attempt=context
             )
@@ -77,23 +76,52 @@ async def complete(run: Run, tools: tuple[ToolSpec, ...]) -> ModelResponse:
         if response.finish_reason == "length" and length < policy.length_retries:
             length += 1
             # Truncated tool calls may be garbled: keep only the text, then ask again.
-            await run.record_response(attrs.evolve(
+            await _record_response(run, attrs.evolve(
                 response, message=Message("assistant", response.message.content)
             ))
-            run.messages.append(Message("user", LENGTH_RECOVERY))
+            run.add_message(Message("user", LENGTH_RECOVERY))
             await run.emit(
                 EventKind.retry,
                 text="the response was cut off (finish_reason length); asking for a shorter one",
                 attempt=length,
             )
             continue
-        await run.record_response(response)
+        await _record_response(run, response)
         return response
 
 
-async def _stream(run: Run, request: ModelRequest) -> ModelResponse:
+async def _stream(run: RunPort, request: ModelRequest) -> ModelResponse:
     async def on_delta(text: str) -> None:
         await run.emit(EventKind.model_delta, text=text)
 
     response: ModelResponse = await run.agent.model.stream(request, on_delta)  # type: ignore[attr-defined]
     return response
+
+
+async def _compressed(run: RunPort, messages: list[Message]) -> None:
+    # Replace the history by its shortened version and emit context_compressed.
+    before = len(run.messages)
+    run.replace_history(messages)
+    await run.emit(
+        EventKind.context_compressed,
+        text=f"dropped {before - len(messages)} of {before} messages",
+    )
+
+
+async def _record_response(run: RunPort, response: ModelResponse) -> None:
+    # Add a model response to the history, usage, events and audit. A checkpoint
+    # when there is a destination or a sink.
+    message = response.message
+    run.add_usage(response.usage)
+    run.add_message(message)
+    await run.emit(EventKind.model_response, message=message, usage=response.usage)
+    await run.audit(
+        "model_response",
+        result=message.content,
+        data={
+            "finish_reason": response.finish_reason,
+            "tool_calls": len(message.tool_calls),
+            "input_tokens": response.usage.input_tokens,
+            "output_tokens": response.usage.output_tokens,
+        },
+    )

@@ -3,32 +3,32 @@
 from __future__ import annotations
 
 import contextvars
-import enum
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from ledger import Record
 
-from ._errors import AuditError
+from ._audit import record
+from ._errors import describe
 from ._events import Event, EventKind, EventSink
-from ._hooks import call_hook
-from ._messages import AgentPath, Message, ModelResponse, ToolCall, Usage
+from ._hookcall import call_hook
+from ._messages import AgentPath, Message, Usage
 from ._modelcall import complete
+from ._runend import RunEnd
+from ._state import Phase, RunState
 from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED, Pending, RunEndedError
-from ._summary import EndReason, RunSummary
-from ._toolcall import ToolOutcome, call_tool, describe, run_tools, skip_calls
+from ._summary import EndReason, RunResult, RunSummary
+from ._toolcall import run_tools, skip_calls
+from ._tools import ToolOutcome
 
 if TYPE_CHECKING:
     from ._agent import Agent
 
 _run_ids = itertools.count(1)
 _FAILED = frozenset({EndReason.error, EndReason.timeout})
-# The steps of a run's end, in order (see Run._finish).
-_ABORT_ENTRY, _END_ENTRY, _END_EVENTS, _DONE = range(4)
 _current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
     "agentcore_current_run", default=None
 )
@@ -37,33 +37,6 @@ _current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
 def current_run() -> Run | None:
     """The run whose loop (or tool call, or hook) the calling task belongs to, if any."""
     return _current_run.get()
-
-
-class _State(enum.Enum):
-    new = "new"
-    running = "running"
-    ended = "ended"
-
-
-@attrs.frozen(slots=True, eq=False)
-class RunResult:
-    """What a finished run produced.
-
-    Attributes:
-      output: The final assistant text ("" when the run ended without one, or aborted).
-      summary: The run's :class:`RunSummary`.
-      messages: The whole conversation, system prompt included (after a hard abort:
-        as it was at the start of the aborted turn).
-      exception: The exception that ended the run ``error`` (for chaining), else None.
-      follow_ups: Messages for the caller to run next, in the order received:
-        those sent with :meth:`Run.follow_up`, then steering the run did not read.
-    """
-
-    output: str
-    summary: RunSummary
-    messages: tuple[Message, ...]
-    exception: BaseException | None = None
-    follow_ups: tuple[str, ...] = ()
 
 
 class Run:
@@ -75,6 +48,10 @@ class Run:
     the run starts they are queued and take effect when it does. Once the run has
     ended (or decided to end), :meth:`steer` and :meth:`follow_up` raise
     :class:`RunEndedError` and :meth:`interrupt` and :meth:`abort` do nothing.
+
+    The run's mutable state is one value (``RunState``) that the Run alone writes;
+    the helpers of its turns (model call, tool calls, hooks, its end) get the Run as
+    a ``RunPort``, the narrow interface it implements for them.
 
     Attributes:
       messages: The conversation so far (a live list; read it, do not change it).
@@ -95,35 +72,30 @@ class Run:
         self.input = input
         self.path = path
         self.run_id = run_id if run_id is not None else f"run-{next(_run_ids)}"
-        self.summary: RunSummary | None = None
-        self.interrupt_requested = False
         self._emit_to = emit
         self._observers = agent.hookset.on_event
-        self._state = _State.new
         self._scope: trio.CancelScope | None = None
-        self._abort_reason: str | None = None
-        self._interrupt_noted = False
-        self._inbox: list[Pending] = []
-        self._preempting = 0
-        self._follow_ups: list[str] = []
-        self._reported = 0
-        self._start_delivered = False
-        self._turn = 0
-        self._tool_calls = 0
-        self._tool_errors = 0
-        self._denied = 0
-        self._usage = Usage()
         messages: list[Message] = []
         if agent.system_prompt:
             messages.append(Message("system", agent.system_prompt))
         messages.extend(history)
         messages.append(Message("user", input))
-        self.messages = messages
-        self._snapshot = tuple(messages)
+        self._state = RunState.begin(messages)
 
     def __repr__(self) -> str:
-        state = self.summary.end_reason if self.summary else self._state.value
-        return f"<agentcore.Run {self.run_id} path={self.path!r} turn={self._turn} {state}>"
+        state = self._state
+        shown = state.summary.end_reason if state.summary else state.phase.value
+        return f"<agentcore.Run {self.run_id} path={self.path!r} turn={state.turn} {shown}>"
+
+    @property
+    def messages(self) -> list[Message]:
+        """The conversation so far (a live list; read it, do not change it)."""
+        return self._state.messages
+
+    @property
+    def summary(self) -> RunSummary | None:
+        """The :class:`RunSummary` once the run has ended, else None."""
+        return self._state.summary
 
     # -- control from other tasks ------------------------------------------------------
 
@@ -150,7 +122,7 @@ class Run:
           RunEndedError: the run has ended.
         """
         self._check_open("follow_up")
-        self._follow_ups.append(text)
+        self._state.follow_ups.append(text)
 
     def interrupt(self) -> None:
         """Ask the run to stop gracefully. Not a checkpoint; idempotent.
@@ -162,13 +134,18 @@ class Run:
         the model has already answered without tool calls, that answer is the output.
         Does nothing once the run has ended.
         """
-        if self._state is not _State.ended:
-            self.interrupt_requested = True
+        if self._state.phase is not Phase.ended:
+            self._state.interrupt_requested = True
+
+    @property
+    def interrupt_requested(self) -> bool:
+        """Whether :meth:`interrupt` was called before the run ended."""
+        return self._state.interrupt_requested
 
     @property
     def abort_requested(self) -> bool:
         """Whether :meth:`abort` was called (by a hook, too) before the run ended."""
-        return self._abort_reason is not None
+        return self._state.abort_reason is not None
 
     def abort(self, reason: str = "") -> None:
         """Stop the run now (hard). Not a checkpoint; idempotent.
@@ -179,9 +156,10 @@ class Run:
         then ``agent_end``); :meth:`run` returns the result. Does nothing once the
         run has ended.
         """
-        if self._state is _State.ended or self._abort_reason is not None:
+        state = self._state
+        if state.phase is Phase.ended or state.abort_reason is not None:
             return
-        self._abort_reason = reason
+        state.abort_reason = reason
         if self._scope is not None:
             self._scope.cancel()
 
@@ -192,27 +170,25 @@ class Run:
           RunEndedError: the run has ended.
         """
         self._check_open("put")
-        self._inbox.append(pending)
-        if pending.preempts:
-            self._preempting += 1
+        self._state.put(pending)
 
     @property
     def ended(self) -> bool:
         """Whether the run has ended or decided to end: steering is no longer accepted."""
-        return self._state is _State.ended
+        return self._state.phase is Phase.ended
 
     @property
     def has_pending(self) -> bool:
         """Whether messages that preempt tool calls (``Pending.preempts``) are waiting."""
-        return self._preempting > 0
+        return self._state.preempting > 0
 
     def _check_open(self, what: str) -> None:
-        if self._state is _State.ended:
+        if self._state.phase is Phase.ended:
             raise RunEndedError(
                 f"cannot {what}: run {self.run_id} has ended; start a new run instead"
             )
 
-    # -- events, audit and counters ----------------------------------------------------
+    # -- the RunPort: events, audit, messages and counters for the turn's helpers -------
 
     async def emit(self, kind: EventKind, **fields: Any) -> None:
         """Send one event of this run to its destination, then to its observer hooks.
@@ -221,7 +197,7 @@ class Run:
         """
         if self._emit_to is None and not self._observers:
             return
-        event = Event(kind, self.run_id, self.agent.agent_id, self._turn, **fields)
+        event = Event(kind, self.run_id, self.agent.agent_id, self._state.turn, **fields)
         if self._emit_to is not None:
             await self._emit_to(event)
         for hook in self._observers:
@@ -232,25 +208,27 @@ class Run:
         # cancelled (or timed out) while its destination does not take it delivers
         # neither it nor agent_end. Delivered means the destination returned; the
         # observers then see it as any other event.
-        event = Event(EventKind.agent_start, self.run_id, self.agent.agent_id, self._turn,
-                      text=self.input)
+        event = Event(EventKind.agent_start, self.run_id, self.agent.agent_id,
+                      self._state.turn, text=self.input)
         if self._emit_to is not None:
             await self._emit_to(event)
-        self._start_delivered = True
+        self._state.start_delivered = True
         for hook in self._observers:
             await call_hook(self, hook, event)
 
     async def hook_error(self, text: str) -> None:
         """Emit the ``error`` event of a failed hook; observers failing on it are not
         reported again. A checkpoint when there is a destination or an observer."""
-        event = Event(EventKind.error, self.run_id, self.agent.agent_id, self._turn, text=text)
+        event = Event(EventKind.error, self.run_id, self.agent.agent_id, self._state.turn,
+                      text=text)
         if self._emit_to is not None:
             await self._emit_to(event)
         for hook in self._observers:
             await call_hook(self, hook, event, report=False)
 
     async def audit(self, kind: str, **fields: Any) -> None:
-        """Record one audit entry for this run; a checkpoint when there is a sink.
+        """Record one audit entry for this run (with :func:`record`); a checkpoint when
+        there is a sink.
 
         Raises:
           AuditError: the sink failed (its exception chained): the caller must not
@@ -258,73 +236,44 @@ class Run:
         """
         sink = self.agent.audit
         if sink is not None:
-            try:
-                await sink.record(
-                    Record(kind, self.run_id, self.path, self.agent.agent_id, **fields)
-                )
-            except Exception as exc:
-                raise AuditError(
-                    f"the audit sink failed to record {kind!r}: {describe(exc)}"
-                ) from exc
+            await record(sink, Record(kind, self.run_id, self.path, self.agent.agent_id, **fields))
 
-    def count_call(self) -> None:
-        """Count one tool call. Not a checkpoint."""
-        self._tool_calls += 1
+    async def note_interrupt(self) -> None:
+        """Emit ``interrupt_received`` for the graceful interrupt, once per run."""
+        if not self._state.interrupt_noted:
+            self._state.interrupt_noted = True
+            await self.emit(EventKind.interrupt_received, text="interrupt")
 
-    def count_skipped(self, calls: int) -> None:
-        """Count skipped tool calls (they count as calls, not as errors). Not a checkpoint."""
-        self._tool_calls += calls
+    def add_message(self, message: Message) -> None:
+        """Append ``message`` to the conversation. Not a checkpoint."""
+        self._state.messages.append(message)
+
+    def add_messages(self, messages: Iterable[Message]) -> None:
+        """Append ``messages`` to the conversation, in order. Not a checkpoint."""
+        self._state.messages.extend(messages)
+
+    def replace_history(self, messages: Sequence[Message]) -> None:
+        """Replace the conversation (in place) by its shortened version. Not a checkpoint."""
+        self._state.messages[:] = messages
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add a model response's usage to the run's. Not a checkpoint."""
+        self._state.usage = self._state.usage + usage
+
+    def count_calls(self, calls: int) -> None:
+        """Count tool calls (skipped ones count as calls, not as errors). Not a checkpoint."""
+        self._state.tool_calls += calls
 
     def count_outcome(self, outcome: ToolOutcome) -> None:
         """Count a tool call's denial or error. Not a checkpoint."""
         if outcome.denied:
-            self._denied += 1
+            self._state.denied += 1
         elif outcome.is_error:
-            self._tool_errors += 1
+            self._state.tool_errors += 1
 
-    async def emit_skipped(self, calls: Sequence[ToolCall], text: str) -> None:
-        """Emit ``tool_skipped`` for calls answered with ``text`` by ``skip_calls``
-        (after ``interrupt_received`` if that is why). A checkpoint when there is a
-        destination."""
-        if self.interrupt_requested:
-            await self._note_interrupt()
-        for call in calls:
-            await self.emit(EventKind.tool_skipped, call=call, text=text)
-
-    async def compressed(self, messages: list[Message]) -> None:
-        """Replace the history by its shortened version and emit ``context_compressed``."""
-        before = len(self.messages)
-        self.messages[:] = messages
-        await self.emit(
-            EventKind.context_compressed,
-            text=f"dropped {before - len(messages)} of {before} messages",
-        )
-
-    async def record_response(self, response: ModelResponse) -> None:
-        """Add a model response to the history, usage, events and audit. A checkpoint
-        when there is a destination or a sink."""
-        message = response.message
-        self._usage = self._usage + response.usage
-        self.messages.append(message)
-        await self.emit(EventKind.model_response, message=message, usage=response.usage)
-        await self.audit(
-            "model_response",
-            result=message.content,
-            data={
-                "finish_reason": response.finish_reason,
-                "tool_calls": len(message.tool_calls),
-                "input_tokens": response.usage.input_tokens,
-                "output_tokens": response.usage.output_tokens,
-            },
-        )
-
-    async def call_tool(self, call: ToolCall) -> ToolOutcome:
-        """Gate and execute one tool call, with its hooks, events and audit. A checkpoint.
-
-        Every failure (unknown tool, arguments that are not a JSON object, a
-        denial, a tool that raises or times out) becomes an error outcome.
-        """
-        return await call_tool(self, call)
+    def end_as(self, summary: RunSummary) -> None:
+        """Set how the run ended (its end may turn it to ``error``). Not a checkpoint."""
+        self._state.summary = summary
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -342,16 +291,17 @@ class Run:
         Raises:
           RuntimeError: the run was started before.
         """
-        if self._state is not _State.new:
+        state = self._state
+        if state.phase is not Phase.new:
             raise RuntimeError(f"run {self.run_id} was already started")
-        self._state = _State.running
+        state.phase = Phase.running
         token = _current_run.set(self)
         clock_start = trio.current_time()
         output = ""
         reason = EndReason.stop
         error: BaseException | None = None
         scope = self._scope = trio.CancelScope()
-        if self._abort_reason is not None:
+        if state.abort_reason is not None:
             scope.cancel()
         try:
             if self._emit_to is not None or self._observers:
@@ -361,163 +311,59 @@ class Run:
                 output, reason = await self._loop()
             if scope.cancel_called:
                 output, reason = "", EndReason.aborted
-                self.messages[:] = self._snapshot
+                state.roll_back()
         except Exception as exc:
             reason, error = EndReason.error, exc
         except BaseException as exc:
             reason, error = EndReason.aborted, exc
         finally:
             _current_run.reset(token)
-            self._close()
-            self.summary = RunSummary(
-                turns=self._turn,
-                tool_calls=self._tool_calls,
-                tool_errors=self._tool_errors,
-                denied=self._denied,
-                usage=self._usage,
+            state.close()
+            summary = RunSummary(
+                turns=state.turn,
+                tool_calls=state.tool_calls,
+                tool_errors=state.tool_errors,
+                denied=state.denied,
+                usage=state.usage,
                 end_reason=reason,
                 error=describe(error) if reason in _FAILED else None,
                 duration=trio.current_time() - clock_start,
             )
-            error = await self._finish(self._start_delivered, error)
-            reason = self.summary.end_reason
+            state.summary = summary
+            end = RunEnd(self, summary, error, state.abort_reason,
+                         state.follow_ups[state.reported:])
+            await end.finish(audited=self.agent.audit is not None,
+                             announced=state.start_delivered)
+            error = end.error
+            reason = end.summary.end_reason
         if reason is EndReason.aborted and error is not None:
             raise error
         return RunResult(
-            output, self.summary, tuple(self.messages), error, tuple(self._follow_ups)
+            output, end.summary, tuple(state.messages), error, tuple(state.follow_ups)
         )
-
-    def _close(self) -> None:
-        # The sync point where the run stops accepting messages: unread steering
-        # becomes follow-ups.
-        if self._state is _State.ended:
-            return
-        self._state = _State.ended
-        self._follow_ups.extend(p.follow_up for p in self._inbox if p.follow_up is not None)
-        self._inbox.clear()
-        self._preempting = 0
-
-    async def _finish(
-        self, start_delivered: bool, error: BaseException | None
-    ) -> BaseException | None:
-        # Returns the exception that ended the run: ``error``, or the AuditError of a
-        # run_end entry that could not be recorded (the run then ends ``error``: its
-        # end is audited before agent_end announces it). The steps (the abort entry,
-        # the run_end entry, the final emits) are shielded and bounded apart, each by
-        # end_timeout, so a hung sink cannot hold back agent_end. They share one scope
-        # whose deadline moves on after each step; a step that overruns ends it, and
-        # the next step gets a new one.
-        assert self.summary is not None
-        failures: list[AuditError] = []
-        step = _ABORT_ENTRY if self.summary.end_reason is EndReason.aborted else _END_ENTRY
-        if self.agent.audit is None:
-            step = _END_EVENTS
-        # A run whose agent_start was not delivered emits none of its end: its events,
-        # when it has any, are bracketed by agent_start and agent_end.
-        last = _DONE if start_delivered else _END_EVENTS
-        timeout = self.agent.end_timeout
-        while step < last:
-            with trio.CancelScope(shield=True, deadline=trio.current_time() + timeout) as scope:
-                while step < last:
-                    if step == _END_EVENTS:
-                        await self._end_events(error is None, failures)
-                    else:
-                        try:
-                            await self._end_entry(step, error)
-                        except AuditError as exc:
-                            error = self._entry_failed(exc, failures, error)
-                    step += 1
-                    if step == last or scope.cancel_called:
-                        break
-                    scope.deadline = trio.current_time() + timeout
-            if scope.cancelled_caught:
-                if step != _END_EVENTS:
-                    kind = "abort" if step == _ABORT_ENTRY else "run_end"
-                    failure = AuditError(
-                        f"the audit sink did not record {kind!r} within {timeout:g}s"
-                    )
-                    error = self._entry_failed(failure, failures, error)
-                step += 1
-        return error
-
-    async def _end_entry(self, step: int, error: BaseException | None) -> None:
-        # The abort or run_end audit entry. Raises AuditError.
-        summary = self.summary
-        assert summary is not None
-        if step == _ABORT_ENTRY:
-            why = describe(error) or self._abort_reason or "cancelled"
-            await self.audit("abort", error=why)
-            return
-        await self.audit(
-            "run_end",
-            error=summary.error,
-            duration=summary.duration,
-            data={
-                "end_reason": str(summary.end_reason),
-                "turns": summary.turns,
-                "tool_calls": summary.tool_calls,
-                "input_tokens": summary.usage.input_tokens,
-                "output_tokens": summary.usage.output_tokens,
-            },
-        )
-
-    def _entry_failed(
-        self, failure: AuditError, failures: list[AuditError], error: BaseException | None
-    ) -> BaseException | None:
-        # An end entry that could not be recorded. An abort cannot be refused: it goes
-        # on, and the failure is reported; a run_end failure ends the run ``error``
-        # (unless it already ended so). Returns the run's exception.
-        summary = self.summary
-        assert summary is not None
-        if summary.end_reason is EndReason.aborted:
-            failures.append(failure)
-        elif summary.end_reason is not EndReason.error:
-            self.summary = attrs.evolve(
-                summary, end_reason=EndReason.error, error=describe(failure)
-            )
-            return failure
-        return error
-
-    async def _end_events(self, no_error: bool, failures: list[AuditError]) -> None:
-        summary = self.summary
-        assert summary is not None
-        if summary.end_reason is EndReason.aborted and no_error:
-            text = f"abort: {self._abort_reason}" if self._abort_reason else "abort"
-            await self.emit(EventKind.interrupt_received, text=text)
-        for failure in failures:
-            await self.emit(EventKind.error, text=describe(failure) or "")
-        if summary.end_reason is EndReason.error:
-            await self.emit(EventKind.error, text=summary.error or "")
-        if self._reported < len(self._follow_ups):
-            await self._report_follow_ups()
-        await self.emit(EventKind.agent_end, summary=summary)
 
     async def _report_follow_ups(self) -> None:
-        while self._reported < len(self._follow_ups):
-            text = self._follow_ups[self._reported]
-            self._reported += 1
+        state = self._state
+        while state.reported < len(state.follow_ups):
+            text = state.follow_ups[state.reported]
+            state.reported += 1
             await self.emit(EventKind.follow_up_queued, text=text)
-
-    async def _note_interrupt(self) -> None:
-        if not self._interrupt_noted:
-            self._interrupt_noted = True
-            await self.emit(EventKind.interrupt_received, text="interrupt")
 
     async def _loop(self) -> tuple[str, EndReason]:
         agent = self.agent
+        state = self._state
         last_text = ""
         while True:
-            if self._abort_reason is not None:
+            if state.abort_reason is not None:
                 # Stop here even if nothing since the abort was a checkpoint.
                 await trio.lowlevel.checkpoint()
-            if self.interrupt_requested:
+            if state.interrupt_requested:
                 return await self._summarise()
-            if self._turn >= agent.max_turns:
-                self._close()
+            if state.turn >= agent.max_turns:
+                state.close()
                 return last_text, EndReason.max_turns
-            self._turn += 1
-            injected = self._read_inbox()
-            self._snapshot = tuple(self.messages)
+            injected = state.read_inbox()
+            state.begin_turn()
             await self.emit(EventKind.turn_start)
             for pending in injected:
                 message = pending.message
@@ -525,39 +371,30 @@ class Run:
                     await self.emit(pending.event, message=message, text=message.content)
                 if pending.on_read is not None:
                     await pending.on_read()
-            if self._reported < len(self._follow_ups):
+            if state.reported < len(state.follow_ups):
                 await self._report_follow_ups()
             message = (await complete(self, agent.tool_specs)).message
             last_text = message.content
             if message.tool_calls:
                 await run_tools(self, message.tool_calls)
                 continue
-            if self.interrupt_requested:
-                self._close()
-                await self._note_interrupt()
+            if state.interrupt_requested:
+                state.close()
+                await self.note_interrupt()
                 return last_text, EndReason.interrupted
-            if self._inbox and self._turn < agent.max_turns:
+            if state.inbox and state.turn < agent.max_turns:
                 continue
-            self._close()
+            state.close()
             return last_text, EndReason.stop
 
-    def _read_inbox(self) -> list[Pending]:
-        injected = self._inbox
-        if injected:
-            self._inbox = []
-            self._preempting = 0
-            self.messages.extend(p.message for p in injected)
-        return injected
-
     async def _summarise(self) -> tuple[str, EndReason]:
-        await self._note_interrupt()
-        self._turn += 1
-        self._snapshot = tuple(self.messages)
-        self.messages.append(Message("user", INTERRUPT_NOTE))
+        state = self._state
+        await self.note_interrupt()
+        state.begin_turn()
+        state.messages.append(Message("user", INTERRUPT_NOTE))
         await self.emit(EventKind.turn_start)
         message = (await complete(self, ())).message
         if message.tool_calls:
-            skip_calls(self, message.tool_calls, SKIPPED_INTERRUPTED)
-            await self.emit_skipped(message.tool_calls, SKIPPED_INTERRUPTED)
-        self._close()
+            await skip_calls(self, message.tool_calls, SKIPPED_INTERRUPTED)
+        state.close()
         return message.content, EndReason.interrupted

@@ -1,4 +1,4 @@
-"""How a run ended: :class:`EndReason` and :class:`RunSummary`."""
+"""How a run ended: :class:`EndReason`, :class:`RunSummary` and :class:`RunResult`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import enum
 
 import attrs
 
-from ._messages import Usage
+from ._messages import Message, Usage
 
 
 class EndReason(enum.StrEnum):
@@ -51,3 +51,24 @@ class RunSummary:
     end_reason: EndReason = EndReason.stop
     error: str | None = None
     duration: float = 0.0
+
+
+@attrs.frozen(slots=True, eq=False)
+class RunResult:
+    """What a finished run produced.
+
+    Attributes:
+      output: The final assistant text ("" when the run ended without one, or aborted).
+      summary: The run's :class:`RunSummary`.
+      messages: The whole conversation, system prompt included (after a hard abort:
+        as it was at the start of the aborted turn).
+      exception: The exception that ended the run ``error`` (for chaining), else None.
+      follow_ups: Messages for the caller to run next, in the order received:
+        those sent with :meth:`Run.follow_up`, then steering the run did not read.
+    """
+
+    output: str
+    summary: RunSummary
+    messages: tuple[Message, ...]
+    exception: BaseException | None = None
+    follow_ups: tuple[str, ...] = ()

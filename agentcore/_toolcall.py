@@ -10,28 +10,20 @@ import attrs
 import trio
 
 from ._arguments import ArgumentsError, load_arguments
-from ._errors import AuditError
+from ._audit import batch_failure
+from ._errors import describe
 from ._events import EventKind
 from ._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
-from ._hooks import intercept
+from ._hookcall import intercept
 from ._messages import Message, ToolCall
 from ._steering import SKIPPED_INTERRUPTED, SKIPPED_STEERED
-from ._tools import SelfMonitoring, Tool
+from ._tools import SelfMonitoring, Tool, ToolOutcome
 
 if TYPE_CHECKING:
-    from ._run import Run
+    from ._port import RunPort
 
 
-@attrs.frozen(slots=True)
-class ToolOutcome:
-    """The result text of one tool call and whether it is an error (or a denial)."""
-
-    text: str
-    is_error: bool = False
-    denied: bool = False
-
-
-async def run_tools(run: Run, calls: Sequence[ToolCall]) -> None:
+async def run_tools(run: RunPort, calls: Sequence[ToolCall]) -> None:
     """Execute one turn's tool calls and append their results in call order. A checkpoint.
 
     Consecutive calls of known read-only tools form a batch run concurrently (at
@@ -45,8 +37,7 @@ async def run_tools(run: Run, calls: Sequence[ToolCall]) -> None:
     while i < n:
         if run.interrupt_requested or run.has_pending:
             text = SKIPPED_INTERRUPTED if run.interrupt_requested else SKIPPED_STEERED
-            skip_calls(run, calls[i:], text)
-            await run.emit_skipped(calls[i:], text)
+            await skip_calls(run, calls[i:], text)
             return
         j = i + 1
         if calls[i].name in read_only:
@@ -54,30 +45,33 @@ async def run_tools(run: Run, calls: Sequence[ToolCall]) -> None:
                 j += 1
         if j == i + 1:
             outcome = await call_tool(run, calls[i])
-            run.messages.append(_result(calls[i], outcome))
+            run.add_message(_result(calls[i], outcome))
             i = j
         else:
             outcomes = await _batch(run, calls[i:j])
-            run.messages.extend(_result(c, o) for c, o in zip(calls[i:j], outcomes, strict=False))
+            run.add_messages(_result(c, o) for c, o in zip(calls[i:j], outcomes, strict=False))
             i += len(outcomes)
 
 
-def skip_calls(run: Run, calls: Sequence[ToolCall], text: str) -> None:
-    """Answer ``calls`` with ``text`` as error results without running them. Not a checkpoint.
-
-    The ``tool_skipped`` events follow with :meth:`Run.emit_skipped`.
-    """
-    run.count_skipped(len(calls))
-    run.messages.extend(
+async def skip_calls(run: RunPort, calls: Sequence[ToolCall], text: str) -> None:
+    """Answer ``calls`` with ``text`` as error results without running them, then emit
+    their ``tool_skipped`` events (after ``interrupt_received`` if an interrupt is
+    why). A checkpoint when there is a destination."""
+    run.count_calls(len(calls))
+    run.add_messages(
         Message("tool", text, tool_call_id=call.id, is_error=True) for call in calls
     )
+    if run.interrupt_requested:
+        await run.note_interrupt()
+    for call in calls:
+        await run.emit(EventKind.tool_skipped, call=call, text=text)
 
 
 def _result(call: ToolCall, outcome: ToolOutcome) -> Message:
     return Message("tool", outcome.text, tool_call_id=call.id, is_error=outcome.is_error)
 
 
-async def _batch(run: Run, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
+async def _batch(run: RunPort, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
     # Returns the outcomes of the calls started: a prefix of ``calls``, shorter when
     # an interrupt or steering arrived while waiting to start one.
     outcomes: list[ToolOutcome | None] = [None] * len(calls)
@@ -106,40 +100,15 @@ async def _batch(run: Run, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
                     break
                 started += 1
     except BaseExceptionGroup as group:
-        failure = _audit_failure(group)
+        failure = batch_failure(group)
         if failure is None:
             raise
         raise failure from group
     return [o for o in outcomes[:started] if o is not None]
 
 
-def _audit_failure(group: BaseExceptionGroup[BaseException]) -> AuditError | None:
-    # When every failure of a batch is an AuditError (a concurrent call's entry could
-    # not be recorded), the one the run ends with: it names the first entry that
-    # failed and how many did; the caller chains the group to it. None for any other
-    # group (a cancel among them, say), which goes on as it is.
-    failures, rest = group.split(AuditError)
-    if failures is None or rest is not None:
-        return None
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [failures]
-    while stack:
-        exc = stack.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            stack.extend(reversed(exc.exceptions))
-        else:
-            leaves.append(exc)
-    text = str(leaves[0])
-    if len(leaves) > 1:
-        text += (
-            f" (the first of {len(leaves)} entries of one batch of parallel tool calls "
-            "that could not be recorded)"
-        )
-    return AuditError(text)
-
-
 async def call_tool(
-    run: Run, call: ToolCall, *, task_status: trio.TaskStatus[bool] = trio.TASK_STATUS_IGNORED
+    run: RunPort, call: ToolCall, *, task_status: trio.TaskStatus[bool] = trio.TASK_STATUS_IGNORED
 ) -> ToolOutcome:
     """Gate and execute one tool call, with its hooks, events and audit. A checkpoint.
 
@@ -147,7 +116,7 @@ async def call_tool(
     a bound of :func:`load_arguments`, a denial, a ``before_tool`` hook that fails,
     a tool that raises or times out) becomes an error outcome.
     """
-    run.count_call()
+    run.count_calls(1)
     await run.emit(EventKind.tool_start, call=call)
     await run.audit("tool_request", tool=call.name, call_id=call.id, arguments=call.arguments)
     task_status.started(True)
@@ -185,7 +154,7 @@ async def call_tool(
     return outcome
 
 
-async def _gated_execute(run: Run, call: ToolCall) -> ToolOutcome:
+async def _gated_execute(run: RunPort, call: ToolCall) -> ToolOutcome:
     agent = run.agent
     tool = agent.tools_by_name.get(call.name)
     if tool is None:
@@ -201,7 +170,7 @@ async def _gated_execute(run: Run, call: ToolCall) -> ToolOutcome:
     return await _execute(run, tool, call)
 
 
-async def _record_decision(run: Run, call: ToolCall, decision: GateDecision) -> None:
+async def _record_decision(run: RunPort, call: ToolCall, decision: GateDecision) -> None:
     # The gate_decision event, then its audit entry (raises AuditError: the call
     # must not go on).
     await run.emit(EventKind.gate_decision, call=call, decision=decision)
@@ -214,7 +183,7 @@ async def _record_decision(run: Run, call: ToolCall, decision: GateDecision) -> 
     )
 
 
-async def _decide(run: Run, tool: Tool, call: ToolCall) -> GateDecision:
+async def _decide(run: RunPort, tool: Tool, call: ToolCall) -> GateDecision:
     gate = run.agent.gate
     if gate is None:
         return ALLOW
@@ -244,7 +213,7 @@ def current_tool_call() -> ToolCall | None:
     return _current_call.get()
 
 
-async def _execute(run: Run, tool: Tool, call: ToolCall) -> ToolOutcome:
+async def _execute(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
     if run.abort_requested:
         # This task may have been runnable already when the run was aborted.
         await trio.lowlevel.checkpoint()
@@ -255,7 +224,7 @@ async def _execute(run: Run, tool: Tool, call: ToolCall) -> ToolOutcome:
         _current_call.reset(token)
 
 
-async def _execute_current(run: Run, tool: Tool, call: ToolCall) -> ToolOutcome:
+async def _execute_current(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
     timeout = run.agent.tool_timeout
     try:
         if call.name in run.agent.self_monitoring_names:
@@ -282,11 +251,3 @@ def _argument_problem(call: ToolCall) -> str | None:
             f"not {type(value).__name__}"
         )
     return None
-
-
-def describe(exc: BaseException | None) -> str | None:
-    """``"TypeName: message"`` for an exception (just the type name without a message)."""
-    if exc is None:
-        return None
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

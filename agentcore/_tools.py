@@ -121,6 +121,15 @@ def tool_spec(tool: Tool) -> ToolSpec:
     return ToolSpec(tool.name, tool.description, tool.parameters)
 
 
+@attrs.frozen(slots=True)
+class ToolOutcome:
+    """The result text of one tool call and whether it is an error (or a denial)."""
+
+    text: str
+    is_error: bool = False
+    denied: bool = False
+
+
 @attrs.frozen(eq=False)
 class FunctionTool:
     """A tool whose ``execute`` is an async function of the JSON argument text (opaque).

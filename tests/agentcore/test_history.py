@@ -21,7 +21,7 @@ from agentcore import (
     count_chars,
     estimate_tokens,
 )
-from agentcore._context import drop_oldest_half, fit
+from agentcore._history import drop_oldest_half, fit
 from agentcore._steering import LENGTH_RECOVERY
 from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
 from tests.agentcore._support import Recorder

@@ -1,0 +1,151 @@
+"""The narrow interface a run gives the helpers of its turns (model call, tool calls,
+hooks, its end): what they may read of the run, and the few ways they may change it.
+
+:class:`Run` is its one implementation and the only writer of the run's state
+(``RunState``): a helper reads the conversation and the control flags, and changes
+the run only through the methods below (events, audit entries, messages, counters),
+so every rule about the run's state stays in ``_run`` and ``_state``. Depending on
+these protocols instead of ``Run`` keeps the helpers out of an import cycle with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ._events import EventKind
+    from ._gate import ToolGate
+    from ._history import MessageCounter
+    from ._hookset import HookSet
+    from ._messages import AgentPath, Message, Usage
+    from ._models import ChatModel
+    from ._retry import RetryPolicy
+    from ._summary import RunSummary
+    from ._tools import Tool, ToolOutcome
+
+
+class AgentSettings(Protocol):
+    """The configuration of an :class:`Agent` the helpers read (never write)."""
+
+    @property
+    def model(self) -> ChatModel: ...
+    @property
+    def streams(self) -> bool: ...
+    @property
+    def retry(self) -> RetryPolicy: ...
+    @property
+    def budgeted(self) -> bool: ...
+    @property
+    def max_messages(self) -> int | None: ...
+    @property
+    def history_limit(self) -> int | None: ...
+    @property
+    def history_counter(self) -> MessageCounter: ...
+    @property
+    def hookset(self) -> HookSet: ...
+    @property
+    def hook_timeout(self) -> float: ...
+    @property
+    def tools_by_name(self) -> Mapping[str, Tool]: ...
+    @property
+    def read_only_names(self) -> frozenset[str]: ...
+    @property
+    def self_monitoring_names(self) -> frozenset[str]: ...
+    @property
+    def max_parallel_tools(self) -> int: ...
+    @property
+    def tool_timeout(self) -> float: ...
+    @property
+    def gate(self) -> ToolGate | None: ...
+    @property
+    def gate_timeout(self) -> float: ...
+    @property
+    def end_timeout(self) -> float: ...
+
+
+class RunPort(Protocol):
+    """What a helper of a run may see and do. Its implementation is the :class:`Run`,
+    which is also what interceptor hooks receive as their ``run`` argument.
+
+    The reads are live: the conversation is the run's own list (read it, do not
+    change it) and the flags change when other tasks steer or interrupt the run.
+    """
+
+    @property
+    def agent(self) -> AgentSettings:
+        """The agent's configuration."""
+        ...
+
+    @property
+    def path(self) -> AgentPath:
+        """The run's AgentPath (shown to the gate)."""
+        ...
+
+    @property
+    def messages(self) -> Sequence[Message]:
+        """The conversation so far."""
+        ...
+
+    @property
+    def interrupt_requested(self) -> bool:
+        """Whether a graceful interrupt is pending."""
+        ...
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether messages that preempt tool calls are waiting."""
+        ...
+
+    @property
+    def abort_requested(self) -> bool:
+        """Whether the run was aborted (hard)."""
+        ...
+
+    async def emit(self, kind: EventKind, **fields: Any) -> None:
+        """Send one event of the run to its destination and observers."""
+        ...
+
+    async def audit(self, kind: str, **fields: Any) -> None:
+        """Record one audit entry of the run; raises ``AuditError`` if it cannot."""
+        ...
+
+    async def hook_error(self, text: str) -> None:
+        """Emit the ``error`` event of a hook that failed."""
+        ...
+
+    async def note_interrupt(self) -> None:
+        """Emit ``interrupt_received`` once per run, when the loop notices an interrupt."""
+        ...
+
+    def abort(self, reason: str = "") -> None:
+        """Stop the run now (hard)."""
+        ...
+
+    def add_message(self, message: Message) -> None:
+        """Append one message to the conversation."""
+        ...
+
+    def add_messages(self, messages: Iterable[Message]) -> None:
+        """Append messages to the conversation, in order."""
+        ...
+
+    def replace_history(self, messages: Sequence[Message]) -> None:
+        """Replace the conversation by its shortened version (history budget)."""
+        ...
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add a model response's usage to the run's."""
+        ...
+
+    def count_calls(self, calls: int) -> None:
+        """Count tool calls the model asked for (skipped ones too)."""
+        ...
+
+    def count_outcome(self, outcome: ToolOutcome) -> None:
+        """Count a tool call's denial or error."""
+        ...
+
+    def end_as(self, summary: RunSummary) -> None:
+        """Set how the run ended (its end may turn it to ``error``)."""
+        ...

@@ -1,0 +1,133 @@
+"""The end of a run: its ``abort`` or ``run_end`` audit entry, then its end events
+(``interrupt_received`` of an abort, errors, follow-ups, ``agent_end``).
+
+Each step is shielded and bounded apart by the agent's ``end_timeout``, so a hung
+sink cannot hold back ``agent_end``. An entry that cannot be recorded is an
+:class:`AuditError`: an abort cannot be refused, so it goes on and the failure is
+reported; a ``run_end`` failure ends the run ``error`` (its end is audited before
+``agent_end`` announces it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from ._audit import overrun
+from ._errors import AuditError, describe
+from ._events import EventKind
+from ._summary import EndReason, RunSummary
+
+if TYPE_CHECKING:
+    from ._port import RunPort
+
+# The steps of a run's end, in order.
+_ABORT_ENTRY, _END_ENTRY, _END_EVENTS, _DONE = range(4)
+
+
+@attrs.define(eq=False)
+class RunEnd:
+    """The end of one run, from its summary as the loop left it. Used once.
+
+    Attributes:
+      run: The run ending (its audit and emit).
+      summary: How it ended; ``finish`` may change it to ``error`` (and tells the
+        run with ``end_as``).
+      error: The exception that ended it, if any.
+      abort_reason: Why it was aborted (hard), if it was.
+      follow_ups: Follow-ups not yet announced with ``follow_up_queued``.
+    """
+
+    run: RunPort
+    summary: RunSummary
+    error: BaseException | None
+    abort_reason: str | None
+    follow_ups: Sequence[str]
+    _failures: list[AuditError] = attrs.field(factory=list, init=False)
+
+    async def finish(self, *, audited: bool, announced: bool) -> None:
+        """Record the end entry (when ``audited``) and emit the end events (when the
+        run's ``agent_start`` was ``announced``: its events are bracketed by
+        agent_start and agent_end). Shielded; a checkpoint.
+
+        Afterwards ``summary`` and ``error`` say how the run ended: ``error``, or
+        the AuditError of a ``run_end`` entry that could not be recorded.
+        """
+        # The steps share one scope whose deadline moves on after each step (a cancel
+        # scope per step costs more); a step that overruns ends it, and the next
+        # step gets a new one.
+        step = _ABORT_ENTRY if self.summary.end_reason is EndReason.aborted else _END_ENTRY
+        if not audited:
+            step = _END_EVENTS
+        last = _DONE if announced else _END_EVENTS
+        timeout = self.run.agent.end_timeout
+        while step < last:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + timeout) as scope:
+                while step < last:
+                    if step == _END_EVENTS:
+                        await self._end_events(self.error is None)
+                    else:
+                        try:
+                            await self._end_entry(step)
+                        except AuditError as exc:
+                            self._entry_failed(exc)
+                    step += 1
+                    if step == last or scope.cancel_called:
+                        break
+                    scope.deadline = trio.current_time() + timeout
+            if scope.cancelled_caught:
+                if step != _END_EVENTS:
+                    kind = "abort" if step == _ABORT_ENTRY else "run_end"
+                    self._entry_failed(overrun(kind, timeout))
+                step += 1
+
+    async def _end_entry(self, step: int) -> None:
+        # The abort or run_end audit entry. Raises AuditError.
+        if step == _ABORT_ENTRY:
+            why = describe(self.error) or self.abort_reason or "cancelled"
+            await self.run.audit("abort", error=why)
+            return
+        summary = self.summary
+        await self.run.audit(
+            "run_end",
+            error=summary.error,
+            duration=summary.duration,
+            data={
+                "end_reason": str(summary.end_reason),
+                "turns": summary.turns,
+                "tool_calls": summary.tool_calls,
+                "input_tokens": summary.usage.input_tokens,
+                "output_tokens": summary.usage.output_tokens,
+            },
+        )
+
+    def _entry_failed(self, failure: AuditError) -> None:
+        # An end entry that could not be recorded. An abort cannot be refused: it goes
+        # on, and the failure is reported; a run_end failure ends the run ``error``
+        # (unless it already ended so).
+        summary = self.summary
+        if summary.end_reason is EndReason.aborted:
+            self._failures.append(failure)
+        elif summary.end_reason is not EndReason.error:
+            self.summary = attrs.evolve(
+                summary, end_reason=EndReason.error, error=describe(failure)
+            )
+            self.run.end_as(self.summary)
+            self.error = failure
+
+    async def _end_events(self, no_error: bool) -> None:
+        summary = self.summary
+        run = self.run
+        if summary.end_reason is EndReason.aborted and no_error:
+            text = f"abort: {self.abort_reason}" if self.abort_reason else "abort"
+            await run.emit(EventKind.interrupt_received, text=text)
+        for failure in self._failures:
+            await run.emit(EventKind.error, text=describe(failure))
+        if summary.end_reason is EndReason.error:
+            await run.emit(EventKind.error, text=summary.error or "")
+        for text in self.follow_ups:
+            await run.emit(EventKind.follow_up_queued, text=text)
+        await run.emit(EventKind.agent_end, summary=summary)
