@@ -46,13 +46,22 @@ class ContextTooLongError(ModelError):
     """The model refused the request because the conversation is too long for it."""
 
 
+#: An exception's message is quoted in at most this many characters (a tool, gate or
+#: hook may raise with text it read from outside: the model, events and the ledger see
+#: it, so it is bounded like everything else from outside).
+MAX_DESCRIBED_CHARS = 4096
+
+
 @overload
 def describe(exc: BaseException) -> str: ...
 @overload
 def describe(exc: None) -> None: ...
 def describe(exc: BaseException | None) -> str | None:
-    """``"TypeName: message"`` for an exception (just the type name without a message)."""
+    """``"TypeName: message"`` for an exception (just the type name without a message),
+    the message cut to :data:`MAX_DESCRIBED_CHARS` with a note saying how long it was."""
     if exc is None:
         return None
     text = str(exc)
+    if len(text) > MAX_DESCRIBED_CHARS:
+        text = f"{text[:MAX_DESCRIBED_CHARS]}... ({len(text)} characters in all)"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

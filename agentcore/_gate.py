@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import attrs
 import trio
 
+from ._errors import describe
 from ._messages import AgentPath, ToolCall
 from ._tools import Tool, is_read_only
 
@@ -93,11 +94,6 @@ def _whose(owner: str) -> str:
     return f"the gate of {owner}" if owner else "the gate"
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 async def ask(gate: ToolGate, request: GateRequest, owner: str = "") -> GateDecision:
     """``gate``'s decision on ``request``, failing closed. A checkpoint.
 
@@ -109,7 +105,7 @@ async def ask(gate: ToolGate, request: GateRequest, owner: str = "") -> GateDeci
     try:
         decision = await gate(request)
     except Exception as exc:
-        return GateDecision(False, f"{_whose(owner)} failed: {_describe(exc)}")
+        return GateDecision(False, f"{_whose(owner)} failed: {describe(exc)}")
     if not isinstance(decision, GateDecision):
         return GateDecision(
             False, f"{_whose(owner)} answered {type(decision).__name__}, not a GateDecision"

@@ -80,3 +80,18 @@ def test_batch_failure_names_the_first_and_counts_them() -> None:
     mixed = BaseExceptionGroup("mixed", [AuditError("a"), KeyboardInterrupt()])
     assert batch_failure(mixed) is None
     assert batch_failure(ExceptionGroup("other", [ValueError("v")])) is None
+
+
+def test_describe_bounds_a_huge_message() -> None:
+    # A tool, gate or hook may raise with text it read from outside (a file, the
+    # model's arguments): the model, events and ledger get it cut, with its length.
+    from agentcore._errors import MAX_DESCRIBED_CHARS, describe
+
+    text = "x" * (MAX_DESCRIBED_CHARS + 10)
+    assert describe(ValueError(text)) == (
+        f"ValueError: {'x' * MAX_DESCRIBED_CHARS}... "
+        f"({MAX_DESCRIBED_CHARS + 10} characters in all)"
+    )
+    whole = "x" * MAX_DESCRIBED_CHARS
+    assert describe(ValueError(whole)) == "ValueError: " + whole
+    assert describe(ValueError()) == "ValueError"
