@@ -66,7 +66,7 @@ from agentcore.models._replay import read_regular_file
 
 from ._errors import SpecError
 from ._spec import Defaults, Spec
-from .mcp._config import McpServer, server_from_table
+from .mcp._config import NAME, McpServer, server_from_table
 
 #: The largest specs file :func:`load_specs` reads (1 MiB).
 MAX_SPECS_BYTES = 1024 * 1024
@@ -272,7 +272,8 @@ class _Reader:
             try:
                 servers[name] = server_from_table(name, raw)
             except (ValueError, SpecError) as exc:
-                raise self.error(f"[mcp.{_shown(name)}]", str(exc)) from None
+                where = f"[mcp.{name}]" if NAME.fullmatch(name) else f"[mcp] {_shown(name)}"
+                raise self.error(where, str(exc)) from None
         return servers
 
     def mcp_refs(self, agent: str, raw: Any, servers: Mapping[str, McpServer]) -> tuple[str, ...]:

@@ -31,6 +31,8 @@ from .._tool import SubagentTool
 
 #: Events of one call's tree waiting to go out as progress notifications.
 PROGRESS_BUFFER = 64
+#: Seconds the progress already buffered may take to go out once the task has ended.
+PROGRESS_FLUSH = 5.0
 #: The longest progress message (characters).
 MAX_PROGRESS_MESSAGE = 200
 
@@ -53,8 +55,9 @@ def _agent_tool(pool: Pool, name: str) -> Any:
                 handle.cancel()
                 raise
             finally:
+                # The events already buffered still go out, within a bound.
                 stream.close()
-                nursery.cancel_scope.cancel()
+                nursery.cancel_scope.deadline = trio.current_time() + PROGRESS_FLUSH
         if isinstance(outcome, TaskError):
             raise RuntimeError(f"the task did not finish: {one_line(str(outcome))}")
         return str(outcome.output)

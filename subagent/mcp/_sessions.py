@@ -254,7 +254,10 @@ async def open_mcp_sessions(
     if not servers:
         yield sessions
         return
-    import mcp  # noqa: F401  (fail here, clearly, without the extra)
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise ImportError("MCP servers need the mcp extra: pip install 'subagent[mcp]'") from None
 
     body_error: BaseException | None = None
     try:
