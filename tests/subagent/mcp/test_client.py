@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from agentcore import Agent, GateDecision, Message, ModelRequest, ModelResponse
 from agentcore import EventKind as CoreKind
-from agentcore import GateDecision, Message, ModelRequest, ModelResponse
 from agentcore.testing import ScriptedModel, tool_call_reply
 from ledger import MemorySink
 from subagent import Event, EventKind, Spec, Stream, SubagentTool, open_pool
@@ -210,3 +210,18 @@ async def test_streamable_http_server_answers_fails_cuts_and_cancels(
         await wait_for(lambda: marker.exists() and marker.read_text() == "started", "started")
         task.cancel()
         await wait_for(lambda: marker.read_text() == "cancelled", "the server saw the cancel")
+
+
+@sse_leak
+async def test_tool_timeout_bounds_an_mcp_call_and_cancels_it_on_the_server(
+    http_url: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "marker"
+    call = tool_call_reply("wait", json.dumps({"marker": str(marker)}), id="w1")
+    model = ScriptedModel([call, "gave up"])
+    async with open_pool(mcp=[McpServer("fx", url=http_url)]) as pool:
+        agent = Agent(model=model, tools=pool.mcp_tools("fx", "wait"), tool_timeout=2.0)
+        result = await agent.run("wait")
+    assert result.output == "gave up"
+    assert tool_texts(model, 1) == ["tool 'wait' timed out after 2s"]
+    await wait_for(lambda: marker.read_text() == "cancelled", "the server saw the cancel")
