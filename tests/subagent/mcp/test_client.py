@@ -220,8 +220,38 @@ async def test_tool_timeout_bounds_an_mcp_call_and_cancels_it_on_the_server(
     call = tool_call_reply("wait", json.dumps({"marker": str(marker)}), id="w1")
     model = ScriptedModel([call, "gave up"])
     async with open_pool(mcp=[McpServer("fx", url=http_url)]) as pool:
-        agent = Agent(model=model, tools=pool.mcp_tools("fx", "wait"), tool_timeout=2.0)
-        result = await agent.run("wait")
-    assert result.output == "gave up"
-    assert tool_texts(model, 1) == ["tool 'wait' timed out after 2s"]
-    await wait_for(lambda: marker.read_text() == "cancelled", "the server saw the cancel")
+        agent = Agent(model=model, tools=pool.mcp_tools("fx", "wait"), tool_timeout=5.0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.run, "wait")
+            await wait_for(lambda: marker.exists() and marker.read_text() == "started", "started")
+        # The run has ended: its call timed out, and the server saw it cancelled.
+        await wait_for(lambda: marker.read_text() == "cancelled", "the server saw the cancel")
+    assert tool_texts(model, 1) == ["tool 'wait' timed out after 5s"]
+
+
+def test_subagent_run_starts_the_specs_files_servers(tmp_path: Path) -> None:
+    import io
+
+    from subagent._cli import main
+
+    (tmp_path / "specs.toml").write_text(f"""
+[mcp.time]
+command = {json.dumps(sys.executable)}
+args = ["-m", "mcp_server_time", "--local-timezone", "UTC"]
+read_only = ["convert_time"]
+
+[agents.clock]
+model = "scripted:clock.json"
+tools = ["mcp:time/convert_time"]
+""")
+    call = {"id": "t1", "name": "convert_time", "arguments": CONVERT}
+    (tmp_path / "clock.json").write_text(json.dumps([{"tool_calls": [call]}, {"content": "ok"}]))
+    out = io.StringIO()
+    ledger_path = tmp_path / "ledger.jsonl"
+    code = main(["run", str(tmp_path / "specs.toml"), "--agent", "clock", "what time?",
+                 "--plain", "--ledger", str(ledger_path)], out=out)
+    assert code == 0, out.getvalue()
+    assert "\noutput:\nok\n" in out.getvalue()
+    results = [json.loads(line) for line in ledger_path.read_text().splitlines()]
+    [entry] = [r for r in results if r["kind"] == "tool_result"]
+    assert json.loads(entry["result"])["time_difference"] == "+9.0h"
