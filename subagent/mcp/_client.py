@@ -1,10 +1,9 @@
 """One connection to an MCP server on the official ``mcp`` SDK, and what its answers
 become: the tool listing (bounded) and a call's result text (bounded).
 
-This is the only module that imports the SDK's client; it is anyio-based and runs on
-trio. The stdio transport starts the server in a new process group and, when the
-connection closes, closes its stdin, then sends SIGTERM and SIGKILL to the group,
-each step bounded (a few seconds at most), and reaps it.
+The SDK's client is anyio-based and runs on trio. Stdio servers run on
+:mod:`._stdio` (the SDK's session over a transport that bounds each message); HTTP
+servers on the SDK's streamable HTTP client (at most 1 MiB per event, its default).
 """
 
 from __future__ import annotations
@@ -46,12 +45,9 @@ async def connect(server: McpServer) -> AsyncIterator[ClientSession]:
     from mcp import ClientSession
 
     if server.command is not None:
-        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from ._stdio import bounded_stdio
 
-        params = StdioServerParameters(
-            command=server.command, args=list(server.args), env=dict(server.env)
-        )
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        async with bounded_stdio(server) as (read, write), ClientSession(read, write) as session:
             yield session
     else:
         assert server.url is not None

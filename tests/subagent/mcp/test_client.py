@@ -22,6 +22,7 @@ from subagent.mcp import McpServer
 
 from ..helpers import drain
 from .helpers import (
+    FIXTURE,
     delegate_reply,
     gone,
     http_fixture_server,
@@ -255,3 +256,30 @@ tools = ["mcp:time/convert_time"]
     results = [json.loads(line) for line in ledger_path.read_text().splitlines()]
     [entry] = [r for r in results if r["kind"] == "tool_result"]
     assert json.loads(entry["result"])["time_difference"] == "+9.0h"
+
+
+async def test_a_stdio_message_past_the_bound_ends_the_connection_not_the_run(
+    tmp_path: Path,
+) -> None:
+    from subagent.mcp._stdio import MAX_MESSAGE
+
+    pidfile = tmp_path / "fx.pid"
+    server = with_pidfile("fx", pidfile, [sys.executable, FIXTURE])
+    calls = [tool_call_reply("big", json.dumps({"size": MAX_MESSAGE + 1}), id="b1"),
+             tool_call_reply("big", json.dumps({"size": 3}), id="b2")]
+    model = ScriptedModel([*calls, "done"])
+    async with open_pool(mcp=[server]) as pool:
+        first = int(pidfile.read_text())
+        pool.register(Spec("fx", model=model, tools=pool.mcp_tools("fx", "big")))
+        assert (await (await pool.submit("fx", "go")).wait()).output == "done"
+        assert tool_texts(model, 1) == [
+            "tool 'big' failed: McpServerError: MCP server 'fx' closed the connection "
+            "during the call; it will be started again"]
+        # Right after, the server is not up yet (a 1s backoff): an error result too.
+        assert tool_texts(model, 2)[-1].startswith(
+            "tool 'big' failed: McpServerError: MCP server 'fx' ")
+        await wait_for(lambda: pool.mcp is not None and pool.mcp.is_up("fx"), "restarted")
+        assert await pool.mcp_tools("fx", "big")[0].execute('{"size": 3}') == "xxx"
+        second = int(pidfile.read_text())
+    assert first != second
+    assert gone(first) and gone(second)
