@@ -197,12 +197,14 @@ async def run_specs(
 
             nursery.start_soon(show)
             try:
-                async with open_pool(**specs.pool, defaults=defaults, events=stream) as pool:  # type: ignore[arg-type]
+                async with open_pool(
+                    **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp  # type: ignore[arg-type]
+                ) as pool:
                     pool_tools: dict[str, Tool] = {
                         "subagent": SubagentTool(pool),
                         "subagent_results": SubagentResultsTool(pool),
                     }
-                    for spec in specs.specs_for(pool_tools):
+                    for spec in specs.specs_for(pool_tools, pool.mcp_tools):
                         pool.register(spec)
                     task = await pool.submit(agent, task_text)
                     try:
@@ -249,7 +251,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workspace", type=Path, default=None,
                      help="root of the workspace tools (default: the current directory)")
     demo = commands.add_parser("demo", help="the offline demo on the scripted model")
-    for sub in (run, demo):
+    serve = commands.add_parser("mcp", help="serve each agent of a specs file as an MCP tool "
+                                "over stdio")
+    serve.add_argument("specs", type=Path, help="the TOML specs file")
+    serve.add_argument("--workspace", type=Path, default=None,
+                       help="root of the workspace tools (default: the current directory)")
+    serve.add_argument("--yes", action="store_true", help="allow every tool call")
+    for sub in (run, demo, serve):
         sub.add_argument("--ledger", type=Path, default=None,
                          help="ledger file (.jsonl, or .sqlite for SQLite); "
                               "default: a new file in the state directory")
@@ -284,6 +292,13 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             return trio.run(run_demo, ledger_path, screen, rich)
         workspace = args.workspace or Path.cwd()
         specs = load_specs(args.specs, workspace=workspace)
+        if args.command == "mcp":
+            from .mcp._server import serve_specs_file
+
+            # Standard output is the protocol's: nothing else is printed there.
+            serve_gate: ToolGate = allow_all if args.yes else read_only_or_delegation
+            serve_specs_file(specs, gate=serve_gate, ledger_path=ledger_path)
+            return EXIT_OK
         gate = choose_gate(args, screen)
         return trio.run(
             lambda: run_specs(specs, args.agent, args.task, gate=gate,

@@ -33,11 +33,18 @@ The format::
     max_children = 3
     max_messages = 50                       # the conversation bound (history compression)
 
+    [mcp.time]                  # an MCP server: command/args/env (stdio) or url/headers
+    command = "mcp-server-time"
+    read_only = ["get_current_time", "convert_time"]   # only these count as read-only
+    # start_timeout = 30.0
+
 Tool names resolve against the caller's registry, then the workspace tools
 (``read_file``, ``list_dir``, ``grep``, ``write_file``, given a workspace root).
 ``subagent`` (the delegation tool) and ``subagent_results`` (waiting for background
 subagents) belong to a pool: they are added when the specs are bound to one
-(:meth:`SpecFile.specs_for`).
+(:meth:`SpecFile.specs_for`). So do MCP tools: ``"mcp:NAME"`` names every tool
+server ``NAME`` lists, ``"mcp:NAME/TOOL"`` one of them (``NAME`` is a ``[mcp.NAME]``
+table; see :class:`subagent.mcp.McpServer`).
 
 A specs file is read as untrusted input, within these limits:
 
@@ -69,6 +76,7 @@ from agentcore.models._replay import read_regular_file
 from ._errors import SpecError
 from ._spec import Defaults, Spec
 from ._speclimits import read_limits
+from .mcp._config import NAME, McpServer, server_from_table
 
 #: The largest specs file :func:`load_specs` reads (1 MiB).
 MAX_SPECS_BYTES = 1024 * 1024
@@ -116,6 +124,8 @@ class SpecFile:
       pool_tools: Per agent, the pool tools it listed (``subagent``, ``subagent_results``).
       pool: Keyword arguments for :func:`subagent.open_pool` (limits only).
       defaults: The defaults agents inherit.
+      mcp: The MCP servers (``[mcp.NAME]``), for ``open_pool(mcp=...)``.
+      mcp_tools: Per agent, the MCP tools it listed (``"NAME"`` or ``"NAME/TOOL"``).
     """
 
     source: str
@@ -123,17 +133,33 @@ class SpecFile:
     pool_tools: Mapping[str, tuple[str, ...]]
     pool: Mapping[str, int | float]
     defaults: Defaults
+    mcp: tuple[McpServer, ...] = ()
+    mcp_tools: Mapping[str, tuple[str, ...]] = attrs.Factory(dict)
 
-    def specs_for(self, pool_tools: Mapping[str, Tool]) -> tuple[Spec, ...]:
+    def specs_for(
+        self,
+        pool_tools: Mapping[str, Tool],
+        mcp_tools: Callable[..., tuple[Tool, ...]] | None = None,
+    ) -> tuple[Spec, ...]:
         """The specs, each given the pool tools it listed, from ``pool_tools`` by name
         (e.g. ``{"subagent": SubagentTool(pool), "subagent_results":
-        SubagentResultsTool(pool)}``)."""
+        SubagentResultsTool(pool)}``), and the MCP tools it listed, from ``mcp_tools``
+        (the pool's :meth:`~subagent.Pool.mcp_tools`).
+
+        Raises:
+          SpecError: an agent lists MCP tools and ``mcp_tools`` is not given, or a
+            server has no tool of a listed name.
+        """
+        def added(spec: Spec) -> list[Tool]:
+            tools = [pool_tools[n] for n in self.pool_tools.get(spec.name, ())]
+            for ref in self.mcp_tools.get(spec.name, ()):
+                if mcp_tools is None:
+                    raise SpecError(f"{self.source}: agents list MCP tools; pass mcp_tools")
+                tools.extend(mcp_tools(*ref.split("/", 1)))
+            return tools
+
         return tuple(
-            attrs.evolve(
-                spec, tools=(*spec.tools, *(pool_tools[n] for n in self.pool_tools[spec.name]))
-            )
-            if self.pool_tools.get(spec.name)
-            else spec
+            attrs.evolve(spec, tools=(*spec.tools, *more)) if (more := added(spec)) else spec
             for spec in self.specs
         )
 
@@ -225,12 +251,13 @@ class _Reader:
     def read(self, data: Mapping[str, Any]) -> SpecFile:
         if not isinstance(data, Mapping):
             raise SpecFileError(f"{self.source}: must be a table, not {_kind(data)}")
-        unknown = sorted(set(data) - {"pool", "limits", "defaults", "agents"}, key=str)
+        unknown = sorted(set(data) - {"pool", "limits", "defaults", "agents", "mcp"}, key=str)
         if unknown:
             raise self.error(
                 f"key {unknown[0]!r}",
-                "unknown; the top-level tables are pool, limits, defaults, agents",
+                "unknown; the top-level tables are pool, limits, defaults, agents, mcp",
             )
+        servers = self.mcp_servers(self.table(data, "mcp", "[mcp]"))
         pool = self.pool(self.table(data, "pool", "[pool]"))
         self.limiters = read_limits(self.table(data, "limits", "[limits]"), self.error, _kind)
         defaults = self.defaults(self.table(data, "defaults", "[defaults]"))
@@ -239,15 +266,43 @@ class _Reader:
             raise self.error("[agents]", "no agents are defined")
         specs: list[Spec] = []
         listed: dict[str, tuple[str, ...]] = {}
+        mcp_listed: dict[str, tuple[str, ...]] = {}
         for name, raw in agents.items():
             spec, pool_tools = self.agent(name, raw)
+            mcp_listed[name] = self.mcp_refs(name, raw, servers)
             try:
                 spec.inherit(defaults)
             except SpecError as exc:
                 raise self.error(f"agent {name!r}", str(exc)) from None
             specs.append(spec)
             listed[name] = pool_tools
-        return SpecFile(self.source, tuple(specs), listed, pool, defaults)
+        return SpecFile(
+            self.source, tuple(specs), listed, pool, defaults, tuple(servers.values()), mcp_listed
+        )
+
+    def mcp_servers(self, table: Mapping[str, Any]) -> dict[str, McpServer]:
+        servers: dict[str, McpServer] = {}
+        for name, raw in table.items():
+            try:
+                servers[name] = server_from_table(name, raw)
+            except (ValueError, SpecError) as exc:
+                where = f"[mcp.{name}]" if NAME.fullmatch(name) else f"[mcp] {_shown(name)}"
+                raise self.error(where, str(exc)) from None
+        return servers
+
+    def mcp_refs(self, agent: str, raw: Any, servers: Mapping[str, McpServer]) -> tuple[str, ...]:
+        # The agent's "mcp:NAME" and "mcp:NAME/TOOL" tools, checked against [mcp].
+        names = raw.get("tools", []) if isinstance(raw, Mapping) else []
+        refs = tuple(n[4:] for n in names if isinstance(n, str) and n.startswith("mcp:"))
+        for ref in refs:
+            server = ref.split("/", 1)[0]
+            if server not in servers:
+                raise self.error(
+                    f"agent {agent!r} field 'tools'",
+                    f"tool {_shown('mcp:' + ref)} names no [mcp] server; "
+                    f"declared: {', '.join(servers) or 'none'}",
+                )
+        return refs
 
     def table(self, data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
         value = data.get(key, {})
@@ -349,6 +404,8 @@ class _Reader:
             seen.add(name)
             if name in POOL_TOOLS:
                 pool_tools.append(name)
+            elif name.startswith("mcp:"):
+                continue  # resolved against the pool's MCP sessions (specs_for)
             else:
                 tools.append(self.tool(where, name))
         return tuple(tools), tuple(pool_tools)

@@ -38,6 +38,9 @@ class EventKind(enum.StrEnum):
     """The trio thread reached no checkpoint for longer than the pool's
     ``loop_watchdog``; ``stall`` says how long, in which tool call (``path`` and
     ``call_id`` are the calling run's and the call's, if one was running) and where."""
+    mcp_server_error = "mcp_server_error"
+    """An MCP server of the pool did not start, failed or stopped answering (it is
+    started again after a backoff); ``path`` is ``()``, ``error`` names the server."""
 
 
 @attrs.frozen(slots=True)

@@ -6,8 +6,9 @@ import itertools
 import math
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -28,6 +29,12 @@ from ._statistics import PoolStatistics
 from ._stream import Stream
 from ._task import Task, TaskStatus
 from ._watchdog import LoopWatchdog, check_threshold
+from .mcp._sessions import McpSessions, open_mcp_sessions
+
+if TYPE_CHECKING:
+    from agentcore import Tool
+
+    from .mcp import McpServer
 
 
 def _at_least_one(name: str, value: int) -> None:
@@ -52,7 +59,9 @@ class Pool:
         events: Stream | None,
         max_children: int,
         children_timeout: float,
+        mcp: McpSessions | None = None,
     ) -> None:
+        self.mcp = mcp
         self.max_concurrent = max_concurrent
         self.max_queued = max_queued
         self.max_depth = max_depth
@@ -116,6 +125,17 @@ class Pool:
         except ConfigurationError as exc:
             raise SpecError(f"spec {spec.name!r}: {exc}") from exc
         self._specs[spec.name] = resolved
+
+    def mcp_tools(self, server: str, *names: str) -> tuple[Tool, ...]:
+        """The tools of MCP server ``server`` (all it listed, or those ``names``), for a
+        :class:`Spec`'s ``tools``; not a checkpoint. See :meth:`McpSessions.tools`.
+
+        Raises:
+          SpecError: the pool has no server of that name, or it has no such tool.
+        """
+        if self.mcp is None:
+            raise SpecError(f"no MCP server is named {server!r}: the pool has none")
+        return self.mcp.tools(server, *names)
 
     # -- submitting ----------------------------------------------------------------
 
@@ -393,6 +413,7 @@ async def open_pool(
     max_children: int = 5,
     children_timeout: float = 30.0,
     loop_watchdog: float | None = None,
+    mcp: Iterable[McpServer] = (),
 ) -> AsyncIterator[Pool]:
     """Open a :class:`Pool` whose tasks run in a nursery inside this block.
 
@@ -414,6 +435,9 @@ async def open_pool(
         A stall is logged on the ``subagent`` logger (running tool, stack) when seen,
         and sent to ``events`` as one ``event_loop_blocked`` event once the loop runs
         again (see :class:`subagent.LoopStall`). The thread stops with the block.
+      mcp: MCP servers whose tools specs may name (:class:`subagent.mcp.McpServer`):
+        started at once when the block opens (it waits for each at most its
+        ``start_timeout``), shared by every run, closed (and reaped) when it ends.
     """
     _at_least_one("max_concurrent", max_concurrent)
     _at_least_one("max_queued", max_queued)
@@ -422,40 +446,42 @@ async def open_pool(
     if not (children_timeout > 0 and not math.isnan(children_timeout)):
         raise ValueError(f"open_pool children_timeout must be positive, not {children_timeout!r}")
     check_threshold(loop_watchdog)
-    body_error: BaseException | None = None
-    watchdog: LoopWatchdog | None = None
-    try:
-        async with trio.open_nursery() as nursery:
-            pool = Pool(
-                nursery,
-                max_concurrent=max_concurrent,
-                max_queued=max_queued,
-                max_depth=max_depth,
-                defaults=defaults if defaults is not None else Defaults(),
-                events=events,
-                max_children=max_children,
-                children_timeout=children_timeout,
-            )
-            if loop_watchdog is not None:
-                watchdog = LoopWatchdog(loop_watchdog, pool)
-                watchdog.start(nursery)
-            try:
-                yield pool
-            except BaseException as exc:
-                body_error = exc
-                pool.cancel()
+    async with open_mcp_sessions(mcp, events) as sessions:
+        body_error: BaseException | None = None
+        watchdog: LoopWatchdog | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                pool = Pool(
+                    nursery,
+                    max_concurrent=max_concurrent,
+                    max_queued=max_queued,
+                    max_depth=max_depth,
+                    defaults=defaults if defaults is not None else Defaults(),
+                    events=events,
+                    max_children=max_children,
+                    children_timeout=children_timeout,
+                    mcp=sessions,
+                )
+                if loop_watchdog is not None:
+                    watchdog = LoopWatchdog(loop_watchdog, pool)
+                    watchdog.start(nursery)
+                try:
+                    yield pool
+                except BaseException as exc:
+                    body_error = exc
+                    pool.cancel()
+                    raise
+                finally:
+                    pool.close()
+        except BaseExceptionGroup as group:
+            # The pool's own tasks never raise, so a group holding only the body's
+            # exception is that exception: give it back to the caller unwrapped
+            # (raised below, outside this handler, so its own cause and context stay).
+            if body_error is None or group.exceptions != (body_error,):
                 raise
-            finally:
-                pool.close()
-    except BaseExceptionGroup as group:
-        # The pool's own tasks never raise, so a group holding only the body's
-        # exception is that exception: give it back to the caller unwrapped
-        # (raised below, outside this handler, so its own cause and context stay).
-        if body_error is None or group.exceptions != (body_error,):
-            raise
-    else:
-        return
-    finally:
-        if watchdog is not None:
-            watchdog.stop()
-    raise body_error
+        else:
+            return
+        finally:
+            if watchdog is not None:
+                watchdog.stop()
+        raise body_error

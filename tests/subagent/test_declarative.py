@@ -142,7 +142,7 @@ def test_same_as_mapping() -> None:
         ("[pool]\n", "[agents]: no agents are defined"),
         ('agents = 3\n', "[agents]: must be a table, not an integer (3)"),
         ('[agents.a]\nmodel = "fake:x"\n[extra]\n',
-         "key 'extra': unknown; the top-level tables are pool, limits, defaults, agents"),
+         "key 'extra': unknown; the top-level tables are pool, limits, defaults, agents, mcp"),
     ],
 )
 def test_errors_name_file_agent_and_field(tmp_path: Path, text: str, message: str) -> None:
@@ -271,7 +271,8 @@ def test_any_parse_failure_is_a_spec_file_error(tmp_path: Path, text: str, messa
 
 def test_mappings_of_any_shape_give_spec_file_errors() -> None:
     cases: list[tuple[dict[Any, Any], str]] = [
-        ({1: 2, "x": 3}, "key 1: unknown; the top-level tables are pool, limits, defaults, agents"),
+        ({1: 2, "x": 3},
+         "key 1: unknown; the top-level tables are pool, limits, defaults, agents, mcp"),
         ({"agents": {"a": {"model": "fake:x", "max_turns": -(10**5000)}}},
          "agent 'a' field 'max_turns': must be at least 1, not (an integer too long to show)"),
         ({"agents": {"a": {"model": "fake:x", "system_prompt": 10**5000}}},

@@ -1,0 +1,144 @@
+"""One connection to an MCP server on the official ``mcp`` SDK, and what its answers
+become: the tool listing (bounded) and a call's result text (bounded).
+
+The SDK's client is anyio-based and runs on trio. Stdio servers run on
+:mod:`._stdio` (the SDK's session over a transport that bounds each message); HTTP
+servers on the SDK's streamable HTTP client (at most 1 MiB per event, its default).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from ._config import NAME, McpServer
+
+if TYPE_CHECKING:
+    import mcp_types
+    from mcp import ClientSession
+
+#: The most tools one server may list; the rest are left out (and reported).
+MAX_TOOLS = 256
+#: The most pages of ``tools/list`` read (a server that pages forever is cut short).
+MAX_PAGES = 16
+#: The longest tool description kept (characters); longer ones are cut.
+MAX_DESCRIPTION = 4096
+#: The largest input schema accepted (characters of its JSON); a tool with a larger
+#: one is left out.
+MAX_SCHEMA = 64 * 1024
+#: The most result text a call returns (characters): 1 MiB; the rest is cut and said.
+MAX_RESULT = 1024 * 1024
+#: The longest server error message kept in an error result.
+MAX_ERROR = 1000
+
+
+@asynccontextmanager
+async def connect(server: McpServer) -> AsyncIterator[ClientSession]:
+    """A session with ``server``, not yet initialized. A checkpoint.
+
+    Raises:
+      ImportError: the ``mcp`` extra is not installed.
+      Exception: whatever the transport raises when it cannot connect.
+    """
+    from mcp import ClientSession
+
+    if server.command is not None:
+        from ._stdio import bounded_stdio
+
+        async with bounded_stdio(server) as (read, write), ClientSession(read, write) as session:
+            yield session
+    else:
+        assert server.url is not None
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        client = create_mcp_http_client(headers=dict(server.headers))
+        async with (
+            client,
+            streamable_http_client(server.url, http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            yield session
+
+
+async def list_tools(session: ClientSession) -> tuple[dict[str, mcp_types.Tool], list[str]]:
+    """The server's tools by name, and what was left out and why. A checkpoint.
+
+    At most :data:`MAX_TOOLS` tools over :data:`MAX_PAGES` pages; a tool whose name a
+    model API would refuse, or whose schema is larger than :data:`MAX_SCHEMA`, is
+    left out.
+    """
+    import mcp_types
+
+    tools: dict[str, mcp_types.Tool] = {}
+    problems: list[str] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        for tool in page.tools:
+            if len(tools) >= MAX_TOOLS:
+                problems.append(f"it lists more than {MAX_TOOLS} tools; the rest are left out")
+                return tools, problems
+            if not NAME.fullmatch(tool.name):
+                problems.append(f"tool {tool.name[:80]!r} is left out: its name is not valid")
+            elif len(json.dumps(tool.input_schema)) > MAX_SCHEMA:
+                problems.append(f"tool {tool.name!r} is left out: its schema is too large")
+            else:
+                tools[tool.name] = tool
+        cursor = page.next_cursor
+        if not cursor:
+            return tools, problems
+    problems.append(f"it pages its tool list past {MAX_PAGES} pages; the rest are left out")
+    return tools, problems
+
+
+def describe_tool(server: str, tool: mcp_types.Tool) -> str:
+    """The description a model sees: the server's, cut to :data:`MAX_DESCRIPTION`."""
+    text = tool.description or f"The {tool.name} tool of MCP server {server}."
+    return text if len(text) <= MAX_DESCRIPTION else text[:MAX_DESCRIPTION] + " [...]"
+
+
+def result_text(result: mcp_types.CallToolResult) -> str:
+    """A call's result as text: the text content joined by newlines; the structured
+    content as JSON when there is no text; images, audio and resources summarised.
+    At most :data:`MAX_RESULT` characters (the rest is cut, and the cut is said)."""
+    import mcp_types
+
+    parts: list[str] = []
+    size = 0
+    for item in result.content:
+        if isinstance(item, mcp_types.TextContent):
+            part = item.text
+        elif isinstance(item, mcp_types.ImageContent | mcp_types.AudioContent):
+            kind = "image" if isinstance(item, mcp_types.ImageContent) else "audio"
+            part = f"[{kind}: {item.mime_type[:100]}, {len(item.data) * 3 // 4} bytes]"
+        elif isinstance(item, mcp_types.ResourceLink):
+            part = f"[resource link: {str(item.uri)[:500]}]"
+        elif isinstance(item, mcp_types.EmbeddedResource):
+            res = item.resource
+            mime = getattr(res, "mime_type", None) or "unknown type"
+            part = f"[resource: {str(res.uri)[:500]}, {str(mime)[:100]}]"
+        else:
+            part = f"[{type(item).__name__} content]"
+        parts.append(part)
+        size += len(part) + 1
+        if size > MAX_RESULT:
+            break
+    has_text = any(isinstance(i, mcp_types.TextContent) for i in result.content)
+    if result.structured_content is not None and not has_text:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = "\n".join(parts)
+    if len(text) > MAX_RESULT:
+        text = (
+            text[:MAX_RESULT]
+            + f"\n[cut: the result is longer than {MAX_RESULT} characters]"
+        )
+    return text
+
+
+def schema_of(tool: mcp_types.Tool) -> Mapping[str, Any]:
+    """The tool's input schema (a JSON object schema)."""
+    return dict(tool.input_schema)

@@ -1,0 +1,123 @@
+"""The pool as an MCP server: ``subagent mcp SPECS`` serves each agent of a specs file
+as an MCP tool over stdio.
+
+Each agent is a tool of the same name taking ``{"task": "..."}``; a call submits the
+task to one pool (bounded, gated, audited like ``subagent run``) and answers with the
+task's output, or an error result saying how the task ended. A client's
+``notifications/cancelled`` cancels the task (and so its subagents and their tool
+calls). When the client asks for progress, each event of the task's tree is sent as a
+progress notification (``"PATH: KIND"``); events the client is too slow for are
+dropped, never slowing the agents (at most :data:`PROGRESS_BUFFER` wait).
+
+This module has no ``from __future__ import annotations``: the SDK reads the tool
+functions' annotations (``Context``) at registration.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from agentcore import Tool, ToolGate
+
+from .._declarative import SpecFile
+from .._errors import TaskError, format_path
+from .._pool import Pool, open_pool
+from .._results import SubagentResultsTool
+from .._safe_text import one_line
+from .._stream import Stream
+from .._tool import SubagentTool
+
+#: Events of one call's tree waiting to go out as progress notifications.
+PROGRESS_BUFFER = 64
+#: Seconds the progress already buffered may take to go out once the task has ended.
+PROGRESS_FLUSH = 5.0
+#: The longest progress message (characters).
+MAX_PROGRESS_MESSAGE = 200
+
+
+def _agent_tool(pool: Pool, name: str) -> Any:
+    from mcp.server.mcpserver import Context
+
+    async def run_agent(task: str, ctx: Context) -> str:
+        stream = Stream(PROGRESS_BUFFER, overflow="drop_newest")
+        handle = await pool.submit(name, task, events=stream)
+        outcome: Any = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_progress, stream, ctx)
+            try:
+                outcome = await handle.wait()
+            except TaskError as exc:
+                outcome = exc
+            except BaseException:
+                # The client cancelled the call (or the server is closing).
+                handle.cancel()
+                raise
+            finally:
+                # The events already buffered still go out, within a bound.
+                stream.close()
+                nursery.cancel_scope.deadline = trio.current_time() + PROGRESS_FLUSH
+        if isinstance(outcome, TaskError):
+            raise RuntimeError(f"the task did not finish: {one_line(str(outcome))}")
+        return str(outcome.output)
+
+    return run_agent
+
+
+async def _progress(stream: Stream, ctx: Any) -> None:
+    count = 0
+    async for ev in stream:
+        count += 1
+        text = one_line(f"{format_path(ev.path)}: {ev.kind}")[:MAX_PROGRESS_MESSAGE]
+        await ctx.report_progress(count, None, text)
+
+
+async def serve_specs(specs: SpecFile, *, gate: ToolGate, audit: Any) -> None:
+    """Serve the agents of ``specs`` over this process's stdin and stdout until the
+    client closes stdin. A checkpoint.
+
+    Args:
+      specs: The agents, pool limits and MCP servers.
+      gate: The gate every tool call passes.
+      audit: The ledger sink the runs write to.
+    """
+    from mcp.server.mcpserver import MCPServer
+
+    defaults = attrs.evolve(specs.defaults, gate=gate, audit=audit)
+    async with open_pool(**specs.pool, defaults=defaults, mcp=specs.mcp) as pool:  # type: ignore[arg-type]
+        pool_tools: dict[str, Tool] = {
+            "subagent": SubagentTool(pool),
+            "subagent_results": SubagentResultsTool(pool),
+        }
+        for spec in specs.specs_for(pool_tools, pool.mcp_tools):
+            pool.register(spec)
+        server: MCPServer[Any] = MCPServer("subagent", instructions=_INSTRUCTIONS)
+        for spec in specs.specs:
+            server.add_tool(
+                _agent_tool(pool, spec.name),
+                name=spec.name,
+                description=spec.description or f"Give the {spec.name} agent a task.",
+            )
+        await server.run_stdio_async()
+        # The client has gone: tasks it left running are not waited for.
+        pool.cancel()
+
+
+_INSTRUCTIONS = (
+    "Each tool is an agent: give it a task in plain words; it answers with its result."
+)
+
+
+def serve_specs_file(specs: SpecFile, *, gate: ToolGate, ledger_path: Path) -> None:
+    """Run :func:`serve_specs` on trio with a ledger at ``ledger_path``; blocks."""
+    from .._cli import open_sink
+
+    async def main() -> None:
+        sink = open_sink(ledger_path)
+        try:
+            await serve_specs(specs, gate=gate, audit=sink)
+        finally:
+            await sink.aclose()
+
+    trio.run(main)

@@ -1,0 +1,134 @@
+"""The stdio transport with a bound on what the server writes: one message (one line of
+stdout) is at most :data:`MAX_MESSAGE` bytes.
+
+The SDK's ``stdio_client`` reads a line however long it grows; this one ends the
+connection instead (the server's calls fail, and it is started again). It starts the
+server in a new session (its own process group) with only the environment the SDK
+passes on (``HOME``, ``PATH``, ...) plus the configured ``env``, and stops it when the
+block ends: stdin closed, then SIGTERM and SIGKILL to the group, each after a grace of
+:data:`GRACE` seconds, then reaped. The stop is shielded and bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._config import McpServer
+
+if TYPE_CHECKING:
+    from mcp.shared.message import SessionMessage
+
+logger = logging.getLogger("subagent")
+
+#: The largest message (line of stdout) a stdio server may send: 4 MiB.
+MAX_MESSAGE = 4 * 1024 * 1024
+#: Seconds a stopping server gets after stdin closes, and again after SIGTERM.
+GRACE = 2.0
+
+
+@asynccontextmanager
+async def bounded_stdio(server: McpServer) -> AsyncIterator[tuple[Any, Any]]:
+    """Run ``server``'s command and yield the SDK's (read, write) message streams.
+
+    A checkpoint. Raises ``OSError`` when the command cannot be started.
+    """
+    import anyio
+    import mcp_types
+    from mcp.client.stdio import get_default_environment
+    from mcp.shared.message import SessionMessage
+
+    assert server.command is not None
+    process = await trio.lowlevel.open_process(
+        [server.command, *server.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=get_default_environment() | dict(server.env),
+        start_new_session=True,
+    )
+    incoming, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+    assert process.stdout is not None and process.stdin is not None
+    stdout, stdin = process.stdout, process.stdin
+
+    async def read() -> None:
+        # Lines of stdout into messages; a line past MAX_MESSAGE ends the connection.
+        buffer = bytearray()
+        async with incoming:
+            while True:
+                try:
+                    chunk = await stdout.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+                if not chunk:
+                    return
+                buffer += chunk
+                while (end := buffer.find(b"\n")) >= 0:
+                    line = bytes(buffer[:end])
+                    del buffer[: end + 1]
+                    if len(line) > MAX_MESSAGE:
+                        break
+                    try:
+                        item: SessionMessage | Exception = SessionMessage(
+                            mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                        )
+                    except ValueError as exc:
+                        item = exc
+                    try:
+                        await incoming.send(item)
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        return
+                else:
+                    if len(buffer) <= MAX_MESSAGE:
+                        continue
+                logger.warning(
+                    "MCP server %r sent a message larger than %d bytes; closing the connection",
+                    server.name, MAX_MESSAGE,
+                )
+                return
+
+    async def write() -> None:
+        async with outgoing:
+            async for message in outgoing:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                try:
+                    await stdin.send_all(data.encode() + b"\n")
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            nursery.start_soon(write)
+            try:
+                yield read_stream, write_stream
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await _stop(process)
+            for stream in (read_stream, write_stream):
+                await stream.aclose()
+
+
+async def _stop(process: trio.Process) -> None:
+    # Close stdin, then SIGTERM, then SIGKILL the process group; reap. Bounded.
+    assert process.stdin is not None and process.stdout is not None
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        await process.stdin.aclose()
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, sig)
+        with trio.move_on_after(GRACE):
+            await process.wait()
+            break
+    await process.stdout.aclose()
