@@ -86,7 +86,21 @@ class _Batch:
     """Redacted records and their times, in the order they were recorded."""
     outcomes: list[Entry | SinkError] = attrs.Factory(list)
     """Each record's entry once written, or why it was not."""
-    done: trio.Event = attrs.Factory(trio.Event)
+    waiting: list[trio.lowlevel.Task] = attrs.Factory(list)
+    """The tasks parked until the batch is written (all but its first record's)."""
+
+
+def _cannot_abort(raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+    # A record in a batch is written when the batch's first record runs next (it
+    # only yields once, shielded), so waiting for it is not cancelled: a record
+    # that is written is acknowledged, as when each record wrote its own line.
+    return trio.lowlevel.Abort.FAILED
+
+
+async def _wait_for(batch: _Batch) -> None:
+    """Park until ``batch`` is written; not cancellable (see ``_cannot_abort``)."""
+    batch.waiting.append(trio.lowlevel.current_task())
+    await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
 
 
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
@@ -187,11 +201,7 @@ class JsonlSink:
         else:
             index = len(batch.records)
             batch.records.append(item)
-            # Shielded: the batch is written when its first record's task runs
-            # next, and a record that is written is acknowledged, as it was
-            # when each record wrote its own line.
-            with trio.CancelScope(shield=True):
-                await batch.done.wait()
+            await _wait_for(batch)
         outcome = batch.outcomes[index]
         if isinstance(outcome, SinkError):
             raise outcome
@@ -236,7 +246,8 @@ class JsonlSink:
                 if isinstance(outcome, Entry):
                     outcomes[k] = failed if k == 0 else SinkError(self.path, cause)
         finally:
-            batch.done.set()
+            for task in batch.waiting:
+                trio.lowlevel.reschedule(task)
 
     def _append(self, fd: int, data: bytes) -> str | None:
         """Write ``data`` whole, or undo the part written; ``None``, or why it failed."""
@@ -298,7 +309,7 @@ class JsonlSink:
         self._closed = True
         with trio.CancelScope(shield=True):
             if self._batch is not None:  # accepted before the close: written first
-                await self._batch.done.wait()
+                await _wait_for(self._batch)
             while self._syncing:
                 await self._sync_done.wait()
             fd = self._fd
