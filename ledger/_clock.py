@@ -22,4 +22,10 @@ def utc_from_ns(ns: int) -> str:
 
 def utc_now() -> str:
     """Return the current UTC time as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
-    return utc_from_ns(time.time_ns())
+    global _cache
+    sec, frac = divmod(time.time_ns() // 1000, 1_000_000)  # utc_from_ns, inlined
+    cached_sec, prefix = _cache
+    if cached_sec != sec:
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        _cache = (sec, prefix)
+    return f"{prefix}.{frac:06d}Z"
