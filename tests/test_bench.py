@@ -58,3 +58,17 @@ def test_peers_not_installed_says_which_and_exits_0() -> None:
         " (module 'agents'), pydantic-ai (Agent.run) (module 'pydantic_ai')"
     ) in out.stdout.splitlines()
     assert "peers: none available; only our own figures follow" in out.stdout.splitlines()
+
+
+def test_audit_cost_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.audit_cost", "--repeat", "1", "--runs", "20"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    names = [line.split(" wall ")[0].strip() for line in out.stdout.splitlines()[1:]]
+    assert names == [
+        "per entry, the ten entries of each of the W1 runs:",
+        "MemorySink x1", "MemorySink x1, entries read", "JsonlSink x1", "JsonlSink x8",
+        "W1, 20 runs:", "no sink", "a sink that records nothing", "MemorySink",
+    ]
