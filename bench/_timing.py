@@ -32,14 +32,16 @@ class Measure:
         return self.count / self.seconds
 
 
-def _once(body: Body) -> Measure:
+def once(body: Body) -> Measure:
+    """Time one repetition of ``body`` in a fresh ``trio.run``."""
     gc.collect()
     start = time.perf_counter()
     count = trio.run(body)
     return Measure(time.perf_counter() - start, count)
 
 
-def _once_latency(body: Latency) -> Measure:
+def once_latency(body: Latency) -> Measure:
+    """Run one repetition of a latency body in a fresh ``trio.run``."""
     gc.collect()
     count, seconds = trio.run(body)
     return Measure(seconds, count)
@@ -59,9 +61,9 @@ def _best(runs: list[Callable[[], Measure]], repeat: int) -> list[Measure]:
 
 def compare(*bodies: Body, repeat: int) -> list[Measure]:
     """Time each body ``repeat`` times, interleaved; the best run of each, in order."""
-    return _best([functools.partial(_once, b) for b in bodies], repeat)
+    return _best([functools.partial(once, b) for b in bodies], repeat)
 
 
 def compare_latency(*bodies: Latency, repeat: int) -> list[Measure]:
     """Like :func:`compare`, for bodies that time themselves."""
-    return _best([functools.partial(_once_latency, b) for b in bodies], repeat)
+    return _best([functools.partial(once_latency, b) for b in bodies], repeat)

@@ -65,10 +65,21 @@ class BlockingModel:
 # -- W1 fan-out ----------------------------------------------------------------------
 
 
-def w1_pool(runs: int) -> Body:
+#: Audit entries a W1 run records (task queued, started, finished; prompt, two
+#: model responses, tool request, gate decision, tool result, run end).
+W1_ENTRIES = 10
+
+
+def w1_pool(runs: int, *, audit: bool = True, read: bool = False) -> Body:
+    """W1 on the pool; ``audit=False`` runs it without an audit sink (the ablation
+    the audit's cost is measured against); ``read=True`` reads the sink's entries
+    at the end, so that the time includes building the chain (a
+    :class:`~ledger.MemorySink` chains on read)."""
+
     async def main() -> int:
         stream: subagent.Stream = subagent.Stream(64)
         counter = Counter()
+        sink = MemorySink() if audit else None
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(counter.consume, stream)
@@ -76,7 +87,7 @@ def w1_pool(runs: int) -> Body:
                 max_concurrent=8,
                 max_queued=runs,
                 events=stream,
-                defaults=subagent.Defaults(model=TwoStepModel(), audit=MemorySink()),
+                defaults=subagent.Defaults(model=TwoStepModel(), audit=sink),
             ) as pool:
                 pool.register(subagent.Spec("worker", tools=(ECHO,)))
                 for i in range(runs):
@@ -85,6 +96,9 @@ def w1_pool(runs: int) -> Body:
             assert stats.finished == runs, stats
             stream.close()
         assert counter.seen >= runs * 6
+        if read:
+            assert sink is not None
+            assert len(sink.entries) == runs * W1_ENTRIES
         return runs
 
     return main

@@ -7,14 +7,25 @@ import time
 _cache: tuple[int, str] = (-1, "")
 
 
-def utc_now() -> str:
-    """Return the current UTC time as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
+def utc_from_ns(ns: int) -> str:
+    """Return ``ns`` (nanoseconds since the epoch, as ``time.time_ns()``) as
+    ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (microseconds, cut, not rounded)."""
     global _cache
-    now = time.time()
-    sec = int(now)
-    micros = int((now - sec) * 1_000_000)
+    micros = ns // 1000
+    sec, frac = divmod(micros, 1_000_000)
     cached_sec, prefix = _cache
     if cached_sec != sec:
         prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
         _cache = (sec, prefix)
-    return f"{prefix}.{micros:06d}Z"
+    return f"{prefix}.{frac:06d}Z"
+
+
+def utc_now() -> str:
+    """Return the current UTC time as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
+    global _cache
+    sec, frac = divmod(time.time_ns() // 1000, 1_000_000)  # utc_from_ns, inlined
+    cached_sec, prefix = _cache
+    if cached_sec != sec:
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+        _cache = (sec, prefix)
+    return f"{prefix}.{frac:06d}Z"

@@ -176,6 +176,93 @@ def canonical_body(seq: int, time: str, content: Content, prev_hash: str) -> str
     )
 
 
+_BIG_INT_BITS: Final = 4096
+"""Ints wider than this are spelled out at check time: ``int.__repr__`` refuses
+ints of more than ``sys.get_int_max_str_digits()`` digits (4,300 by default)."""
+
+
+def _check_int(value: int) -> None:
+    if value.bit_length() > _BIG_INT_BITS:
+        int.__repr__(value)  # raises ValueError where the encoder would
+
+
+def check_content(content: Content) -> None:
+    """Raise now what :func:`canonical_body` would raise for ``content``.
+
+    For sinks that encode later (:class:`ledger.MemorySink` chains on read): a
+    record that cannot be encoded is refused when it is recorded, with the
+    error the encoder gives, never when its entry is read. Stricter than the
+    encoder in one way: ``duration`` must be an int or a float (a value
+    :func:`entry_from_dict` would not read back is refused here too).
+
+    Raises:
+      ValueError: ``kind`` is empty or ``duration`` is not finite.
+      TypeError: A field has a type the encoding does not allow.
+    """
+    # The common case in exact types first (about 0.5 us); anything else takes
+    # the slow path, which says what is wrong or accepts str and int subclasses.
+    c = content
+    duration = c.duration
+    if (
+        type(c.kind) is str
+        and c.kind
+        and type(c.run_id) is str
+        and type(c.agent_id) is str
+        and (c.tool is None or type(c.tool) is str)
+        and (c.call_id is None or type(c.call_id) is str)
+        and (c.arguments is None or type(c.arguments) is str)
+        and (c.verdict is None or type(c.verdict) is str)
+        and (c.reason is None or type(c.reason) is str)
+        and (c.result is None or type(c.result) is str)
+        and (c.error is None or type(c.error) is str)
+        and (duration is None or (type(duration) is float and math.isfinite(duration)))
+        and type(c.path) is tuple
+    ):
+        for seg in c.path:
+            if type(seg) is not str:
+                break
+        else:
+            if c.data:
+                for value in c.data.values():
+                    if type(value) is int and value.bit_length() > _BIG_INT_BITS:
+                        int.__repr__(value)  # raises ValueError where the encoder would
+            return
+    _explain(c)
+
+
+def _explain(c: Content) -> None:
+    """The slow path of :func:`check_content`."""
+    if not c.kind:  # first, as Chain.link does it
+        raise ValueError("an entry's kind must be a non-empty string")
+    if not isinstance(c.kind, str):
+        raise TypeError(f"an entry's kind must be a str, not {type(c.kind).__name__}")
+    for name, value in (("run_id", c.run_id), ("agent_id", c.agent_id)):
+        if not isinstance(value, str):
+            raise TypeError(f"an entry's {name} must be a str, not {type(value).__name__}")
+    for name in _OPTIONAL_TEXT:
+        value = getattr(c, name)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"an entry's {name} must be a str or None, not {type(value).__name__}")
+    path = c.path
+    if type(path) is not tuple or not all(isinstance(seg, str) for seg in path):
+        raise TypeError("an entry's path must be a tuple of str")
+    duration = c.duration
+    if duration is not None:
+        if isinstance(duration, float):
+            if not math.isfinite(duration):
+                raise ValueError(f"an entry's duration must be finite, not {duration!r}")
+        elif isinstance(duration, int):
+            _check_int(duration)
+        else:
+            raise TypeError(
+                f"an entry's duration must be a float, an int or None,"
+                f" not {type(duration).__name__}"
+            )
+    for item in c.data.values():
+        if isinstance(item, int):
+            _check_int(item)
+
+
 def hash_body(body: str) -> str:
     """Return the hex SHA-256 of a canonical body's UTF-8 encoding."""
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()

@@ -11,7 +11,7 @@ import trio
 from ._canonical import line_flaw
 from ._chain import Chain
 from ._clock import utc_now
-from ._encoding import decode_line, entry_hash, line_from_body
+from ._encoding import check_content, decode_line, entry_hash, line_from_body
 from ._entry import Entry, Record
 from ._errors import SinkClosedError, SinkError
 from ._files import LOCKED, open_private, try_lock
@@ -78,6 +78,37 @@ def _open_file(path: str) -> tuple[int, Chain, int]:
         raise
 
 
+class _Batch:
+    """Records written with one ``write``: what each one came to.
+
+    A plain slotted class: one is made per write, on the hot path of every
+    record, and attrs' factories cost a fifth of the write syscall.
+    """
+
+    __slots__ = ("outcomes", "records", "waiting")
+
+    def __init__(self, first: tuple[Record, str]) -> None:
+        self.records = [first]
+        """Redacted records and their times, in the order they were recorded."""
+        self.outcomes: list[Entry | SinkError] = []
+        """Each record's entry once written, or why it was not."""
+        self.waiting: list[trio.lowlevel.Task] = []
+        """The tasks parked until the batch is written (all but the first record's)."""
+
+
+def _cannot_abort(raise_cancel: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+    # A record in a batch is written when the batch's first record runs next (it
+    # only yields once, shielded), so waiting for it is not cancelled: a record
+    # that is written is acknowledged, as when each record wrote its own line.
+    return trio.lowlevel.Abort.FAILED
+
+
+async def _wait_for(batch: _Batch) -> None:
+    """Park until ``batch`` is written; not cancellable (see ``_cannot_abort``)."""
+    batch.waiting.append(trio.lowlevel.current_task())
+    await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
+
+
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class JsonlSink:
     """A sink appending one chained entry a line to a JSON Lines file.
@@ -86,11 +117,22 @@ class JsonlSink:
     (mode 0600), and an existing ledger's chain is continued. The sink holds
     the file's writer lock from then until :meth:`aclose`: a second sink on
     the same file, in this process or another, gets a :class:`SinkError`.
-    Each record is written with one ``write`` before ``record()`` returns, so
-    entries of concurrent tasks never interleave and survive the process
-    being killed. With
-    ``fsync=True``, ``record()`` also waits until an ``fsync`` (in a worker
-    thread, shared by concurrent records) has covered its entry.
+
+    Group write: the first of concurrent records yields once (as every
+    record did), and the records that arrive meanwhile join its batch; then
+    it chains the batch (encodes and hashes each entry) and writes it with
+    one ``write``, in order, and wakes the others. ``record()`` itself only
+    redacts and checks its record, so entries of concurrent tasks never
+    interleave. With ``fsync=True``, ``record()`` also waits until an
+    ``fsync`` (in a worker thread, shared by concurrent records) has covered
+    its entry.
+
+    **An acknowledged entry** (a :meth:`record` call that returned its entry)
+    has been written to the file whole, after every entry acknowledged
+    before it: it survives the process being killed (SIGKILL), and with
+    ``fsync=True`` a power loss. A batch whose write fails is removed from
+    the file again: each of its records raises :class:`SinkError` and the
+    chain goes on from the last entry written.
 
     Args:
       path: The ledger file.
@@ -113,6 +155,7 @@ class JsonlSink:
     _synced: int = attrs.field(default=0, init=False)
     _syncing: bool = attrs.field(default=False, init=False)
     _sync_done: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _batch: _Batch | None = attrs.field(default=None, init=False)
 
     async def _open(self) -> None:
         async with self._open_lock:
@@ -126,7 +169,8 @@ class JsonlSink:
             self._written = self._synced = chain.seq
 
     async def record(self, record: Record) -> Entry:
-        """Redact, chain and append ``record``; return its entry. A checkpoint.
+        """Redact and check ``record``, then write its entry (chained) in the next
+        group write; return the entry. A checkpoint.
 
         Returns once the line is written (and, with ``fsync=True``, synced).
 
@@ -136,7 +180,8 @@ class JsonlSink:
             would be over :data:`MAX_LINE_BYTES`, ...); the entry was not
             recorded.
           SinkClosedError: The sink was closed.
-          ValueError: ``record.kind`` is empty.
+          ValueError: ``record.kind`` is empty, or ``record.duration`` is not finite.
+          TypeError: A field of ``record`` cannot be encoded.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         record = await redact_in_thread(record) if is_large(record) else redact_record(record)
@@ -147,31 +192,76 @@ class JsonlSink:
             raise SinkClosedError(f"record() on a closed JsonlSink ({self.path})")
         if self._broken is not None:
             raise SinkError(self.path, self._broken)
-        entry, body = self._chain.link(record, self.clock())
-        data = f"{line_from_body(body, entry.hash)}\n".encode("utf-8", "surrogatepass")
-        if len(data) > MAX_LINE_BYTES + 1:
-            self._chain.rewind(entry.seq - 1, entry.prev_hash)
-            raise SinkError(
-                self.path,
-                f"the entry's line would be {len(data) - 1} bytes, over the"
-                f" {MAX_LINE_BYTES}-byte limit of a ledger line",
-            )
-        self._append(fd, data, entry)
-        if self.fsync:
-            await self._sync_through(fd, entry.seq)
-        else:
+        check_content(record)  # chained in the group write: refuse now what cannot be
+        item = (record, self.clock())
+        batch = self._batch
+        if batch is None:
+            batch = self._batch = _Batch(item)
+            index = 0
+            # Let the tasks that are ready join this batch, then write it. No
+            # checkpoint between taking the batch and writing it: aclose() waits
+            # for self._batch, and nothing else may touch the file meanwhile.
             await trio.lowlevel.cancel_shielded_checkpoint()
+            self._batch = None
+            self._write_batch(fd, batch)
+        else:
+            index = len(batch.records)
+            batch.records.append(item)
+            await _wait_for(batch)
+        outcome = batch.outcomes[index]
+        if isinstance(outcome, SinkError):
+            raise outcome
+        if self.fsync:
+            await self._sync_through(fd, outcome.seq)
         self._recorded += 1
-        return entry
+        return outcome
 
-    def _append(self, fd: int, data: bytes, entry: Entry) -> None:
-        """Write one line whole, or undo the part written and unlink the entry."""
+    def _write_batch(self, fd: int, batch: _Batch) -> None:
+        """Chain a batch's records, write their lines with one ``write``, and
+        wake its recorders. Not a checkpoint; never raises."""
+        outcomes = batch.outcomes
+        try:
+            broken = self._broken
+            if broken is not None:
+                outcomes += [SinkError(self.path, broken) for _ in batch.records]
+                return
+            chain = self._chain
+            start = (chain.seq, chain.head)
+            lines: list[bytes] = []
+            for record, when in batch.records:
+                entry, body = chain.link(record, when)
+                data = f"{line_from_body(body, entry.hash)}\n".encode("utf-8", "surrogatepass")
+                if len(data) > MAX_LINE_BYTES + 1:
+                    chain.rewind(entry.seq - 1, entry.prev_hash)
+                    outcomes.append(SinkError(
+                        self.path,
+                        f"the entry's line would be {len(data) - 1} bytes, over the"
+                        f" {MAX_LINE_BYTES}-byte limit of a ledger line",
+                    ))
+                    continue
+                lines.append(data)
+                outcomes.append(entry)
+            if not lines:
+                return
+            cause = self._append(fd, lines[0] if len(lines) == 1 else b"".join(lines))
+            if cause is None:
+                self._written = chain.seq
+                return
+            chain.rewind(*start)
+            for k, outcome in enumerate(outcomes):
+                if isinstance(outcome, Entry):
+                    outcomes[k] = SinkError(self.path, cause)
+        finally:
+            for task in batch.waiting:
+                trio.lowlevel.reschedule(task)
+
+    def _append(self, fd: int, data: bytes) -> str | None:
+        """Write ``data`` whole, or undo the part written; ``None``, or why it failed."""
         done = 0
         try:
             while done < len(data):
                 done += _write(fd, data[done:] if done else data)
         except OSError as exc:
-            self._chain.rewind(entry.seq - 1, entry.prev_hash)
             cause = describe(exc)
             if done:
                 try:
@@ -181,9 +271,9 @@ class JsonlSink:
                         f"{cause}, and a partly written line could not be removed"
                         f" ({describe(undo)}); run `python -m ledger repair {self.path}`"
                     )
-            raise SinkError(self.path, cause) from exc
+            return cause
         self._offset += done
-        self._written = entry.seq
+        return None
 
     async def _sync_through(self, fd: int, seq: int) -> None:
         """Wait until an fsync that started after entry ``seq`` was written is done.
@@ -224,6 +314,8 @@ class JsonlSink:
             return
         self._closed = True
         with trio.CancelScope(shield=True):
+            if self._batch is not None:  # accepted before the close: written first
+                await _wait_for(self._batch)
             while self._syncing:
                 await self._sync_done.wait()
             fd = self._fd

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import attrs
 import trio
 
 from ._chain import Chain
-from ._clock import utc_now
+from ._clock import utc_from_ns, utc_now
+from ._encoding import check_content
 from ._entry import Entry, Record
 from ._errors import SinkClosedError
 from ._offload import is_large, redact_in_thread
@@ -24,22 +26,62 @@ RECORD_BATCH = 64
 class MemorySink:
     """A sink that keeps entries in memory, in order, in :attr:`entries`.
 
-    Entries are redacted and chained exactly as the file sinks do it.
+    Entries are redacted and chained exactly as the file sinks do it, but the
+    chain is computed lazily: :meth:`record` redacts the record, checks that
+    it can be encoded, takes its time and appends it to a list of pending
+    records; reading :attr:`entries` chains every pending record, in order,
+    into entries (the same entries, with the same hashes, as chaining each
+    one when it was recorded), and keeps them. An entry is therefore built
+    only if someone reads it, and a run that records ten entries pays for
+    redaction and a list append on its hot path.
+
+    **An acknowledged entry** (a :meth:`record` call that returned) is in
+    this sink's memory, redacted, at its place in the order of acknowledged
+    entries: every later read of :attr:`entries` holds it there, chained.
+    Nothing survives the process.
 
     Args:
       clock: Returns the time of each entry (UTC ISO-8601 ending in ``Z``);
-        tests pass a fixed one.
+        tests pass a fixed one. It is called when the record is recorded;
+        the default clock's reading is taken then too and only formatted
+        when the entry is built.
     """
 
     clock: Callable[[], str] = utc_now
-    entries: list[Entry] = attrs.field(factory=list, init=False)
-    """The recorded entries, in order."""
+    _entries: list[Entry] = attrs.field(factory=list, init=False)
+    # Records acknowledged but not chained yet, with their time: a str from a
+    # custom clock, or time.time_ns() for the default one (formatted when chained).
+    _pending: list[tuple[Record, str | int]] = attrs.field(factory=list, init=False)
     _chain: Chain = attrs.field(factory=Chain, init=False)
     _closed: bool = attrs.field(default=False, init=False)
     _unyielded: int = attrs.field(default=0, init=False)
 
-    async def record(self, record: Record) -> Entry:
-        """Redact, chain and append ``record``; return its entry.
+    @property
+    def entries(self) -> list[Entry]:
+        """The recorded entries, in order (chaining the records not chained yet).
+
+        Not a checkpoint; costs one chain link per record recorded since the
+        last read. The list is the sink's own: do not change it.
+        """
+        if self._pending:
+            self._settle()
+        return self._entries
+
+    def _settle(self) -> None:
+        pending, self._pending = self._pending, []
+        link = self._chain.link
+        append = self._entries.append
+        for record, when in pending:
+            # Cannot fail: record() checked each record with check_content.
+            entry, _ = link(record, when if isinstance(when, str) else utc_from_ns(when))
+            append(entry)
+
+    async def record(self, record: Record) -> None:
+        """Redact ``record``, check it and append it to the pending records.
+
+        Its entry is built (chained) when :attr:`entries` is next read; the
+        chain is the same as if it had been built here. Returns ``None``
+        (the :class:`~ledger.Sink` protocol allows it): use :attr:`entries`.
 
         It always checks for cancellation (a cancelled call records nothing),
         but since appending to a list never blocks, it yields to the scheduler
@@ -49,31 +91,37 @@ class MemorySink:
 
         Raises:
           SinkClosedError: The sink was closed.
-          ValueError: ``record.kind`` is empty.
+          ValueError: ``record.kind`` is empty, or ``record.duration`` is not finite.
+          TypeError: A field of ``record`` cannot be encoded.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         record = await redact_in_thread(record) if is_large(record) else redact_record(record)
         if self._closed:
             raise SinkClosedError("record() on a closed MemorySink")
-        entry, _ = self._chain.link(record, self.clock())
-        self.entries.append(entry)
+        check_content(record)
+        clock = self.clock
+        self._pending.append((record, time.time_ns() if clock is utc_now else clock()))
         self._unyielded += 1
         if self._unyielded >= RECORD_BATCH:
             self._unyielded = 0
             await trio.lowlevel.cancel_shielded_checkpoint()
-        return entry
 
     async def aclose(self) -> None:
-        """Close the sink; later records raise. Idempotent; a checkpoint."""
+        """Close the sink; later records raise. Idempotent; a checkpoint.
+
+        The entries recorded stay readable.
+        """
         self._closed = True
         await trio.lowlevel.checkpoint()
 
     def statistics(self) -> SinkStatistics:
-        """Return a snapshot of the sink's counters."""
+        """Return a snapshot of the sink's counters (chains nothing)."""
+        recorded = len(self._entries) + len(self._pending)
         return SinkStatistics(
-            recorded=len(self.entries), last_seq=self._chain.seq, closed=self._closed
+            recorded=recorded, last_seq=self._chain.seq + len(self._pending), closed=self._closed
         )
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return f"<ledger.MemorySink {len(self.entries)} entries {state}>"
+        count = len(self._entries) + len(self._pending)
+        return f"<ledger.MemorySink {count} entries {state}>"

@@ -13,9 +13,15 @@ from ._entry import Entry, Record
 class Sink(Protocol):
     """Where audit entries go. Safe to use from many tasks at once."""
 
-    async def record(self, record: Record) -> Entry:
-        """Redact, chain and store ``record``; return the entry once it is as
-        durable as the sink promises. A checkpoint."""
+    async def record(self, record: Record) -> Entry | None:
+        """Redact, chain and store ``record``; return once the entry is as
+        durable as the sink promises (each sink's docstring says what an
+        acknowledged entry is). A checkpoint.
+
+        Returns:
+          The entry, or ``None`` from a sink that builds entries later
+          (:class:`ledger.MemorySink` chains them when they are read).
+        """
         ...
 
     async def aclose(self) -> None:

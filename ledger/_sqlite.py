@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sqlite3
 import threading
@@ -14,7 +13,7 @@ import trio
 
 from ._chain import Chain
 from ._clock import utc_now
-from ._encoding import GENESIS, entry_hash
+from ._encoding import GENESIS, check_content, entry_hash
 from ._entry import Entry, Record
 from ._errors import SinkClosedError, SinkError
 from ._files import LOCKED, create_private, lock_path, open_private, try_lock
@@ -28,15 +27,15 @@ from ._sqlite_store import INSERT, connect, last_entry, to_row
 
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class _Batch:
-    """Entries committed in one transaction, and how that went."""
+    """Records committed in one transaction, and how that went."""
 
-    epoch: int
+    records: list[tuple[Record, str]] = attrs.Factory(list)
+    """Redacted records and their times, in the order they were recorded."""
     entries: list[Entry] = attrs.Factory(list)
+    """Their entries, chained by the writer thread."""
     done: trio.Event = attrs.Factory(trio.Event)
     cause: str | None = None
     """Why the batch was not committed; ``None`` once it was."""
-    head: tuple[int, str] = (0, GENESIS)
-    """The last committed entry's seq and hash, when the batch failed."""
 
 
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
@@ -51,8 +50,17 @@ class SqliteSink:
     :class:`SinkError`. One writer thread,
     owned by the sink and stopped by :meth:`aclose`, does every database
     operation; records that arrive while it commits are committed together
-    in its next transaction (group commit). ``record()`` returns once its
-    entry is committed. Entries chain exactly as in a JSON Lines ledger.
+    in its next transaction (group commit). The writer thread also chains
+    them (encodes and hashes each entry), so the trio thread only redacts
+    and checks a record and hands it over. Entries chain exactly as in a
+    JSON Lines ledger.
+
+    **An acknowledged entry** (a :meth:`record` call that returned its entry)
+    is in a committed transaction, chained after every entry acknowledged
+    before it: it survives the process being killed (and, with
+    ``fsync=True``, a power loss). A batch whose commit fails is not stored
+    at all: each of its records raises :class:`SinkError`, and the chain
+    goes on from the last committed entry.
 
     Args:
       path: The database file.
@@ -73,14 +81,13 @@ class SqliteSink:
     _token: trio.lowlevel.TrioToken | None = attrs.field(default=None, init=False)
     _stopped: trio.Event = attrs.field(factory=trio.Event, init=False)
     _closed: bool = attrs.field(default=False, init=False)
-    _epoch: int = attrs.field(default=0, init=False)
     _recorded: int = attrs.field(default=0, init=False)
     # Shared with the writer thread, under _lock.
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _wakeup: threading.Condition = attrs.field(init=False)
     _pending: _Batch | None = attrs.field(default=None, init=False)
     _closing: bool = attrs.field(default=False, init=False)
-    # Owned by the writer thread.
+    # Owned by the writer thread (the trio thread reads _chain.seq for statistics).
     _committed: tuple[int, str] = attrs.field(default=(0, GENESIS), init=False)
     _transactions: int = attrs.field(default=0, init=False)
 
@@ -115,11 +122,10 @@ class SqliteSink:
                 thread.join()
                 raise SinkError(self.path, result)
             self._thread = thread
-            if result is not None:
-                self._chain = Chain(result.seq, result.hash)
 
     async def record(self, record: Record) -> Entry:
-        """Redact, chain and store ``record``; return its entry once committed.
+        """Redact and check ``record``, hand it to the writer thread, and return
+        its entry once the writer has chained and committed it.
 
         A checkpoint. Concurrent records share transactions.
 
@@ -128,7 +134,8 @@ class SqliteSink:
             permission denied, database locked, ...); the entry was not
             recorded.
           SinkClosedError: The sink was closed.
-          ValueError: ``record.kind`` is empty.
+          ValueError: ``record.kind`` is empty, or ``record.duration`` is not finite.
+          TypeError: A field of ``record`` cannot be encoded.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         record = await redact_in_thread(record) if is_large(record) else redact_record(record)
@@ -136,32 +143,20 @@ class SqliteSink:
             await self._open()
         if self._closed:
             raise SinkClosedError(f"record() on a closed SqliteSink ({self.path})")
-        entry, _ = self._chain.link(record, self.clock())
+        check_content(record)  # the writer thread links it: refuse now what cannot be
+        when = self.clock()
         with self._lock:
             batch = self._pending
             if batch is None:
-                batch = self._pending = _Batch(self._epoch)
+                batch = self._pending = _Batch()
                 self._wakeup.notify()
-            batch.entries.append(entry)
+            index = len(batch.records)
+            batch.records.append((record, when))
         await batch.done.wait()
         if batch.cause is not None:
             raise SinkError(self.path, batch.cause)
         self._recorded += 1
-        return entry
-
-    def _finish(self, batch: _Batch) -> None:
-        """Wake a batch's recorders (in the trio thread); undo its links if it failed."""
-        if batch.cause is not None and batch.epoch == self._epoch:
-            # Entries linked after the failed ones chain onto entries that are
-            # not stored: fail them too and continue the chain from the database.
-            self._epoch += 1
-            self._chain.rewind(*batch.head)
-            with self._lock:
-                stale, self._pending = self._pending, None
-            if stale is not None:
-                stale.cause = f"an earlier entry could not be recorded ({batch.cause})"
-                stale.done.set()
-        batch.done.set()
+        return batch.entries[index]
 
     async def aclose(self) -> None:
         """Commit what is pending, stop the writer thread and close the database.
@@ -268,6 +263,7 @@ class SqliteSink:
                 return
             if last is not None:
                 self._committed = (last.seq, last.hash)
+                self._chain = Chain(last.seq, last.hash)
             report(last)
             self._serve(conn)
         finally:
@@ -282,16 +278,16 @@ class SqliteSink:
             if batch is None:
                 return
             self._commit(conn, batch)
-            self._notify(functools.partial(self._finish, batch))
+            self._notify(batch.done.set)
 
     def _commit(self, conn: sqlite3.Connection, batch: _Batch) -> None:
-        first, last = batch.entries[0], batch.entries[-1]
-        if (first.seq - 1, first.prev_hash) != self._committed:
-            batch.cause = f"an earlier entry could not be recorded (entry {first.seq - 1})"
-            batch.head = self._committed
-            return
+        # Chained here, from the last committed entry: a failed batch leaves no
+        # link behind, so the next batch chains as if it had never been.
+        chain = self._chain
+        link = chain.link
         try:
-            rows = [to_row(entry) for entry in batch.entries]
+            entries = batch.entries = [link(record, when)[0] for record, when in batch.records]
+            rows = [to_row(entry) for entry in entries]
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(INSERT, rows)
             conn.execute("COMMIT")
@@ -305,7 +301,9 @@ class SqliteSink:
             except (sqlite3.Error, ValueError):
                 pass
             batch.cause = describe(exc)
-            batch.head = self._committed
+            batch.entries = []
+            chain.rewind(*self._committed)
             return
+        last = entries[-1]
         self._committed = (last.seq, last.hash)
         self._transactions += 1

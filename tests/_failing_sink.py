@@ -20,12 +20,12 @@ class FailingSink:
         self.hang = hang
         self.inner = ledger.MemorySink()
 
-    async def record(self, record: ledger.Record) -> ledger.Entry:
+    async def record(self, record: ledger.Record) -> None:
         if record.kind == self.kind and (not self.call_ids or record.call_id in self.call_ids):
             if self.hang:
                 await trio.sleep_forever()
             raise OSError(28, "No space left on device")
-        return await self.inner.record(record)
+        await self.inner.record(record)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -1,13 +1,18 @@
-"""The benchmark runner keeps working: ``python -m bench --quick`` runs every workload.
+"""The benchmark runner keeps working: ``python -m bench --quick`` runs every workload,
+and ``--peers`` says so when no peer library can run.
 
 Benchmarks are not tests: nothing here looks at a time, a rate or a ratio.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,3 +26,49 @@ def test_quick_bench_runs_every_workload() -> None:
     lines = out.stdout.splitlines()
     for prefix in ("W1 fan-out", "W2 stream", "W3 cancel latency", "W4 memory", "W5 nesting"):
         assert sum(line.startswith(prefix) for line in lines) == 1, (prefix, out.stdout)
+
+
+def _peers(python: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", "--peers", "--quick", "--repeat", "1",
+         "--peers-python", python],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "BENCH_PEERS_PYTHON"},
+    )
+
+
+def test_peers_without_a_peers_python_says_so_and_exits_0() -> None:
+    out = _peers("/nonexistent/peers-venv/bin/python")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "peers: cannot run the peers' python '/nonexistent/peers-venv/bin/python'" in out.stdout
+    assert "peers: none available; only our own figures follow" in lines
+    assert any(line.startswith("  ours, audit on (MemorySink): ") for line in lines), out.stdout
+    assert not any("fastest peer" in line for line in lines), out.stdout
+
+
+def test_peers_not_installed_says_which_and_exits_0() -> None:
+    # This venv runs the bench but has neither peer library installed.
+    if importlib.util.find_spec("agents") or importlib.util.find_spec("pydantic_ai"):
+        pytest.skip("a peer library is installed in the test venv")
+    out = _peers(sys.executable)
+    assert out.returncode == 0, out.stderr
+    assert (
+        f"peers: not installed in {sys.executable}: OpenAI Agents SDK (Runner.run + hooks)"
+        " (module 'agents'), pydantic-ai (Agent.run) (module 'pydantic_ai')"
+    ) in out.stdout.splitlines()
+    assert "peers: none available; only our own figures follow" in out.stdout.splitlines()
+
+
+def test_audit_cost_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.audit_cost", "--repeat", "1", "--runs", "20"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    names = [line.split(" wall ")[0].strip() for line in out.stdout.splitlines()[1:]]
+    assert names == [
+        "per entry, the ten entries of each of the W1 runs:",
+        "MemorySink x1", "MemorySink x1, entries read", "JsonlSink x1", "JsonlSink x8",
+        "W1, 20 runs:", "no sink", "a sink that records nothing", "MemorySink",
+    ]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 import ledger._jsonl
 from ledger import (
@@ -62,9 +63,9 @@ async def test_fsync_is_shared_by_concurrent_records(tmp_path: Path) -> None:
     sink = JsonlSink(path, fsync=True)
     await sink.record(Record("prompt"))
     await record_many(sink, 100, 1)
-    # Of the 100 concurrent records the first syncs alone; the 99 written
-    # meanwhile share the next fsync.
-    assert sink.statistics() == SinkStatistics(recorded=101, last_seq=101, fsyncs=3)
+    # The 100 concurrent records are written in one group write (issue 17; they
+    # were 1 write then 99, with 3 fsyncs) and share one fsync.
+    assert sink.statistics() == SinkStatistics(recorded=101, last_seq=101, fsyncs=2)
     await sink.aclose()
     assert verify(path).ok
 
@@ -233,3 +234,115 @@ async def test_failed_fsync_raises_a_sink_error(
     assert (await sink.record(Record("run_end"))).seq == 2
     assert sink.statistics().fsyncs == 1
     await sink.aclose()
+
+
+async def test_concurrent_records_share_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path)
+    await sink.record(Record("prompt"))
+    real_write = os.write
+    sizes: list[int] = []
+
+    def counted(fd: int, data: bytes) -> int:
+        sizes.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(ledger._jsonl, "_write", counted)
+    await record_many(sink, 50, 1)
+    assert len(sizes) == 1
+    await record_many(sink, 1, 3)  # one task: a write per record, as before
+    assert len(sizes) == 4
+    await sink.aclose()
+    report = verify(path)
+    assert (report.ok, report.entries) == (True, 54)
+    assert sum(sizes) == path.stat().st_size - len(path.read_bytes().splitlines()[0]) - 1
+
+
+async def test_a_failed_group_write_fails_each_record_and_the_chain_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path)
+    first = await sink.record(Record("prompt"))
+    real_write = os.write
+
+    def half_then_full(fd: int, data: bytes) -> int:
+        if len(data) > 40:
+            return real_write(fd, data[:40])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    causes: list[str] = []
+
+    async def doomed(n: int) -> None:
+        with pytest.raises(SinkError) as info:
+            await sink.record(Record("tool_request", call_id=str(n)))
+        causes.append(info.value.cause)
+
+    monkeypatch.setattr(ledger._jsonl, "_write", half_then_full)
+    async with trio.open_nursery() as nursery:
+        for n in range(5):
+            nursery.start_soon(doomed, n)
+    assert causes == ["[Errno 28] No space left on device"] * 5
+    monkeypatch.setattr(ledger._jsonl, "_write", real_write)
+    second = await sink.record(Record("run_end"))
+    await sink.aclose()
+    assert (second.seq, second.prev_hash) == (2, first.hash)
+    assert [decode_line(line) for line in path.read_bytes().splitlines()] == [first, second]
+    assert verify(path).ok
+
+
+async def test_a_record_cancelled_while_its_batch_is_written_is_acknowledged(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    scope = trio.CancelScope()
+    nurseries: list[trio.Nursery] = []
+    got: list[int] = []
+
+    async def follower() -> None:
+        with scope:
+            got.append((await sink.record(Record("tool_request", call_id="b"))).seq)
+
+    def clock() -> str:
+        # Called once a record has passed its checks, just before it joins or
+        # starts a batch: the leader starts the follower (which runs while the
+        # leader yields), and the follower is cancelled from then on.
+        name = trio.lowlevel.current_task().name
+        if name.endswith("leader"):
+            nurseries[0].start_soon(follower)
+        elif name.endswith("follower"):
+            scope.cancel()
+        return fixed_clock()
+
+    sink = JsonlSink(path, clock=clock)
+    await sink.record(Record("prompt"))
+
+    async def leader() -> None:
+        got.append((await sink.record(Record("tool_request", call_id="a"))).seq)
+
+    async with trio.open_nursery() as nursery:
+        nurseries.append(nursery)
+        nursery.start_soon(leader)
+    assert scope.cancel_called
+    assert got == [2, 3]  # written in one batch; the cancelled follower got its entry
+    await sink.aclose()
+    assert verify(path).entries == 3
+
+
+async def test_close_writes_the_batch_it_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlSink(path)
+    await sink.record(Record("prompt"))
+    got: list[int] = []
+
+    async def one() -> None:
+        got.append((await sink.record(Record("run_end"))).seq)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(one)
+        await trio.testing.wait_all_tasks_blocked()
+        await sink.aclose()
+    assert got == [2]
+    assert verify(path).entries == 2

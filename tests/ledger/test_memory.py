@@ -11,9 +11,12 @@ from ._helpers import TIME, fixed_clock
 
 
 async def test_records_are_chained_in_order() -> None:
+    # record() returns None since the sink chains on read (issue 17): the entries
+    # are read from .entries, with the same assertions as before.
     sink = MemorySink(clock=fixed_clock)
-    first = await sink.record(Record("prompt", "r1", ("a/0001",), "jess", arguments="hi"))
-    second = await sink.record(Record("run_end", "r1", ("a/0001",), "jess", data={"turns": 1}))
+    await sink.record(Record("prompt", "r1", ("a/0001",), "jess", arguments="hi"))
+    await sink.record(Record("run_end", "r1", ("a/0001",), "jess", data={"turns": 1}))
+    first, second = sink.entries
     assert sink.entries == [first, second]
     assert (first.seq, first.time, first.prev_hash) == (1, TIME, GENESIS)
     assert (second.seq, second.prev_hash) == (2, first.hash)

@@ -196,6 +196,8 @@ async def test_no_shape_reaches_any_sink(shape: Shape, tmp_path: Path) -> None:
     for sink in (memory, jsonl, sqlite):
         for record in records:
             entry = await sink.record(record)
+            if entry is None:  # a MemorySink chains on read
+                entry = memory.entries[-1]
             assert REDACTED in repr(entry), (shape.name, record)
         await sink.aclose()
     stored = {

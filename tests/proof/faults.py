@@ -102,9 +102,9 @@ class FaultySink:
         self.plan = plan
         self.inner = ledger.MemorySink()
 
-    async def record(self, record: ledger.Record) -> ledger.Entry:
+    async def record(self, record: ledger.Record) -> None:
         await self.plan.hit(OSError(28, "No space left on device"))
-        return await self.inner.record(record)
+        await self.inner.record(record)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

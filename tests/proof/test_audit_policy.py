@@ -101,10 +101,10 @@ async def test_hung_task_finished_audit_does_not_swallow_the_terminal_event(
     # The bug: the task_finished entry and its event shared one bound, so a sink that
     # hung on the entry used it up and the event was never delivered.
     class HangingSink(FailingSink):
-        async def record(self, record: ledger.Record) -> ledger.Entry:
+        async def record(self, record: ledger.Record) -> None:
             if record.kind == self.kind:
                 await trio.sleep_forever()
-            return await self.inner.record(record)
+            await self.inner.record(record)
 
     events = Stream(1000)
     async with open_pool(events=events) as pool:
