@@ -1,5 +1,6 @@
 """subagent: run LLM subagents on trio — a bounded pool, AgentPath-tagged events, delegation."""
 
+from ._core import TaskStatus as TaskStatus
 from ._declarative import SpecFile as SpecFile
 from ._declarative import SpecFileError as SpecFileError
 from ._declarative import load_specs as load_specs
@@ -27,6 +28,5 @@ from ._stream import Stream as Stream
 from ._stream import StreamStatistics as StreamStatistics
 from ._task import Result as Result
 from ._task import Task as Task
-from ._task import TaskStatus as TaskStatus
 from ._tool import SubagentTool as SubagentTool
 from ._watchdog import LoopStall as LoopStall

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import enum
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -12,29 +12,13 @@ import trio
 import agentcore
 from agentcore import AgentPath, EndReason, RunSummary, Usage
 
+from ._core import Effect, Node, PoolCore, TaskStatus
 from ._errors import TaskCancelled, TaskError, TaskFailed, TaskTimeout, format_path
 from ._spec import Spec
 from ._stream import Stream
 
 if TYPE_CHECKING:
     from ._pool import Pool
-
-
-class TaskStatus(enum.StrEnum):
-    """Where a :class:`Task` is in its life."""
-
-    queued = "queued"
-    """Accepted, waiting for a concurrency slot."""
-    running = "running"
-    """Started and not ended (also while it waits for a subagent)."""
-    finished = "finished"
-    """Ended ``stop``, ``max_turns`` or ``interrupted``: it has a Result."""
-    failed = "failed"
-    """Its run ended ``error``."""
-    timed_out = "timed_out"
-    """Its run exceeded the spec's ``timeout`` or ``idle_timeout``."""
-    cancelled = "cancelled"
-    """Cancelled, before or while running."""
 
 
 _SUCCESS = frozenset({EndReason.stop, EndReason.max_turns, EndReason.interrupted})
@@ -80,7 +64,8 @@ class Task:
       status: Its :class:`TaskStatus` now.
       children: The tasks submitted under it.
 
-    Read-only except through the pool.
+    A handle over the pool core's node of the task (see ``subagent._core``): its
+    status, slot and place in the tree are the core's, read here.
     """
 
     # The read-only fields are private slots behind properties: an on_setattr hook
@@ -94,8 +79,10 @@ class Task:
     _parent: Task | None
     _events: Stream | None
     _call_id: str | None
-    status: TaskStatus = TaskStatus.queued
-    children: list[Task] = attrs.field(factory=list)
+    # The core that owns this task's node, and the shell's function applying its effects.
+    _core: PoolCore[Task]
+    _apply: Callable[[list[Effect[Task]]], None]
+    _node: Node[Task] = attrs.field(init=False)
     # The agentcore Run once started (steering and interrupts go through it).
     _run: agentcore.Run | None = None
     # Steering and an interrupt sent before the run existed, handed over by _attach.
@@ -111,10 +98,6 @@ class Task:
     _reclaim: trio.CancelScope | None = None
     _granted: trio.Event = attrs.field(factory=trio.Event)
     _done: trio.Event = attrs.field(factory=trio.Event)
-    _holds_slot: bool = False
-    _delegating: int = 0
-    _awaiting: Task | None = None
-    _current_call_id: str | None = None
     _output: str = ""
     _summary: RunSummary | None = None
     _cause: BaseException | None = None
@@ -133,6 +116,23 @@ class Task:
     # Child side: the parent run to deliver its result to, and the fan-out slot it holds.
     _deliver_to: Task | None = None
     _fanout_slot: trio.Semaphore | None = None
+
+    def __attrs_post_init__(self) -> None:
+        parent = self._parent._node if self._parent is not None else None
+        self._node = Node(self._path, parent, self)
+
+    @property
+    def status(self) -> TaskStatus:
+        return self._node.status
+
+    @property
+    def children(self) -> list[Task]:
+        return [child.handle for child in self._node.children]
+
+    @property
+    def _holds_slot(self) -> bool:
+        # Whether its run holds a concurrency slot now (not lent): the core's.
+        return self._node.holds_slot
 
     @property
     def path(self) -> AgentPath:
@@ -216,13 +216,7 @@ class Task:
         ended, as long as this Task is referenced (the pool keeps no record of a
         task that has ended and that nothing references). Idempotent.
         """
-        pool = self.pool
-        stack = [self]
-        while stack:
-            task = stack.pop()
-            pool._cancel_one(task)
-            pool._mark_cancelled(task)
-            stack.extend(task.children)
+        self._apply(self._core.cancel(self._node))
 
     def interrupt(self) -> None:
         """Ask the task's run to stop gracefully; not a checkpoint. Idempotent.

@@ -74,6 +74,12 @@ def calling_task(pool: Pool) -> Task | None:
     return caller
 
 
+def _delegating_call() -> str | None:
+    # The id of the tool call this delegation runs in (set by agentcore around execute).
+    call = agentcore.current_tool_call()
+    return call.id if call is not None else None
+
+
 def fallback_bound() -> float:
     """The calling run's ``tool_timeout`` (``DEFAULT_FALLBACK`` outside a run)."""
     run = agentcore.current_run()
@@ -92,15 +98,11 @@ async def lend_slot(caller: Task | None, fn: Callable[[], Awaitable[_T]]) -> _T:
     if caller is None:
         return await fn()
     pool = caller.pool
-    caller._delegating += 1
-    if caller._delegating == 1:
-        pool._release_slot(caller)
+    pool._lend(caller)
     try:
         return await fn()
     finally:
-        caller._delegating -= 1
-        if caller._delegating == 0:
-            await take_back(caller)
+        await pool._give_back(caller)
 
 
 def run_ending(task: Task) -> bool:
@@ -114,8 +116,9 @@ def run_ending(task: Task) -> bool:
     )
 
 
-async def take_back(task: Task) -> None:
-    """Give ``task`` its concurrency slot back after it lent it. A checkpoint.
+async def take_back(task: Task, reacquire: Callable[[Task], Awaitable[None]]) -> None:
+    """Give ``task`` its concurrency slot back after it lent it, by ``reacquire``
+    (the pool's wait for a slot). A checkpoint.
 
     If the wait is cancelled, or the call was cancelled already, it depends on who
     cancelled. A run being ended from outside (:func:`run_ending`) runs only its
@@ -128,20 +131,19 @@ async def take_back(task: Task) -> None:
     cancel cancels it, and it wakes at the run's ``timeout`` and ``idle_timeout`` (an
     ``agentcore.Run.abort`` meanwhile is seen at the next wake or grant).
     """
-    pool = task.pool
     try:
-        await pool._reacquire_slot(task)
+        await reacquire(task)
     except trio.Cancelled:
         with trio.CancelScope(shield=True):
             while not task._holds_slot and not run_ending(task):
                 # Woken at the run's limits (an idle deadline pushed back meanwhile
-                # just loops) and by a task cancel (Pool._cancel_one).
+                # just loops) and by a task cancel (the core's CancelRun effect).
                 limits = task._limits
                 deadline = limits.deadline if limits is not None else math.inf
                 task._reclaim = trio.CancelScope(deadline=deadline)
                 try:
                     with task._reclaim:
-                        await pool._reacquire_slot(task)
+                        await reacquire(task)
                 finally:
                     task._reclaim = None
         raise
@@ -324,7 +326,7 @@ class SubagentTool:
 
     async def _start(self, caller: Task, agent: str, text: str) -> tuple[str, ...]:
         slots = await self._child_slot(caller, agent)
-        call_id = caller._current_call_id
+        call_id = _delegating_call()
         try:
             try:
                 child = self.pool._accept(agent, text, caller.path, None, call_id, slots, True)
@@ -348,7 +350,7 @@ class SubagentTool:
         text: str,
         fallback_timeout: float,
     ) -> tuple[str, tuple[str, ...]]:
-        call_id = caller._current_call_id if caller is not None else None
+        call_id = _delegating_call() if caller is not None else None
         slots = await self._child_slot(caller, agent) if caller is not None else None
         try:
             child = await self.pool._submit(agent, text, parent_path, None, call_id, slots)
@@ -357,7 +359,7 @@ class SubagentTool:
                 slots.release()
             raise
         if caller is not None:
-            caller._awaiting = child
+            self.pool._await_child(caller, child)
         spec = child.spec
         bound = math.inf if spec.timeout or spec.idle_timeout else fallback_timeout
         try:
@@ -392,8 +394,8 @@ class SubagentTool:
                     await child._done.wait()
             raise
         finally:
-            if caller is not None and caller._awaiting is child:
-                caller._awaiting = None
+            if caller is not None:
+                self.pool._stop_awaiting(caller, child)
 
 
 def limit_delegation(tools: tuple[Tool, ...], agents: Iterable[str]) -> tuple[Tool, ...]:
