@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import overload
+
 
 class AgentCoreError(Exception):
     """Base class of every error agentcore raises."""
@@ -42,3 +44,15 @@ class TransientModelError(ModelError):
 
 class ContextTooLongError(ModelError):
     """The model refused the request because the conversation is too long for it."""
+
+
+@overload
+def describe(exc: BaseException) -> str: ...
+@overload
+def describe(exc: None) -> None: ...
+def describe(exc: BaseException | None) -> str | None:
+    """``"TypeName: message"`` for an exception (just the type name without a message)."""
+    if exc is None:
+        return None
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

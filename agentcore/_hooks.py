@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 import attrs
 import trio
 
+from ._errors import describe
 from ._events import Event
 from ._messages import ModelRequest, ModelResponse, ToolCall
 
@@ -199,7 +200,7 @@ async def _attempt(run: Run, hook: BoundHook, args: tuple[Any, ...]) -> tuple[An
         with trio.move_on_after(timeout):
             return await hook.fn(*args), None
     except Exception as exc:
-        return None, f"failed: {_describe(exc)}"
+        return None, f"failed: {describe(exc)}"
     return None, f"timed out after {timeout:g}s"
 
 
@@ -257,8 +258,3 @@ async def intercept(
             return value, Denial(what, failed=True)
         await run.hook_error(f"{what}; {'skipped' if result is None else 'ignored'}")
     return value, None
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -8,12 +8,11 @@ import attrs
 import trio
 
 from ._context import drop_oldest_half, fit
-from ._errors import ContextTooLongError, TransientModelError
+from ._errors import ContextTooLongError, TransientModelError, describe
 from ._events import EventKind
 from ._hooks import intercept
 from ._messages import Message, ModelRequest, ModelResponse, ToolSpec
 from ._steering import LENGTH_RECOVERY
-from ._toolcall import describe
 
 if TYPE_CHECKING:
     from ._run import Run

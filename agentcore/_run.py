@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import enum
 import itertools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -13,14 +13,15 @@ import trio
 
 from ledger import Record
 
-from ._errors import AuditError
+from ._audit import NOTHING_TO_RECORD, overrun, record
+from ._errors import AuditError, describe
 from ._events import Event, EventKind, EventSink
 from ._hooks import call_hook
 from ._messages import AgentPath, Message, ModelResponse, ToolCall, Usage
 from ._modelcall import complete
 from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED, Pending, RunEndedError
 from ._summary import EndReason, RunSummary
-from ._toolcall import ToolOutcome, call_tool, describe, run_tools, skip_calls
+from ._toolcall import ToolOutcome, call_tool, run_tools, skip_calls
 
 if TYPE_CHECKING:
     from ._agent import Agent
@@ -249,23 +250,20 @@ class Run:
         for hook in self._observers:
             await call_hook(self, hook, event, report=False)
 
-    async def audit(self, kind: str, **fields: Any) -> None:
-        """Record one audit entry for this run; a checkpoint when there is a sink.
+    def audit(self, kind: str, **fields: Any) -> Awaitable[None]:
+        """Record one audit entry for this run (with :func:`record`): await the result.
+        A checkpoint when there is a sink.
 
-        Raises:
+        Raises (when awaited):
           AuditError: the sink failed (its exception chained): the caller must not
             go on with the action the entry records.
         """
+        # Not a coroutine itself: it hands over record's, so this hot path costs one
+        # coroutine per entry, and none without a sink.
         sink = self.agent.audit
-        if sink is not None:
-            try:
-                await sink.record(
-                    Record(kind, self.run_id, self.path, self.agent.agent_id, **fields)
-                )
-            except Exception as exc:
-                raise AuditError(
-                    f"the audit sink failed to record {kind!r}: {describe(exc)}"
-                ) from exc
+        if sink is None:
+            return NOTHING_TO_RECORD
+        return record(sink, Record(kind, self.run_id, self.path, self.agent.agent_id, **fields))
 
     def count_call(self) -> None:
         """Count one tool call. Not a checkpoint."""
@@ -433,10 +431,7 @@ class Run:
             if scope.cancelled_caught:
                 if step != _END_EVENTS:
                     kind = "abort" if step == _ABORT_ENTRY else "run_end"
-                    failure = AuditError(
-                        f"the audit sink did not record {kind!r} within {timeout:g}s"
-                    )
-                    error = self._entry_failed(failure, failures, error)
+                    error = self._entry_failed(overrun(kind, timeout), failures, error)
                 step += 1
         return error
 

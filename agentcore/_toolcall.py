@@ -10,7 +10,8 @@ import attrs
 import trio
 
 from ._arguments import ArgumentsError, load_arguments
-from ._errors import AuditError
+from ._audit import batch_failure
+from ._errors import describe
 from ._events import EventKind
 from ._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
 from ._hooks import intercept
@@ -106,36 +107,11 @@ async def _batch(run: Run, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
                     break
                 started += 1
     except BaseExceptionGroup as group:
-        failure = _audit_failure(group)
+        failure = batch_failure(group)
         if failure is None:
             raise
         raise failure from group
     return [o for o in outcomes[:started] if o is not None]
-
-
-def _audit_failure(group: BaseExceptionGroup[BaseException]) -> AuditError | None:
-    # When every failure of a batch is an AuditError (a concurrent call's entry could
-    # not be recorded), the one the run ends with: it names the first entry that
-    # failed and how many did; the caller chains the group to it. None for any other
-    # group (a cancel among them, say), which goes on as it is.
-    failures, rest = group.split(AuditError)
-    if failures is None or rest is not None:
-        return None
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [failures]
-    while stack:
-        exc = stack.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            stack.extend(reversed(exc.exceptions))
-        else:
-            leaves.append(exc)
-    text = str(leaves[0])
-    if len(leaves) > 1:
-        text += (
-            f" (the first of {len(leaves)} entries of one batch of parallel tool calls "
-            "that could not be recorded)"
-        )
-    return AuditError(text)
 
 
 async def call_tool(
@@ -282,11 +258,3 @@ def _argument_problem(call: ToolCall) -> str | None:
             f"not {type(value).__name__}"
         )
     return None
-
-
-def describe(exc: BaseException | None) -> str | None:
-    """``"TypeName: message"`` for an exception (just the type name without a message)."""
-    if exc is None:
-        return None
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
