@@ -11,6 +11,7 @@ import trio
 
 import agentcore
 from agentcore import Agent, AuditError, EndReason, RunSummary
+from agentcore._audit import record, record_within
 from ledger import Record, Sink
 
 from ._background import end_children, orphan, settle
@@ -143,14 +144,10 @@ async def _report_end(task: Task, kind: EventKind) -> None:
     sink = task.spec.audit
     error = task._error
     if sink is not None:
-        failure: AuditError | None = None
-        with trio.move_on_after(END_TIMEOUT, shield=True) as scope:
-            failure = await _audit(sink, _record(task, kind, task._summary, error))
-        if scope.cancelled_caught:
-            failure = AuditError(
-                f"the audit sink did not record {str(kind)!r} within {END_TIMEOUT:g}s"
-            )
-        if failure is not None:
+        entry = _record(task, kind, task._summary, error)
+        try:
+            await record_within(sink, entry, END_TIMEOUT, shield=True)
+        except AuditError as failure:
             error = error or f"AuditError: {failure}"
     if task.events is not None:
         summary = task._summary
@@ -160,15 +157,11 @@ async def _report_end(task: Task, kind: EventKind) -> None:
         )
 
 
-async def _audit(sink: Sink, record: Record) -> AuditError | None:
+async def _audit(sink: Sink, entry: Record) -> AuditError | None:
     # Record one lifecycle entry; a sink that fails is returned as an AuditError.
     try:
-        await sink.record(record)
-    except Exception as exc:
-        failure = AuditError(
-            f"the audit sink failed to record {record.kind!r}: {type(exc).__name__}: {exc}"
-        )
-        failure.__cause__ = exc
+        await record(sink, entry)
+    except AuditError as failure:
         return failure
     return None
 
