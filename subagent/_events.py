@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
 
 import attrs
 
 import agentcore
 from agentcore import AgentPath, RunSummary, Usage
-
-if TYPE_CHECKING:
-    from ._watchdog import LoopStall
 
 
 class EventKind(enum.StrEnum):
@@ -38,6 +34,26 @@ class EventKind(enum.StrEnum):
     """The trio thread reached no checkpoint for longer than the pool's
     ``loop_watchdog``; ``stall`` says how long, in which tool call (``path`` and
     ``call_id`` are the calling run's and the call's, if one was running) and where."""
+
+
+@attrs.frozen
+class LoopStall:
+    """What the watchdog saw while the event loop was blocked (``event_loop_blocked``).
+
+    Attributes:
+      duration: Seconds (wall clock) the loop did not reach a checkpoint, measured
+        from the heartbeat it did not serve (up to a quarter of the threshold short).
+      tool: The name of the tool whose call was running on the trio thread, if any.
+      call_id: That call's id.
+      path: The AgentPath of the run that made the call (``()`` if none).
+      stack: The trio thread's stack when the stall was seen, innermost frame last.
+    """
+
+    duration: float
+    tool: str | None
+    call_id: str | None
+    path: AgentPath
+    stack: str
 
 
 @attrs.frozen(slots=True)

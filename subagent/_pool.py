@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
 import agentcore
 from agentcore import AgentPath
 
-from ._context import current_task
 from ._core import (
     CancelRun,
     Effect,
@@ -23,30 +22,46 @@ from ._core import (
     TaskStatus,
     WakeSubmitter,
 )
+from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
-from ._runner import end_task, run_task
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
 from ._stream import Stream
 from ._task import Task
-from ._tool import take_back
-from ._watchdog import LoopWatchdog, check_threshold
+
+_T = TypeVar("_T")
+
+#: What runs a task: its start and run (returning how it ended), then what follows
+#: its end (see subagent._lifecycle); given by open_pool.
+Runner = tuple[
+    Callable[[Task], Awaitable[TaskStatus]], Callable[[Task, TaskStatus], Awaitable[None]]
+]
 
 
-def _at_least_one(name: str, value: int) -> None:
-    if value < 1:
-        raise ValueError(f"open_pool {name} must be at least 1, not {value!r}")
+def run_ending(task: Task) -> bool:
+    """Whether ``task``'s run is being ended from outside a tool call: the task was
+    cancelled, its run aborted, or its ``timeout`` or ``idle_timeout`` passed."""
+    run = task._run
+    return (
+        task._scope.cancel_called
+        or (run is not None and run.abort_requested)
+        or (task._limits is not None and task._limits.cancel_called)
+    )
 
 
 class Pool:
     """Runs subagent tasks: at most ``max_concurrent`` at once, at most ``max_queued`` waiting.
 
     Create it with :func:`open_pool`; every task runs in that block's nursery.
+
+    It is the trio shell over a :class:`subagent._core.PoolCore`: the core decides,
+    this class carries out the effects (:meth:`_apply`) and does every wait.
     """
 
     def __init__(
         self,
         nursery: trio.Nursery,
+        runner: Runner,
         *,
         max_concurrent: int,
         max_queued: int,
@@ -64,6 +79,7 @@ class Pool:
         self.max_children = max_children
         self.children_timeout = children_timeout
         self._nursery = nursery
+        self._runner = runner
         self._specs: dict[str, Spec] = {}
         self._numbers = itertools.count(1)
         # The rules and the state of slots, queue and task tree; this class only
@@ -248,34 +264,58 @@ class Pool:
                 effect.node.handle._done.set()
 
     async def _run_task(self, task: Task) -> None:
-        # A task from queued to resolved, in the pool's nursery (see subagent._lifecycle).
+        # A task from queued to resolved, in the pool's nursery.
+        run, end = self._runner
         status = TaskStatus.cancelled
         try:
-            status = await run_task(task)
+            status = await run(task)
         finally:
             self._apply(self._core.run_ended(task._node, status))
-            await end_task(task, status)
+            await end(task, status)
             self._apply(self._core.resolve(task._node))
 
-    # -- lending a slot (for the delegation tools) ----------------------------------
+    # -- lending a slot (the delegation tools' interface) ----------------------------
 
-    def _lend(self, task: Task) -> None:
-        # A call of the task's run blocks: the first such call lends its slot.
-        self._apply(self._core.lend(task._node))
-
-    async def _give_back(self, task: Task) -> None:
-        # A lending call ended: the last one takes the slot back (see lend_slot).
-        if self._core.lend_ended(task._node):
-            await take_back(task, self._take_back)
-
-    def _await_child(self, task: Task, child: Task) -> None:
-        # The task's lending call waits for ``child`` alone (see PoolCore.run_ended).
-        self._core.await_child(task._node, child._node)
-
-    def _stop_awaiting(self, task: Task, child: Task) -> None:
-        self._core.stop_awaiting(task._node, child._node)
+    async def _lend_slot(self, task: Task, fn: Callable[[], Awaitable[_T]]) -> _T:
+        # Await fn() while the task lends its slot; see subagent._delegation.lend_slot.
+        core = self._core
+        self._apply(core.lend(task._node))
+        try:
+            return await fn()
+        finally:
+            if core.lend_ended(task._node):
+                await self._take_back(task)
 
     async def _take_back(self, task: Task) -> None:
+        # Give the task its slot back after it lent it. A checkpoint.
+        #
+        # If the wait is cancelled, or the call was cancelled already, it depends on
+        # who cancelled. A run being ended from outside (run_ending) runs only its
+        # shielded, bounded end sequence from here, which needs no slot: it does not
+        # wait (a task cancel must not wait for a slot). Otherwise the cancel came
+        # from a scope inside the run (a tool_timeout), which goes on after it: the
+        # slot is taken back shielded first. That wait is as long as any run's return
+        # from a subagent (returning runs get free slots before queued tasks) and it
+        # stops, leaving the task without a slot, as soon as the run is being ended
+        # from outside: a task cancel cancels it (the core's CancelRun effect), and it
+        # wakes at the run's timeout and idle_timeout (an agentcore.Run.abort
+        # meanwhile is seen at the next wake or grant).
+        try:
+            await self._reacquire(task)
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                while not task._node.holds_slot and not run_ending(task):
+                    limits = task._limits
+                    deadline = limits.deadline if limits is not None else math.inf
+                    task._reclaim = trio.CancelScope(deadline=deadline)
+                    try:
+                        with task._reclaim:
+                            await self._reacquire(task)
+                    finally:
+                        task._reclaim = None
+            raise
+
+    async def _reacquire(self, task: Task) -> None:
         # Like trio's CapacityLimiter.acquire_on_behalf_of: try at once, else park
         # with an abort function that withdraws from the core's line. A checkpoint.
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -294,6 +334,13 @@ class Pool:
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _await_child(self, task: Task, child: Task) -> None:
+        # The task's lending call waits for ``child`` alone (see PoolCore.run_ended).
+        self._core.await_child(task._node, child._node)
+
+    def _stop_awaiting(self, task: Task, child: Task) -> None:
+        self._core.stop_awaiting(task._node, child._node)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -315,82 +362,3 @@ class Pool:
     def statistics(self) -> PoolStatistics:
         """A snapshot of the pool's counts and limits; not a checkpoint."""
         return self._core.statistics()
-
-
-@asynccontextmanager
-async def open_pool(
-    *,
-    max_concurrent: int = 8,
-    max_queued: int = 1024,
-    max_depth: int = 8,
-    defaults: Defaults | None = None,
-    events: Stream | None = None,
-    max_children: int = 5,
-    children_timeout: float = 30.0,
-    loop_watchdog: float | None = None,
-) -> AsyncIterator[Pool]:
-    """Open a :class:`Pool` whose tasks run in a nursery inside this block.
-
-    Leaving the block normally closes the pool and waits for every task;
-    leaving it by an exception cancels every task first. Nothing the pool
-    starts outlives the block.
-
-    Args:
-      max_concurrent: Runs executing at once (a run waiting for its own
-        subagent does not count).
-      max_queued: Tasks accepted and waiting to start.
-      max_depth: The longest AgentPath (1: no delegation).
-      defaults: What specs inherit (model, gate, audit sink, agent id).
-      events: Where events of tasks with no other destination go; the pool never closes it.
-      max_children: Live subagents one run may have, unless its spec says otherwise.
-      children_timeout: Seconds a run waits for a child slot before the delegation fails.
-      loop_watchdog: Wall-clock seconds the trio thread may go without reaching a
-        checkpoint (an async tool blocking the loop); ``None`` (default): unwatched.
-        A stall is logged on the ``subagent`` logger (running tool, stack) when seen,
-        and sent to ``events`` as one ``event_loop_blocked`` event once the loop runs
-        again (see :class:`subagent.LoopStall`). The thread stops with the block.
-    """
-    _at_least_one("max_concurrent", max_concurrent)
-    _at_least_one("max_queued", max_queued)
-    _at_least_one("max_depth", max_depth)
-    _at_least_one("max_children", max_children)
-    if not (children_timeout > 0 and not math.isnan(children_timeout)):
-        raise ValueError(f"open_pool children_timeout must be positive, not {children_timeout!r}")
-    check_threshold(loop_watchdog)
-    body_error: BaseException | None = None
-    watchdog: LoopWatchdog | None = None
-    try:
-        async with trio.open_nursery() as nursery:
-            pool = Pool(
-                nursery,
-                max_concurrent=max_concurrent,
-                max_queued=max_queued,
-                max_depth=max_depth,
-                defaults=defaults if defaults is not None else Defaults(),
-                events=events,
-                max_children=max_children,
-                children_timeout=children_timeout,
-            )
-            if loop_watchdog is not None:
-                watchdog = LoopWatchdog(loop_watchdog, pool)
-                watchdog.start(nursery)
-            try:
-                yield pool
-            except BaseException as exc:
-                body_error = exc
-                pool.cancel()
-                raise
-            finally:
-                pool.close()
-    except BaseExceptionGroup as group:
-        # The pool's own tasks never raise, so a group holding only the body's
-        # exception is that exception: give it back to the caller unwrapped
-        # (raised below, outside this handler, so its own cause and context stay).
-        if body_error is None or group.exceptions != (body_error,):
-            raise
-    else:
-        return
-    finally:
-        if watchdog is not None:
-            watchdog.stop()
-    raise body_error

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import trio
@@ -18,7 +18,48 @@ from ._spec import Spec
 from ._stream import Stream
 
 if TYPE_CHECKING:
-    from ._pool import Pool
+    from ._statistics import PoolStatistics
+
+
+class Pool(Protocol):
+    """The public face of the :class:`subagent.Pool` running a task, as the task
+    sees it (structural, so that the task module does not depend on the pool's)."""
+
+    max_concurrent: int
+    max_queued: int
+    max_depth: int
+    max_children: int
+    children_timeout: float
+    events: Stream | None
+
+    @property
+    def specs(self) -> dict[str, Spec]: ...
+
+    def register(self, spec: Spec) -> None: ...
+
+    async def submit(
+        self,
+        name: str,
+        input: str,
+        *,
+        parent_path: AgentPath = (),
+        events: Stream | None = None,
+    ) -> Task: ...
+
+    def submit_nowait(
+        self,
+        name: str,
+        input: str,
+        *,
+        parent_path: AgentPath = (),
+        events: Stream | None = None,
+    ) -> Task: ...
+
+    def close(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+    def statistics(self) -> PoolStatistics: ...
 
 
 _SUCCESS = frozenset({EndReason.stop, EndReason.max_turns, EndReason.interrupted})
@@ -92,7 +133,7 @@ class Task:
     # While the run runs, the scope of its limits (spec.timeout and spec.idle_timeout:
     # its deadline is the earlier of the two) and its wall deadline (inf for none);
     # and the shielded wait of a cancelled delegation taking its slot back (see
-    # subagent._tool.lend_slot).
+    # subagent.Pool._take_back).
     _limits: trio.CancelScope | None = None
     _wall_deadline: float = math.inf
     _reclaim: trio.CancelScope | None = None
@@ -128,11 +169,6 @@ class Task:
     @property
     def children(self) -> list[Task]:
         return [child.handle for child in self._node.children]
-
-    @property
-    def _holds_slot(self) -> bool:
-        # Whether its run holds a concurrency slot now (not lent): the core's.
-        return self._node.holds_slot
 
     @property
     def path(self) -> AgentPath:

@@ -15,12 +15,12 @@ from agentcore._audit import record, record_within
 from ledger import Record, Sink
 
 from ._background import end_children, orphan, settle
-from ._context import current_task
 from ._core import TaskStatus
+from ._current import current_task
+from ._delegation import SubagentTool, limit_delegation
 from ._events import Event, EventKind
 from ._results import SubagentResultsTool
 from ._task import Task, end_status
-from ._tool import SubagentTool, limit_delegation
 
 #: Appended to every subagent's system prompt (SPEC 3.4, isolation).
 FRAMING = (

@@ -13,7 +13,7 @@ import trio
 import agentcore
 from agentcore import ArgumentsError, Liveness, Tool, load_arguments
 
-from ._context import current_task
+from ._current import current_task
 from ._errors import InvalidArgumentsError, MaxChildrenError, SubagentError, format_path
 
 if TYPE_CHECKING:
@@ -86,67 +86,18 @@ def fallback_bound() -> float:
     return run.agent.tool_timeout if run is not None else DEFAULT_FALLBACK
 
 
-async def lend_slot(caller: Task | None, fn: Callable[[], Awaitable[_T]]) -> _T:
-    """Await ``fn()`` while ``caller`` lends its concurrency slot to the pool. A checkpoint.
+async def lend_slot(pool: Pool, caller: Task | None, fn: Callable[[], Awaitable[_T]]) -> _T:
+    """Await ``fn()`` while ``caller`` lends its concurrency slot to ``pool``. A checkpoint.
 
     With several lending calls at once, the first lends the slot and the last takes
     it back, however ``fn`` ends: returning, raising, or cancelled. When the cancel
     comes from inside the run (a ``tool_timeout`` around the call, any scope the run
     goes on after), the slot is taken back before the ``Cancelled`` propagates (see
-    :func:`take_back`), so the run never goes on without one.
+    ``Pool._take_back``), so the run never goes on without one.
     """
     if caller is None:
         return await fn()
-    pool = caller.pool
-    pool._lend(caller)
-    try:
-        return await fn()
-    finally:
-        await pool._give_back(caller)
-
-
-def run_ending(task: Task) -> bool:
-    """Whether ``task``'s run is being ended from outside the tool call: the task was
-    cancelled, its run aborted, or its ``timeout`` or ``idle_timeout`` passed."""
-    run = task._run
-    return (
-        task._scope.cancel_called
-        or (run is not None and run.abort_requested)
-        or (task._limits is not None and task._limits.cancel_called)
-    )
-
-
-async def take_back(task: Task, reacquire: Callable[[Task], Awaitable[None]]) -> None:
-    """Give ``task`` its concurrency slot back after it lent it, by ``reacquire``
-    (the pool's wait for a slot). A checkpoint.
-
-    If the wait is cancelled, or the call was cancelled already, it depends on who
-    cancelled. A run being ended from outside (:func:`run_ending`) runs only its
-    shielded, bounded end sequence from here, which needs no slot: it does not wait
-    (a task cancel must not wait for a slot). Otherwise the cancel came from a scope
-    inside the run (a ``tool_timeout``), which goes on after it: the slot is taken
-    back shielded first. That wait is as long as any run's return from a subagent
-    (returning runs get free slots before queued tasks) and it stops, leaving the
-    task without a slot, as soon as the run is being ended from outside: a task
-    cancel cancels it, and it wakes at the run's ``timeout`` and ``idle_timeout`` (an
-    ``agentcore.Run.abort`` meanwhile is seen at the next wake or grant).
-    """
-    try:
-        await reacquire(task)
-    except trio.Cancelled:
-        with trio.CancelScope(shield=True):
-            while not task._holds_slot and not run_ending(task):
-                # Woken at the run's limits (an idle deadline pushed back meanwhile
-                # just loops) and by a task cancel (the core's CancelRun effect).
-                limits = task._limits
-                deadline = limits.deadline if limits is not None else math.inf
-                task._reclaim = trio.CancelScope(deadline=deadline)
-                try:
-                    with task._reclaim:
-                        await reacquire(task)
-                finally:
-                    task._reclaim = None
-        raise
+    return await pool._lend_slot(caller, fn)
 
 
 class SubagentTool:
@@ -296,6 +247,7 @@ class SubagentTool:
         run = agentcore.current_run()
         parent_path = caller.path if caller is not None else run.path if run is not None else ()
         output, path = await lend_slot(
+            pool,
             caller, lambda: self._delegate(caller, parent_path, agent, text, fallback_timeout)
         )
         return json.dumps({"agent": agent, "path": list(path), "output": output})
@@ -316,7 +268,7 @@ class SubagentTool:
             return slots
         timeout = pool.children_timeout
         with trio.move_on_after(timeout):
-            await lend_slot(caller, slots.acquire)
+            await lend_slot(pool, caller, slots.acquire)
             return slots
         raise MaxChildrenError(
             f"cannot start agent {agent!r}: run {format_path(caller.path)} has reached its "
@@ -332,6 +284,7 @@ class SubagentTool:
                 child = self.pool._accept(agent, text, caller.path, None, call_id, slots, True)
             except trio.WouldBlock:
                 child = await lend_slot(
+                    self.pool,
                     caller,
                     lambda: self.pool._submit(agent, text, caller.path, None, call_id,
                                               slots, True),
