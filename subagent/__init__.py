@@ -1,9 +1,11 @@
 """subagent: run LLM subagents on trio — a bounded pool, AgentPath-tagged events, delegation."""
 
+from ._core import TaskStatus as TaskStatus
 from ._declarative import SpecFile as SpecFile
 from ._declarative import SpecFileError as SpecFileError
 from ._declarative import load_specs as load_specs
 from ._declarative import specs_from_mapping as specs_from_mapping
+from ._delegation import SubagentTool as SubagentTool
 from ._errors import InvalidArgumentsError as InvalidArgumentsError
 from ._errors import MaxChildrenError as MaxChildrenError
 from ._errors import MaxDepthError as MaxDepthError
@@ -17,8 +19,9 @@ from ._errors import TaskTimeout as TaskTimeout
 from ._errors import UnknownAgentError as UnknownAgentError
 from ._events import Event as Event
 from ._events import EventKind as EventKind
+from ._events import LoopStall as LoopStall
+from ._open import open_pool as open_pool
 from ._pool import Pool as Pool
-from ._pool import open_pool as open_pool
 from ._results import SubagentResultsTool as SubagentResultsTool
 from ._spec import Defaults as Defaults
 from ._spec import Spec as Spec
@@ -27,6 +30,3 @@ from ._stream import Stream as Stream
 from ._stream import StreamStatistics as StreamStatistics
 from ._task import Result as Result
 from ._task import Task as Task
-from ._task import TaskStatus as TaskStatus
-from ._tool import SubagentTool as SubagentTool
-from ._watchdog import LoopStall as LoopStall

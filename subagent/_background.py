@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from agentcore import AuditError, Message, Pending
+from agentcore._audit import record_within
 
 from ._events import Event, EventKind
 
@@ -88,17 +89,11 @@ async def _audit(sink: Sink, kind: EventKind, bound: float, **fields: Any) -> Au
     # does not answer in time is returned as an AuditError naming the entry's kind.
     from ledger import Record
 
-    with trio.move_on_after(bound):
-        try:
-            await sink.record(Record(str(kind), **fields))
-        except Exception as exc:
-            failure = AuditError(
-                f"the audit sink failed to record {str(kind)!r}: {type(exc).__name__}: {exc}"
-            )
-            failure.__cause__ = exc
-            return failure
-        return None
-    return AuditError(f"the audit sink did not record {str(kind)!r} within {bound:g}s")
+    try:
+        await record_within(sink, Record(str(kind), **fields), bound)
+    except AuditError as failure:
+        return failure
+    return None
 
 
 async def _delivered(parent: Task, task: Task) -> None:

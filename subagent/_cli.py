@@ -28,14 +28,16 @@ import trio
 from agentcore import GateDecision, GateRequest, Tool, ToolGate, Usage, allow_all, read_only
 
 from ._declarative import SpecFile, load_specs
+from ._delegation import SubagentTool
+from ._demo import TASK as DEMO_TASK
+from ._demo import demo_specs
 from ._errors import SubagentError, TaskError, UnknownAgentError, format_path
 from ._events import Event
-from ._pool import open_pool
+from ._open import open_pool
 from ._results import SubagentResultsTool
 from ._safe_text import one_line, safe_text
 from ._stream import Stream
 from ._terminal import Screen, TerminalAnswers, TerminalApproval
-from ._tool import SubagentTool
 from ._view import TreeView, render_lines, render_rich
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, EXIT_LEDGER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -287,8 +289,6 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     screen = Screen(out)
     try:
         if args.command == "demo":
-            from ._demo import run_demo
-
             return trio.run(run_demo, ledger_path, screen, rich)
         workspace = args.workspace or Path.cwd()
         specs = load_specs(args.specs, workspace=workspace)
@@ -310,3 +310,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     except KeyboardInterrupt:
         print("subagent: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+async def run_demo(ledger_path: Path, screen: Screen, rich: bool) -> int:
+    """Run the demo with a live tree; returns the exit code. A checkpoint."""
+    screen.line(f"subagent demo (offline, scripted models)\ntask: {DEMO_TASK}\n")
+    return await run_specs(
+        demo_specs(), "coordinator", DEMO_TASK, gate=read_only_or_delegation,
+        ledger_path=ledger_path, screen=screen, rich=rich,
+    )

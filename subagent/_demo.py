@@ -18,7 +18,6 @@ from agentcore.testing import Delayed, ScriptedModel, ScriptItem
 from ._background import RESULT_PREFIX
 from ._declarative import SpecFile
 from ._spec import Defaults, Spec
-from ._terminal import Screen
 from .tools import workspace_tools
 
 SAMPLE = Path(__file__).parent / "_demo_sample"
@@ -126,15 +125,4 @@ def demo_specs() -> SpecFile:
         },
         pool={"max_concurrent": 4, "max_depth": 3},
         defaults=Defaults(agent_id="demo"),
-    )
-
-
-async def run_demo(ledger_path: Path, screen: Screen, rich: bool) -> int:
-    """Run the demo with a live tree; returns the exit code. A checkpoint."""
-    from ._cli import read_only_or_delegation, run_specs
-
-    screen.line(f"subagent demo (offline, scripted models)\ntask: {TASK}\n")
-    return await run_specs(
-        demo_specs(), "coordinator", TASK, gate=read_only_or_delegation,
-        ledger_path=ledger_path, screen=screen, rich=rich,
     )

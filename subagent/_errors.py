@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from agentcore import AgentPath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentcore import AgentPath
 
 
 def format_path(path: AgentPath) -> str:

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
 
 import attrs
 
 import agentcore
 from agentcore import AgentPath, RunSummary, Usage
-
-if TYPE_CHECKING:
-    from ._watchdog import LoopStall
 
 
 class EventKind(enum.StrEnum):
@@ -41,6 +37,26 @@ class EventKind(enum.StrEnum):
     mcp_server_error = "mcp_server_error"
     """An MCP server of the pool did not start, failed or stopped answering (it is
     started again after a backoff); ``path`` is ``()``, ``error`` names the server."""
+
+
+@attrs.frozen
+class LoopStall:
+    """What the watchdog saw while the event loop was blocked (``event_loop_blocked``).
+
+    Attributes:
+      duration: Seconds (wall clock) the loop did not reach a checkpoint, measured
+        from the heartbeat it did not serve (up to a quarter of the threshold short).
+      tool: The name of the tool whose call was running on the trio thread, if any.
+      call_id: That call's id.
+      path: The AgentPath of the run that made the call (``()`` if none).
+      stack: The trio thread's stack when the stall was seen, innermost frame last.
+    """
+
+    duration: float
+    tool: str | None
+    call_id: str | None
+    path: AgentPath
+    stack: str
 
 
 @attrs.frozen(slots=True)

@@ -4,53 +4,69 @@ from __future__ import annotations
 
 import itertools
 import math
-import weakref
-from collections import deque
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
 import agentcore
 from agentcore import AgentPath
 
-from ._context import current_task
-from ._errors import (
-    MaxDepthError,
-    PoolClosedError,
-    SpecError,
-    UnknownAgentError,
-    format_path,
+from ._core import (
+    CancelRun,
+    Effect,
+    Grant,
+    PoolCore,
+    QueueFull,
+    StartRunner,
+    TaskStatus,
+    WakeSubmitter,
 )
-from ._runner import run_task
+from ._current import current_task
+from ._errors import SpecError, UnknownAgentError, format_path
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
 from ._stream import Stream
-from ._task import Task, TaskStatus
-from ._watchdog import LoopWatchdog, check_threshold
-from .mcp._sessions import McpSessions, open_mcp_sessions
+from ._task import Task
 
 if TYPE_CHECKING:
     from agentcore import Tool
 
-    from .mcp import McpServer
+    from .mcp._sessions import McpSessions
+
+_T = TypeVar("_T")
+
+#: What runs a task: its start and run (returning how it ended), then what follows
+#: its end (see subagent._lifecycle); given by open_pool.
+Runner = tuple[
+    Callable[[Task], Awaitable[TaskStatus]], Callable[[Task, TaskStatus], Awaitable[None]]
+]
 
 
-def _at_least_one(name: str, value: int) -> None:
-    if value < 1:
-        raise ValueError(f"open_pool {name} must be at least 1, not {value!r}")
+def run_ending(task: Task) -> bool:
+    """Whether ``task``'s run is being ended from outside a tool call: the task was
+    cancelled, its run aborted, or its ``timeout`` or ``idle_timeout`` passed."""
+    run = task._run
+    return (
+        task._scope.cancel_called
+        or (run is not None and run.abort_requested)
+        or (task._limits is not None and task._limits.cancel_called)
+    )
 
 
 class Pool:
     """Runs subagent tasks: at most ``max_concurrent`` at once, at most ``max_queued`` waiting.
 
     Create it with :func:`open_pool`; every task runs in that block's nursery.
+
+    It is the trio shell over a :class:`subagent._core.PoolCore`: the core decides,
+    this class carries out the effects (:meth:`_apply`) and does every wait.
     """
 
     def __init__(
         self,
         nursery: trio.Nursery,
+        runner: Runner,
         *,
         max_concurrent: int,
         max_queued: int,
@@ -70,36 +86,28 @@ class Pool:
         self.max_children = max_children
         self.children_timeout = children_timeout
         self._nursery = nursery
+        self._runner = runner
         self._specs: dict[str, Spec] = {}
         self._numbers = itertools.count(1)
-        self._accepted = 0
-        self._queue: deque[Task] = deque()
-        self._reacquiring: deque[Task] = deque()
-        self._room = trio.lowlevel.ParkingLot()
-        self._live: dict[AgentPath, Task] = {}
-        # Ended tasks that were cancelled, by path, for as long as their Task is
-        # referenced: a later submit below one is cancelled too, so the outcome does not
-        # depend on whether the cancelled task has ended yet (a live one is in _live,
-        # marked by its scope). Weak, so that no per-task state outlives a task its
-        # caller has dropped: the pool's memory stays flat however many tasks end.
-        self._ended_cancels: weakref.WeakValueDictionary[AgentPath, Task] = (
-            weakref.WeakValueDictionary()
-        )
-        self._holding = 0
-        self._running = 0
-        self._finished = 0
-        self._failed = 0
-        self._cancelled = 0
-        self._closed = False
-        self._aborted = False
+        # The rules and the state of slots, queue and task tree; this class only
+        # carries out the effects its methods return (see _apply).
+        self._core: PoolCore[Task] = PoolCore(max_concurrent, max_queued, max_depth)
+        # Runs parked taking their slot back (see _take_back), by task.
+        self._parked: dict[Task, trio.lowlevel.Task] = {}
 
     def __repr__(self) -> str:
-        state = " cancelled" if self._aborted else " closed" if self._closed else ""
+        core = self._core
+        state = " cancelled" if core.aborted else " closed" if core.closed else ""
         return (
-            f"<subagent.Pool agents={sorted(self._specs)} running={self._running} "
-            f"queued={len(self._queue)} finished={self._finished} failed={self._failed} "
-            f"cancelled={self._cancelled}{state}>"
+            f"<subagent.Pool agents={sorted(self._specs)} running={core.running} "
+            f"queued={len(core.queue)} finished={core.finished} failed={core.failed} "
+            f"cancelled={core.cancelled}{state}>"
         )
+
+    @property
+    def _live(self) -> dict[AgentPath, Task]:
+        # The tasks accepted and not resolved, by path (a copy).
+        return {path: node.handle for path, node in self._core.live.items()}
 
     # -- registry ----------------------------------------------------------------
 
@@ -177,11 +185,20 @@ class Pool:
         background: bool = False,
     ) -> Task:
         await trio.lowlevel.checkpoint_if_cancelled()
+        core = self._core
         while True:
             try:
                 task = self._accept(name, input, parent_path, events, call_id, fanout, background)
             except trio.WouldBlock:
-                await self._room.park()
+                # Park until the core wakes this submit; a cancel withdraws it.
+                token = trio.lowlevel.current_task()
+                core.park_submitter(token)
+
+                def abort(_: object) -> trio.lowlevel.Abort:
+                    core.withdraw_submitter(token)  # noqa: B023 (called before the next loop)
+                    return trio.lowlevel.Abort.SUCCEEDED
+
+                await trio.lowlevel.wait_task_rescheduled(abort)
             else:
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return task
@@ -215,153 +232,133 @@ class Pool:
         spec = self._specs.get(name)
         if spec is None:
             raise UnknownAgentError(name, tuple(sorted(self._specs)))
-        if len(parent_path) >= self.max_depth:
-            raise MaxDepthError(name, parent_path, self.max_depth)
-        if self._aborted:
-            raise PoolClosedError("the pool was cancelled: it accepts no new tasks")
-        parent = self._live.get(parent_path) if parent_path else None
-        if self._closed and not self._inside(parent):
-            raise PoolClosedError("the pool is closed: it accepts no new tasks")
-        if len(self._queue) >= self.max_queued:
-            raise trio.WouldBlock
+        caller = current_task.get()
+        core = self._core
+        try:
+            parent_node = core.admit(
+                name, parent_path, caller._node if caller is not None else None
+            )
+        except QueueFull:
+            raise trio.WouldBlock from None
+        parent = parent_node.handle if parent_node is not None else None
         if events is None:
             events = parent.events if parent is not None else self.events
         # A task started from within a run is bounded by that run's gate too.
         spec = delegated(spec, agentcore.current_run())
         path = (*parent_path, f"{name}/{next(self._numbers):04d}")
-        task = Task(path, name, input, spec, self, parent, events, call_id)
-        self._accepted += 1
-        self._live[path] = task
-        self._queue.append(task)
-        if parent is not None:
-            parent.children.append(task)
-            if background:
-                task._deliver_to = parent
-                parent._background.add(task)
+        task = Task(path, name, input, spec, self, parent, events, call_id, core, self._apply)
+        if parent is not None and background:
+            task._deliver_to = parent
+            parent._background.add(task)
         task._fanout_slot = fanout
-        self._nursery.start_soon(run_task, task, name=f"subagent {format_path(path)}")
-        self._pump()
-        if self._under_a_cancel(parent, parent_path):
-            task.cancel()
+        self._apply(core.accept(task._node))
         return task
 
-    def _under_a_cancel(self, parent: Task | None, parent_path: AgentPath) -> bool:
-        # Below a task whose cancel was called, live or already ended (while its Task
-        # is referenced): the outcome must not depend on whether it has resolved yet.
-        if parent is not None and parent._scope.cancel_called:
-            return True
-        live = self._live
-        ended = self._ended_cancels
-        for depth in range(1, len(parent_path) + 1):
-            prefix = parent_path[:depth]
-            task = live.get(prefix)
-            if task is None:
-                task = ended.get(prefix)
-            if task is not None and task._scope.cancel_called:
-                return True
-        return False
+    # -- the shell: carrying out the core's effects -----------------------------------
 
-    def _inside(self, parent: Task | None) -> bool:
-        # Accepted work may still delegate after close(): the caller is a running
-        # task of this pool submitting under its own path.
-        caller = current_task.get()
-        return caller is not None and caller is parent and caller.status is TaskStatus.running
-
-    # -- slots ----------------------------------------------------------------------
-
-    def _pump(self) -> None:
-        # Hand free slots out: parents coming back from a subagent first (they finish
-        # accepted work), then queued tasks in submit order.
-        while self._holding < self.max_concurrent:
-            if self._reacquiring:
-                task = self._reacquiring.popleft()
-            elif self._queue:
-                task = self._queue.popleft()
-                task.status = TaskStatus.running
-                self._running += 1
-                self._room.unpark()
+    def _apply(self, effects: list[Effect[Task]]) -> None:
+        # The one place that starts runners, wakes parked tasks and sets events.
+        for effect in effects:
+            if isinstance(effect, Grant):
+                task = effect.node.handle
+                waiter = self._parked.pop(task, None)
+                if waiter is not None:
+                    trio.lowlevel.reschedule(waiter)
+                else:
+                    task._granted.set()
+            elif isinstance(effect, WakeSubmitter):
+                trio.lowlevel.reschedule(effect.token)  # type: ignore[arg-type]
+            elif isinstance(effect, StartRunner):
+                task = effect.node.handle
+                self._nursery.start_soon(
+                    self._run_task, task, name=f"subagent {format_path(task.path)}"
+                )
+            elif isinstance(effect, CancelRun):
+                task = effect.node.handle
+                task._scope.cancel()
+                if task._reclaim is not None:
+                    task._reclaim.cancel()
             else:
-                return
-            self._holding += 1
-            task._holds_slot = True
-            task._granted.set()
+                effect.node.handle._done.set()
 
-    def _release_slot(self, task: Task) -> None:
-        if task._holds_slot:
-            task._holds_slot = False
-            self._holding -= 1
-            self._pump()
-
-    def _end_slot(self, task: Task) -> None:
-        # A task's run ended. If its parent is waiting for it alone, the slot goes
-        # straight back to the parent (accepted work finishes before queued work).
-        parent = task.parent
-        if (
-            task._holds_slot
-            and parent is not None
-            and parent._awaiting is task
-            and parent._delegating == 1
-            and not parent._holds_slot
-            and not parent._scope.cancel_called
-        ):
-            task._holds_slot = False
-            parent._holds_slot = True
-            return
-        self._release_slot(task)
-
-    async def _reacquire_slot(self, task: Task) -> None:
-        # A parent whose subagent ended takes a slot back before its run goes on.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if task._holds_slot:
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return
-        task._granted = trio.Event()
-        self._reacquiring.append(task)
-        self._pump()
+    async def _run_task(self, task: Task) -> None:
+        # A task from queued to resolved, in the pool's nursery.
+        run, end = self._runner
+        status = TaskStatus.cancelled
         try:
-            await task._granted.wait()
-        except BaseException:
-            if not task._granted.is_set():
-                self._reacquiring.remove(task)
+            status = await run(task)
+        finally:
+            self._apply(self._core.run_ended(task._node, status))
+            await end(task, status)
+            self._apply(self._core.resolve(task._node))
+
+    # -- lending a slot (the delegation tools' interface) ----------------------------
+
+    async def _lend_slot(self, task: Task, fn: Callable[[], Awaitable[_T]]) -> _T:
+        # Await fn() while the task lends its slot; see subagent._delegation.lend_slot.
+        core = self._core
+        self._apply(core.lend(task._node))
+        try:
+            return await fn()
+        finally:
+            if core.lend_ended(task._node):
+                await self._take_back(task)
+
+    async def _take_back(self, task: Task) -> None:
+        # Give the task its slot back after it lent it. A checkpoint.
+        #
+        # If the wait is cancelled, or the call was cancelled already, it depends on
+        # who cancelled. A run being ended from outside (run_ending) runs only its
+        # shielded, bounded end sequence from here, which needs no slot: it does not
+        # wait (a task cancel must not wait for a slot). Otherwise the cancel came
+        # from a scope inside the run (a tool_timeout), which goes on after it: the
+        # slot is taken back shielded first. That wait is as long as any run's return
+        # from a subagent (returning runs get free slots before queued tasks) and it
+        # stops, leaving the task without a slot, as soon as the run is being ended
+        # from outside: a task cancel cancels it (the core's CancelRun effect), and it
+        # wakes at the run's timeout and idle_timeout (an agentcore.Run.abort
+        # meanwhile is seen at the next wake or grant).
+        try:
+            await self._reacquire(task)
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                while not task._node.holds_slot and not run_ending(task):
+                    limits = task._limits
+                    deadline = limits.deadline if limits is not None else math.inf
+                    task._reclaim = trio.CancelScope(deadline=deadline)
+                    try:
+                        with task._reclaim:
+                            await self._reacquire(task)
+                    finally:
+                        task._reclaim = None
             raise
 
-    # -- ends -------------------------------------------------------------------------
+    async def _reacquire(self, task: Task) -> None:
+        # Like trio's CapacityLimiter.acquire_on_behalf_of: try at once, else park
+        # with an abort function that withdraws from the core's line. A checkpoint.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        core = self._core
+        node = task._node
+        granted, effects = core.take_back(node)
+        self._apply(effects)
+        if granted:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        self._parked[task] = trio.lowlevel.current_task()
 
-    def _cancel_one(self, task: Task) -> None:
-        task._scope.cancel()
-        if task._reclaim is not None:
-            task._reclaim.cancel()
-        if task.status is TaskStatus.queued:
-            self._queue.remove(task)
-            self._room.unpark()
-            task.status = TaskStatus.cancelled
-            self._cancelled += 1
+        def abort(_: object) -> trio.lowlevel.Abort:
+            del self._parked[task]
+            core.withdraw(node)
+            return trio.lowlevel.Abort.SUCCEEDED
 
-    def _count_end(self, task: Task, status: TaskStatus) -> None:
-        # Called once per task, when its runner ends (a cancel may have counted it already).
-        if task.status is TaskStatus.queued:
-            self._cancel_one(task)
-        elif task.status is TaskStatus.running:
-            self._running -= 1
-            task.status = status
-            if status is TaskStatus.finished:
-                self._finished += 1
-            elif status is TaskStatus.cancelled:
-                self._cancelled += 1
-            else:
-                self._failed += 1
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
-    def _forget(self, task: Task) -> None:
-        # The task resolves: the pool keeps nothing of it but, while its Task is
-        # referenced, the mark of a cancel (see _under_a_cancel).
-        del self._live[task.path]
-        if task._scope.cancel_called:
-            self._ended_cancels[task.path] = task
+    def _await_child(self, task: Task, child: Task) -> None:
+        # The task's lending call waits for ``child`` alone (see PoolCore.run_ended).
+        self._core.await_child(task._node, child._node)
 
-    def _mark_cancelled(self, task: Task) -> None:
-        # Task.cancel() reached a task that has resolved already.
-        if task.done:
-            self._ended_cancels[task.path] = task
+    def _stop_awaiting(self, task: Task, child: Task) -> None:
+        self._core.stop_awaiting(task._node, child._node)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -371,117 +368,15 @@ class Pool:
         Queued and running tasks still finish, and they may still delegate.
         Submits waiting on a full queue raise :class:`PoolClosedError`.
         """
-        self._closed = True
-        self._room.unpark_all()
+        self._apply(self._core.close())
 
     def cancel(self) -> None:
         """Close the pool and cancel every task; sync and idempotent.
 
         Queued tasks resolve as cancelled without running.
         """
-        self.close()
-        self._aborted = True
-        for task in list(self._live.values()):
-            self._cancel_one(task)
+        self._apply(self._core.abort())
 
     def statistics(self) -> PoolStatistics:
         """A snapshot of the pool's counts and limits; not a checkpoint."""
-        return PoolStatistics(
-            running=self._running,
-            queued=len(self._queue),
-            finished=self._finished,
-            failed=self._failed,
-            cancelled=self._cancelled,
-            accepted=self._accepted,
-            holding_slots=self._holding,
-            waiting_submitters=len(self._room),
-            max_concurrent=self.max_concurrent,
-            max_queued=self.max_queued,
-            max_depth=self.max_depth,
-            closed=self._closed,
-        )
-
-
-@asynccontextmanager
-async def open_pool(
-    *,
-    max_concurrent: int = 8,
-    max_queued: int = 1024,
-    max_depth: int = 8,
-    defaults: Defaults | None = None,
-    events: Stream | None = None,
-    max_children: int = 5,
-    children_timeout: float = 30.0,
-    loop_watchdog: float | None = None,
-    mcp: Iterable[McpServer] = (),
-) -> AsyncIterator[Pool]:
-    """Open a :class:`Pool` whose tasks run in a nursery inside this block.
-
-    Leaving the block normally closes the pool and waits for every task;
-    leaving it by an exception cancels every task first. Nothing the pool
-    starts outlives the block.
-
-    Args:
-      max_concurrent: Runs executing at once (a run waiting for its own
-        subagent does not count).
-      max_queued: Tasks accepted and waiting to start.
-      max_depth: The longest AgentPath (1: no delegation).
-      defaults: What specs inherit (model, gate, audit sink, agent id).
-      events: Where events of tasks with no other destination go; the pool never closes it.
-      max_children: Live subagents one run may have, unless its spec says otherwise.
-      children_timeout: Seconds a run waits for a child slot before the delegation fails.
-      loop_watchdog: Wall-clock seconds the trio thread may go without reaching a
-        checkpoint (an async tool blocking the loop); ``None`` (default): unwatched.
-        A stall is logged on the ``subagent`` logger (running tool, stack) when seen,
-        and sent to ``events`` as one ``event_loop_blocked`` event once the loop runs
-        again (see :class:`subagent.LoopStall`). The thread stops with the block.
-      mcp: MCP servers whose tools specs may name (:class:`subagent.mcp.McpServer`):
-        started at once when the block opens (it waits for each at most its
-        ``start_timeout``), shared by every run, closed (and reaped) when it ends.
-    """
-    _at_least_one("max_concurrent", max_concurrent)
-    _at_least_one("max_queued", max_queued)
-    _at_least_one("max_depth", max_depth)
-    _at_least_one("max_children", max_children)
-    if not (children_timeout > 0 and not math.isnan(children_timeout)):
-        raise ValueError(f"open_pool children_timeout must be positive, not {children_timeout!r}")
-    check_threshold(loop_watchdog)
-    async with open_mcp_sessions(mcp, events) as sessions:
-        body_error: BaseException | None = None
-        watchdog: LoopWatchdog | None = None
-        try:
-            async with trio.open_nursery() as nursery:
-                pool = Pool(
-                    nursery,
-                    max_concurrent=max_concurrent,
-                    max_queued=max_queued,
-                    max_depth=max_depth,
-                    defaults=defaults if defaults is not None else Defaults(),
-                    events=events,
-                    max_children=max_children,
-                    children_timeout=children_timeout,
-                    mcp=sessions,
-                )
-                if loop_watchdog is not None:
-                    watchdog = LoopWatchdog(loop_watchdog, pool)
-                    watchdog.start(nursery)
-                try:
-                    yield pool
-                except BaseException as exc:
-                    body_error = exc
-                    pool.cancel()
-                    raise
-                finally:
-                    pool.close()
-        except BaseExceptionGroup as group:
-            # The pool's own tasks never raise, so a group holding only the body's
-            # exception is that exception: give it back to the caller unwrapped
-            # (raised below, outside this handler, so its own cause and context stay).
-            if body_error is None or group.exceptions != (body_error,):
-                raise
-        else:
-            return
-        finally:
-            if watchdog is not None:
-                watchdog.stop()
-        raise body_error
+        return self._core.statistics()

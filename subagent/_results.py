@@ -9,8 +9,8 @@ import trio
 
 from agentcore import ArgumentsError, Liveness, load_arguments
 
+from ._delegation import calling_task, fallback_bound, lend_slot
 from ._errors import InvalidArgumentsError, SubagentError, format_path
-from ._tool import calling_task, fallback_bound, lend_slot
 
 if TYPE_CHECKING:
     from ._pool import Pool
@@ -160,5 +160,5 @@ class SubagentResultsTool:
         if settled():
             await trio.lowlevel.checkpoint()
             return _note(caller, None)
-        done = await lend_slot(caller, wait)
+        done = await lend_slot(self.pool, caller, wait)
         return _note(caller, None if done else bound)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import enum
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import trio
@@ -12,29 +12,54 @@ import trio
 import agentcore
 from agentcore import AgentPath, EndReason, RunSummary, Usage
 
+from ._core import Effect, Node, PoolCore, TaskStatus
 from ._errors import TaskCancelled, TaskError, TaskFailed, TaskTimeout, format_path
 from ._spec import Spec
 from ._stream import Stream
 
 if TYPE_CHECKING:
-    from ._pool import Pool
+    from ._statistics import PoolStatistics
 
 
-class TaskStatus(enum.StrEnum):
-    """Where a :class:`Task` is in its life."""
+class Pool(Protocol):
+    """The public face of the :class:`subagent.Pool` running a task, as the task
+    sees it (structural, so that the task module does not depend on the pool's)."""
 
-    queued = "queued"
-    """Accepted, waiting for a concurrency slot."""
-    running = "running"
-    """Started and not ended (also while it waits for a subagent)."""
-    finished = "finished"
-    """Ended ``stop``, ``max_turns`` or ``interrupted``: it has a Result."""
-    failed = "failed"
-    """Its run ended ``error``."""
-    timed_out = "timed_out"
-    """Its run exceeded the spec's ``timeout`` or ``idle_timeout``."""
-    cancelled = "cancelled"
-    """Cancelled, before or while running."""
+    max_concurrent: int
+    max_queued: int
+    max_depth: int
+    max_children: int
+    children_timeout: float
+    events: Stream | None
+
+    @property
+    def specs(self) -> dict[str, Spec]: ...
+
+    def register(self, spec: Spec) -> None: ...
+
+    async def submit(
+        self,
+        name: str,
+        input: str,
+        *,
+        parent_path: AgentPath = (),
+        events: Stream | None = None,
+    ) -> Task: ...
+
+    def submit_nowait(
+        self,
+        name: str,
+        input: str,
+        *,
+        parent_path: AgentPath = (),
+        events: Stream | None = None,
+    ) -> Task: ...
+
+    def close(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+    def statistics(self) -> PoolStatistics: ...
 
 
 _SUCCESS = frozenset({EndReason.stop, EndReason.max_turns, EndReason.interrupted})
@@ -80,7 +105,8 @@ class Task:
       status: Its :class:`TaskStatus` now.
       children: The tasks submitted under it.
 
-    Read-only except through the pool.
+    A handle over the pool core's node of the task (see ``subagent._core``): its
+    status, slot and place in the tree are the core's, read here.
     """
 
     # The read-only fields are private slots behind properties: an on_setattr hook
@@ -94,8 +120,10 @@ class Task:
     _parent: Task | None
     _events: Stream | None
     _call_id: str | None
-    status: TaskStatus = TaskStatus.queued
-    children: list[Task] = attrs.field(factory=list)
+    # The core that owns this task's node, and the shell's function applying its effects.
+    _core: PoolCore[Task]
+    _apply: Callable[[list[Effect[Task]]], None]
+    _node: Node[Task] = attrs.field(init=False)
     # The agentcore Run once started (steering and interrupts go through it).
     _run: agentcore.Run | None = None
     # Steering and an interrupt sent before the run existed, handed over by _attach.
@@ -105,16 +133,12 @@ class Task:
     # While the run runs, the scope of its limits (spec.timeout and spec.idle_timeout:
     # its deadline is the earlier of the two) and its wall deadline (inf for none);
     # and the shielded wait of a cancelled delegation taking its slot back (see
-    # subagent._tool.lend_slot).
+    # subagent.Pool._take_back).
     _limits: trio.CancelScope | None = None
     _wall_deadline: float = math.inf
     _reclaim: trio.CancelScope | None = None
     _granted: trio.Event = attrs.field(factory=trio.Event)
     _done: trio.Event = attrs.field(factory=trio.Event)
-    _holds_slot: bool = False
-    _delegating: int = 0
-    _awaiting: Task | None = None
-    _current_call_id: str | None = None
     _output: str = ""
     _summary: RunSummary | None = None
     _cause: BaseException | None = None
@@ -133,6 +157,18 @@ class Task:
     # Child side: the parent run to deliver its result to, and the fan-out slot it holds.
     _deliver_to: Task | None = None
     _fanout_slot: trio.Semaphore | None = None
+
+    def __attrs_post_init__(self) -> None:
+        parent = self._parent._node if self._parent is not None else None
+        self._node = Node(self._path, parent, self)
+
+    @property
+    def status(self) -> TaskStatus:
+        return self._node.status
+
+    @property
+    def children(self) -> list[Task]:
+        return [child.handle for child in self._node.children]
 
     @property
     def path(self) -> AgentPath:
@@ -216,13 +252,7 @@ class Task:
         ended, as long as this Task is referenced (the pool keeps no record of a
         task that has ended and that nothing references). Idempotent.
         """
-        pool = self.pool
-        stack = [self]
-        while stack:
-            task = stack.pop()
-            pool._cancel_one(task)
-            pool._mark_cancelled(task)
-            stack.extend(task.children)
+        self._apply(self._core.cancel(self._node))
 
     def interrupt(self) -> None:
         """Ask the task's run to stop gracefully; not a checkpoint. Idempotent.

@@ -29,7 +29,7 @@ import trio
 from agentcore import AgentPath
 
 from ._errors import format_path
-from ._events import Event, EventKind
+from ._events import Event, EventKind, LoopStall
 
 if TYPE_CHECKING:
     from ._pool import Pool
@@ -38,26 +38,6 @@ logger = logging.getLogger("subagent")
 
 #: The innermost frames of the trio thread's stack that a report keeps, at most.
 STACK_LIMIT = 64
-
-
-@attrs.frozen
-class LoopStall:
-    """What the watchdog saw while the event loop was blocked (``event_loop_blocked``).
-
-    Attributes:
-      duration: Seconds (wall clock) the loop did not reach a checkpoint, measured
-        from the heartbeat it did not serve (up to a quarter of the threshold short).
-      tool: The name of the tool whose call was running on the trio thread, if any.
-      call_id: That call's id.
-      path: The AgentPath of the run that made the call (``()`` if none).
-      stack: The trio thread's stack when the stall was seen, innermost frame last.
-    """
-
-    duration: float
-    tool: str | None
-    call_id: str | None
-    path: AgentPath
-    stack: str
 
 
 def check_threshold(value: float | None) -> None:

@@ -22,12 +22,13 @@ import trio
 from agentcore import Tool, ToolGate
 
 from .._declarative import SpecFile
+from .._delegation import SubagentTool
 from .._errors import TaskError, format_path
-from .._pool import Pool, open_pool
+from .._open import open_pool
+from .._pool import Pool
 from .._results import SubagentResultsTool
 from .._safe_text import one_line
 from .._stream import Stream
-from .._tool import SubagentTool
 
 #: Events of one call's tree waiting to go out as progress notifications.
 PROGRESS_BUFFER = 64

@@ -12,7 +12,7 @@ import trio
 
 import ledger
 from agentcore import Liveness, ModelError, ModelRequest, ModelResponse
-from subagent._context import current_task
+from subagent._current import current_task
 
 
 class Fault(enum.StrEnum):

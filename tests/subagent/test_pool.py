@@ -23,7 +23,7 @@ from subagent import (
     UnknownAgentError,
     open_pool,
 )
-from subagent._runner import FRAMING
+from subagent._lifecycle import FRAMING
 
 from .helpers import CountingModel, drain, kinds
 

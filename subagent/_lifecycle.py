@@ -11,14 +11,16 @@ import trio
 
 import agentcore
 from agentcore import Agent, AuditError, EndReason, RunSummary
+from agentcore._audit import record, record_within
 from ledger import Record, Sink
 
 from ._background import end_children, orphan, settle
-from ._context import current_task
+from ._core import TaskStatus
+from ._current import current_task
+from ._delegation import SubagentTool, limit_delegation
 from ._events import Event, EventKind
 from ._results import SubagentResultsTool
-from ._task import Task, TaskStatus, end_status
-from ._tool import SubagentTool, limit_delegation
+from ._task import Task, end_status
 
 #: Appended to every subagent's system prompt (SPEC 3.4, isolation).
 FRAMING = (
@@ -65,12 +67,12 @@ def build_agent(task: Task) -> Agent:
 
 
 def _emitter(task: Task) -> agentcore.EventSink | None:
-    # None when nothing would see the run's events: no destination, no idle_timeout
-    # on its path to push back, and no tools (a delegating tool reads the id of the
-    # call it runs in from the tool_start event). The run then skips its start and
-    # end emits.
+    # None when nothing would see the run's events: no destination and no
+    # idle_timeout on its path to push back (a delegating tool reads the id of the
+    # call it runs in from agentcore.current_tool_call(), not from events). The run
+    # then skips its start and end emits.
     destination = task.events
-    if destination is None and not task.spec.tools:
+    if destination is None:
         above: Task | None = task
         while above is not None and above.spec.idle_timeout is None:
             above = above.parent
@@ -86,8 +88,6 @@ def _emitter(task: Task) -> agentcore.EventSink | None:
         nonlocal start_dropped
         task._progress()
         kind = event.kind
-        if event.call is not None and kind is agentcore.EventKind.tool_start:
-            task._current_call_id = event.call.id
         if destination is None:
             return
         run = task._run
@@ -144,14 +144,10 @@ async def _report_end(task: Task, kind: EventKind) -> None:
     sink = task.spec.audit
     error = task._error
     if sink is not None:
-        failure: AuditError | None = None
-        with trio.move_on_after(END_TIMEOUT, shield=True) as scope:
-            failure = await _audit(sink, _record(task, kind, task._summary, error))
-        if scope.cancelled_caught:
-            failure = AuditError(
-                f"the audit sink did not record {str(kind)!r} within {END_TIMEOUT:g}s"
-            )
-        if failure is not None:
+        entry = _record(task, kind, task._summary, error)
+        try:
+            await record_within(sink, entry, END_TIMEOUT, shield=True)
+        except AuditError as failure:
             error = error or f"AuditError: {failure}"
     if task.events is not None:
         summary = task._summary
@@ -161,15 +157,11 @@ async def _report_end(task: Task, kind: EventKind) -> None:
         )
 
 
-async def _audit(sink: Sink, record: Record) -> AuditError | None:
+async def _audit(sink: Sink, entry: Record) -> AuditError | None:
     # Record one lifecycle entry; a sink that fails is returned as an AuditError.
     try:
-        await sink.record(record)
-    except Exception as exc:
-        failure = AuditError(
-            f"the audit sink failed to record {record.kind!r}: {type(exc).__name__}: {exc}"
-        )
-        failure.__cause__ = exc
+        await record(sink, entry)
+    except AuditError as failure:
         return failure
     return None
 
@@ -214,54 +206,57 @@ async def _execute(task: Task) -> TaskStatus:
     return TaskStatus.timed_out
 
 
-async def run_task(task: Task) -> None:
-    """Take ``task`` from queued to resolved; runs in the pool's nursery.
+async def run_task(task: Task) -> TaskStatus:
+    """Take ``task`` from queued to the end of its run; the pool's runner awaits it in
+    the pool's nursery, then :func:`end_task`. A checkpoint.
 
-    It reports ``task_queued``, waits for a slot, reports ``task_started``,
-    runs, releases its slot, counts its end, and (shielded, time-bounded) ends
-    its children (see :func:`end_children`), reports the end, and hands a
-    background task's result to its parent run (or reports it orphaned).
+    It reports ``task_queued``, waits for a slot, reports ``task_started`` and runs.
+
+    Returns:
+      How the run ended (``cancelled``: cancelled before or while it ran).
     """
-    pool = task.pool
     status = TaskStatus.cancelled
     failure: AuditError | None = None
-    try:
-        with task._scope:
-            if task._scope.cancel_called:
-                # A task cancelled before its runner ran still reports that it was queued.
-                with trio.move_on_after(END_TIMEOUT, shield=True):
-                    failure = await _report_start(task, EventKind.task_queued)
-            else:
+    with task._scope:
+        if task._scope.cancel_called:
+            # A task cancelled before its runner ran still reports that it was queued.
+            with trio.move_on_after(END_TIMEOUT, shield=True):
                 failure = await _report_start(task, EventKind.task_queued)
-            await task._granted.wait()
-            if failure is None:
-                failure = await _report_start(task, EventKind.task_started)
-            if failure is None:
-                status = await _execute(task)
-            else:
-                # Fail closed: a task whose queueing or start cannot be audited does not run.
-                task._cause = failure
-                task._error = f"AuditError: {failure}"
-                status = TaskStatus.failed
-    finally:
-        pool._end_slot(task)
-        pool._count_end(task, status)
-        run = task._run
-        if task._summary is None and run is not None:
-            task._summary = run.summary
-        hard = status is TaskStatus.cancelled
-        if task._unread or task._background or (hard and task.children):
-            with trio.CancelScope(shield=True):
-                await end_children(task, hard=hard, bound=END_TIMEOUT)
-        elif hard:
-            # All that end_children does for a task with no children and nothing unread.
-            task.cancel()
-        kind = EventKind.task_cancelled if hard else EventKind.task_finished
-        task._usage_sealed = True
-        if task.spec.audit is not None or task.events is not None:
-            await _report_end(task, kind)
-        if not settle(task):
-            with trio.move_on_after(2 * END_TIMEOUT, shield=True):
-                await orphan(task, bound=END_TIMEOUT)
-        pool._forget(task)
-        task._done.set()
+        else:
+            failure = await _report_start(task, EventKind.task_queued)
+        await task._granted.wait()
+        if failure is None:
+            failure = await _report_start(task, EventKind.task_started)
+        if failure is None:
+            status = await _execute(task)
+        else:
+            # Fail closed: a task whose queueing or start cannot be audited does not run.
+            task._cause = failure
+            task._error = f"AuditError: {failure}"
+            status = TaskStatus.failed
+    return status
+
+
+async def end_task(task: Task, status: TaskStatus) -> None:
+    """What follows the end of ``task``'s run (its slot and counts settled already):
+    (shielded, time-bounded) end its children (see :func:`end_children`), report the
+    end, and hand a background task's result to its parent run (or report it
+    orphaned). A checkpoint; the pool resolves the task after it.
+    """
+    run = task._run
+    if task._summary is None and run is not None:
+        task._summary = run.summary
+    hard = status is TaskStatus.cancelled
+    if task._unread or task._background or (hard and task.children):
+        with trio.CancelScope(shield=True):
+            await end_children(task, hard=hard, bound=END_TIMEOUT)
+    elif hard:
+        # All that end_children does for a task with no children and nothing unread.
+        task.cancel()
+    kind = EventKind.task_cancelled if hard else EventKind.task_finished
+    task._usage_sealed = True
+    if task.spec.audit is not None or task.events is not None:
+        await _report_end(task, kind)
+    if not settle(task):
+        with trio.move_on_after(2 * END_TIMEOUT, shield=True):
+            await orphan(task, bound=END_TIMEOUT)

@@ -13,7 +13,7 @@ import trio
 import agentcore
 from agentcore import ArgumentsError, Liveness, Tool, load_arguments
 
-from ._context import current_task
+from ._current import current_task
 from ._errors import InvalidArgumentsError, MaxChildrenError, SubagentError, format_path
 
 if TYPE_CHECKING:
@@ -74,77 +74,30 @@ def calling_task(pool: Pool) -> Task | None:
     return caller
 
 
+def _delegating_call() -> str | None:
+    # The id of the tool call this delegation runs in (set by agentcore around execute).
+    call = agentcore.current_tool_call()
+    return call.id if call is not None else None
+
+
 def fallback_bound() -> float:
     """The calling run's ``tool_timeout`` (``DEFAULT_FALLBACK`` outside a run)."""
     run = agentcore.current_run()
     return run.agent.tool_timeout if run is not None else DEFAULT_FALLBACK
 
 
-async def lend_slot(caller: Task | None, fn: Callable[[], Awaitable[_T]]) -> _T:
-    """Await ``fn()`` while ``caller`` lends its concurrency slot to the pool. A checkpoint.
+async def lend_slot(pool: Pool, caller: Task | None, fn: Callable[[], Awaitable[_T]]) -> _T:
+    """Await ``fn()`` while ``caller`` lends its concurrency slot to ``pool``. A checkpoint.
 
     With several lending calls at once, the first lends the slot and the last takes
     it back, however ``fn`` ends: returning, raising, or cancelled. When the cancel
     comes from inside the run (a ``tool_timeout`` around the call, any scope the run
     goes on after), the slot is taken back before the ``Cancelled`` propagates (see
-    :func:`take_back`), so the run never goes on without one.
+    ``Pool._take_back``), so the run never goes on without one.
     """
     if caller is None:
         return await fn()
-    pool = caller.pool
-    caller._delegating += 1
-    if caller._delegating == 1:
-        pool._release_slot(caller)
-    try:
-        return await fn()
-    finally:
-        caller._delegating -= 1
-        if caller._delegating == 0:
-            await take_back(caller)
-
-
-def run_ending(task: Task) -> bool:
-    """Whether ``task``'s run is being ended from outside the tool call: the task was
-    cancelled, its run aborted, or its ``timeout`` or ``idle_timeout`` passed."""
-    run = task._run
-    return (
-        task._scope.cancel_called
-        or (run is not None and run.abort_requested)
-        or (task._limits is not None and task._limits.cancel_called)
-    )
-
-
-async def take_back(task: Task) -> None:
-    """Give ``task`` its concurrency slot back after it lent it. A checkpoint.
-
-    If the wait is cancelled, or the call was cancelled already, it depends on who
-    cancelled. A run being ended from outside (:func:`run_ending`) runs only its
-    shielded, bounded end sequence from here, which needs no slot: it does not wait
-    (a task cancel must not wait for a slot). Otherwise the cancel came from a scope
-    inside the run (a ``tool_timeout``), which goes on after it: the slot is taken
-    back shielded first. That wait is as long as any run's return from a subagent
-    (returning runs get free slots before queued tasks) and it stops, leaving the
-    task without a slot, as soon as the run is being ended from outside: a task
-    cancel cancels it, and it wakes at the run's ``timeout`` and ``idle_timeout`` (an
-    ``agentcore.Run.abort`` meanwhile is seen at the next wake or grant).
-    """
-    pool = task.pool
-    try:
-        await pool._reacquire_slot(task)
-    except trio.Cancelled:
-        with trio.CancelScope(shield=True):
-            while not task._holds_slot and not run_ending(task):
-                # Woken at the run's limits (an idle deadline pushed back meanwhile
-                # just loops) and by a task cancel (Pool._cancel_one).
-                limits = task._limits
-                deadline = limits.deadline if limits is not None else math.inf
-                task._reclaim = trio.CancelScope(deadline=deadline)
-                try:
-                    with task._reclaim:
-                        await pool._reacquire_slot(task)
-                finally:
-                    task._reclaim = None
-        raise
+    return await pool._lend_slot(caller, fn)
 
 
 class SubagentTool:
@@ -294,6 +247,7 @@ class SubagentTool:
         run = agentcore.current_run()
         parent_path = caller.path if caller is not None else run.path if run is not None else ()
         output, path = await lend_slot(
+            pool,
             caller, lambda: self._delegate(caller, parent_path, agent, text, fallback_timeout)
         )
         return json.dumps({"agent": agent, "path": list(path), "output": output})
@@ -314,7 +268,7 @@ class SubagentTool:
             return slots
         timeout = pool.children_timeout
         with trio.move_on_after(timeout):
-            await lend_slot(caller, slots.acquire)
+            await lend_slot(pool, caller, slots.acquire)
             return slots
         raise MaxChildrenError(
             f"cannot start agent {agent!r}: run {format_path(caller.path)} has reached its "
@@ -324,12 +278,13 @@ class SubagentTool:
 
     async def _start(self, caller: Task, agent: str, text: str) -> tuple[str, ...]:
         slots = await self._child_slot(caller, agent)
-        call_id = caller._current_call_id
+        call_id = _delegating_call()
         try:
             try:
                 child = self.pool._accept(agent, text, caller.path, None, call_id, slots, True)
             except trio.WouldBlock:
                 child = await lend_slot(
+                    self.pool,
                     caller,
                     lambda: self.pool._submit(agent, text, caller.path, None, call_id,
                                               slots, True),
@@ -348,7 +303,7 @@ class SubagentTool:
         text: str,
         fallback_timeout: float,
     ) -> tuple[str, tuple[str, ...]]:
-        call_id = caller._current_call_id if caller is not None else None
+        call_id = _delegating_call() if caller is not None else None
         slots = await self._child_slot(caller, agent) if caller is not None else None
         try:
             child = await self.pool._submit(agent, text, parent_path, None, call_id, slots)
@@ -357,7 +312,7 @@ class SubagentTool:
                 slots.release()
             raise
         if caller is not None:
-            caller._awaiting = child
+            self.pool._await_child(caller, child)
         spec = child.spec
         bound = math.inf if spec.timeout or spec.idle_timeout else fallback_timeout
         try:
@@ -392,8 +347,8 @@ class SubagentTool:
                     await child._done.wait()
             raise
         finally:
-            if caller is not None and caller._awaiting is child:
-                caller._awaiting = None
+            if caller is not None:
+                self.pool._stop_awaiting(caller, child)
 
 
 def limit_delegation(tools: tuple[Tool, ...], agents: Iterable[str]) -> tuple[Tool, ...]:

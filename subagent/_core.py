@@ -1,0 +1,433 @@
+"""PoolCore: the pool's rules as pure bookkeeping, with no I/O (sans-IO, like h11).
+
+It owns the state of the pool's slots, queue and task tree: which task holds a
+concurrency slot, which wait for one (queued tasks, and parents coming back from a
+subagent), the parent/child links, each task's status and the counts, who lent its
+slot, which subtrees were cancelled, and whether the pool is closed. Its methods
+are synchronous: each checks that its transition is legal (it raises and changes
+nothing otherwise) and returns the *effects* the trio shell (:class:`subagent.Pool`)
+must carry out: start a runner, grant a slot, wake a submitter, cancel a run,
+resolve a task. Nothing here imports trio: the rules can be driven alone (see
+tests/proof/test_core.py).
+"""
+
+from __future__ import annotations
+
+import enum
+import weakref
+from collections import deque
+from typing import Generic, TypeVar
+
+import attrs
+
+from ._errors import MaxDepthError, PoolClosedError
+from ._statistics import PoolStatistics
+
+#: An AgentPath (``agentcore.AgentPath``): kept as a plain tuple here.
+Path = tuple[str, ...]
+
+#: The shell's handle of a node (subagent.Task), opaque to the core.
+H = TypeVar("H")
+
+
+class TaskStatus(enum.StrEnum):
+    """Where a :class:`Task` is in its life."""
+
+    queued = "queued"
+    """Accepted, waiting for a concurrency slot."""
+    running = "running"
+    """Started and not ended (also while it waits for a subagent)."""
+    finished = "finished"
+    """Ended ``stop``, ``max_turns`` or ``interrupted``: it has a Result."""
+    failed = "failed"
+    """Its run ended ``error``."""
+    timed_out = "timed_out"
+    """Its run exceeded the spec's ``timeout`` or ``idle_timeout``."""
+    cancelled = "cancelled"
+    """Cancelled, before or while running."""
+
+
+#: Every legal move of a task's status; anything else raises IllegalTransition.
+TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
+    TaskStatus.queued: frozenset({TaskStatus.running, TaskStatus.cancelled}),
+    TaskStatus.running: frozenset(
+        {TaskStatus.finished, TaskStatus.failed, TaskStatus.timed_out, TaskStatus.cancelled}
+    ),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A core method was called in a state where its transition is not legal (a bug
+    in the shell, never a remote failure); the core is unchanged."""
+
+
+class QueueFull(Exception):
+    """The queue holds ``max_queued`` tasks (the shell raises ``trio.WouldBlock``)."""
+
+
+@attrs.define(eq=False, repr=False, weakref_slot=True)
+class Node(Generic[H]):
+    """The core's record of one accepted task. Only :class:`PoolCore` writes its fields."""
+
+    path: Path
+    parent: Node[H] | None
+    #: The shell's handle (the Task); the core never looks inside it.
+    handle: H
+    children: list[Node[H]] = attrs.field(factory=list)
+    status: TaskStatus = TaskStatus.queued
+    #: Invariant: only a running node holds a slot; PoolCore.holding counts them.
+    holds_slot: bool = False
+    #: Calls lending this node's slot now; the slot is lent by the first, taken back
+    #: after the last.
+    lending: int = 0
+    #: The child its lending call waits for alone (the slot goes straight back to it).
+    awaiting: Node[H] | None = None
+    #: Whether a cancel reached it (mirrors its run's cancel scope).
+    cancel_called: bool = False
+    #: Whether it has resolved (the shell's ``done``); it is then out of ``live``.
+    resolved: bool = False
+
+    def __repr__(self) -> str:
+        return f"<Node {'/'.join(self.path)} {self.status}>"
+
+
+@attrs.frozen
+class StartRunner(Generic[H]):
+    """Start the runner of a newly accepted task (in the pool's nursery)."""
+
+    node: Node[H]
+
+
+@attrs.frozen
+class Grant(Generic[H]):
+    """The node holds a slot now: wake its runner (or its take-back) if it waits."""
+
+    node: Node[H]
+
+
+@attrs.frozen
+class WakeSubmitter:
+    """A submit parked on the full queue may try again (``token`` is what it parked)."""
+
+    token: object
+
+
+@attrs.frozen
+class CancelRun(Generic[H]):
+    """Cancel the node's run (its scope, and a shielded take-back in progress)."""
+
+    node: Node[H]
+
+
+@attrs.frozen
+class Resolve(Generic[H]):
+    """The task has resolved: wake whoever waits for it."""
+
+    node: Node[H]
+
+
+Effect = StartRunner[H] | Grant[H] | WakeSubmitter | CancelRun[H] | Resolve[H]
+
+
+class PoolCore(Generic[H]):
+    """The pool's rules: slots, queue, the task tree, lending, cancels, closing.
+
+    Every mutator is synchronous, raises before changing anything when its move is
+    not legal, and returns the list of effects for the shell to apply in order.
+    """
+
+    def __init__(self, max_concurrent: int, max_queued: int, max_depth: int) -> None:
+        self.max_concurrent = max_concurrent
+        self.max_queued = max_queued
+        self.max_depth = max_depth
+        # Invariant: accepted == len(queue) + running + finished + failed + cancelled.
+        self.accepted = 0
+        self.running = 0
+        self.finished = 0
+        self.failed = 0
+        self.cancelled = 0
+        # Invariant: 0 <= holding <= max_concurrent, the nodes with holds_slot.
+        self.holding = 0
+        # Invariant: len(queue) <= max_queued; every node in it is queued.
+        self.queue: deque[Node[H]] = deque()
+        # Running nodes that lent their slot and wait to take one back; served first.
+        self.returning: deque[Node[H]] = deque()
+        # Accepted and not resolved, by path.
+        self.live: dict[Path, Node[H]] = {}
+        # Resolved nodes a cancel reached, by path, while their handle is referenced
+        # (the handle references its node): a submit below one is cancelled too,
+        # whether or not it has resolved yet. Weak: memory stays flat.
+        self.ended_cancels: weakref.WeakValueDictionary[Path, Node[H]] = (
+            weakref.WeakValueDictionary()
+        )
+        # Submits parked on the full queue, in order.
+        self.submitters: deque[object] = deque()
+        self.closed = False
+        self.aborted = False
+
+    def _check(self) -> None:
+        assert 0 <= self.holding <= self.max_concurrent, self.holding
+        assert len(self.queue) <= self.max_queued
+        assert self.running >= 0
+        assert self.accepted == (
+            len(self.queue) + self.running + self.finished + self.failed + self.cancelled
+        )
+
+    # -- accepting ---------------------------------------------------------------
+
+    def admit(self, name: str, parent_path: Path, caller: Node[H] | None) -> Node[H] | None:
+        """Check that a task ``name`` may be accepted under ``parent_path`` now, for a
+        submit made by ``caller`` (the running task whose run submits, if any); return
+        its parent node (None at the root or under a path with no live task).
+
+        Raises:
+          MaxDepthError: the path is at the depth limit.
+          PoolClosedError: the pool was cancelled, or it is closed and the caller is
+            not the running parent.
+          QueueFull: the queue is full.
+        """
+        if len(parent_path) >= self.max_depth:
+            raise MaxDepthError(name, parent_path, self.max_depth)
+        if self.aborted:
+            raise PoolClosedError("the pool was cancelled: it accepts no new tasks")
+        parent = self.live.get(parent_path) if parent_path else None
+        # Accepted work may still delegate after close(): the caller is a running
+        # task of this pool submitting under its own path.
+        inside = caller is not None and caller is parent and caller.status is TaskStatus.running
+        if self.closed and not inside:
+            raise PoolClosedError("the pool is closed: it accepts no new tasks")
+        if len(self.queue) >= self.max_queued:
+            raise QueueFull
+        return parent
+
+    def accept(self, node: Node[H]) -> list[Effect[H]]:
+        """Take ``node`` (admitted just before, not yet seen) into the queue."""
+        if node.path in self.live or node.status is not TaskStatus.queued:
+            raise IllegalTransition(f"{node!r} was accepted already")
+        if len(self.queue) >= self.max_queued:
+            raise IllegalTransition("accept without admit: the queue is full")
+        self.accepted += 1
+        self.live[node.path] = node
+        self.queue.append(node)
+        if node.parent is not None:
+            node.parent.children.append(node)
+        effects: list[Effect[H]] = [StartRunner(node)]
+        self._pump(effects)
+        if self._under_a_cancel(node.parent, node.path[:-1]):
+            self._cancel_tree(node, effects)
+        if __debug__:
+            self._check()
+        return effects
+
+    def _under_a_cancel(self, parent: Node[H] | None, parent_path: Path) -> bool:
+        # Below a node a cancel reached, live or resolved (while referenced): the
+        # outcome must not depend on whether it has resolved yet.
+        if parent is not None and parent.cancel_called:
+            return True
+        live = self.live
+        ended = self.ended_cancels
+        for depth in range(1, len(parent_path) + 1):
+            prefix = parent_path[:depth]
+            node = live.get(prefix)
+            if node is None:
+                node = ended.get(prefix)
+            if node is not None and node.cancel_called:
+                return True
+        return False
+
+    def park_submitter(self, token: object) -> None:
+        """A submit waits for room in the queue (``token``: what to wake)."""
+        self.submitters.append(token)
+
+    def withdraw_submitter(self, token: object) -> None:
+        """A parked submit was cancelled: forget it."""
+        self.submitters.remove(token)
+
+    def _wake_one(self, effects: list[Effect[H]]) -> None:
+        if self.submitters:
+            effects.append(WakeSubmitter(self.submitters.popleft()))
+
+    # -- slots ----------------------------------------------------------------------
+
+    def _pump(self, effects: list[Effect[H]]) -> None:
+        # The one place that hands free slots out: parents coming back from a
+        # subagent first (they finish accepted work), then queued tasks in order.
+        while self.holding < self.max_concurrent:
+            if self.returning:
+                node = self.returning.popleft()
+            elif self.queue:
+                node = self.queue.popleft()
+                node.status = TaskStatus.running
+                self.running += 1
+                self._wake_one(effects)
+            else:
+                return
+            self.holding += 1
+            node.holds_slot = True
+            effects.append(Grant(node))
+
+    def _release(self, node: Node[H], effects: list[Effect[H]]) -> None:
+        if node.holds_slot:
+            node.holds_slot = False
+            self.holding -= 1
+            self._pump(effects)
+
+    def lend(self, node: Node[H]) -> list[Effect[H]]:
+        """A call of ``node``'s run starts blocking: the first one lends its slot."""
+        if node.status is not TaskStatus.running:
+            raise IllegalTransition(f"{node!r} cannot lend a slot")
+        node.lending += 1
+        effects: list[Effect[H]] = []
+        if node.lending == 1:
+            self._release(node, effects)
+        if __debug__:
+            self._check()
+        return effects
+
+    def lend_ended(self, node: Node[H]) -> bool:
+        """A lending call of ``node`` ended; True if it was the last (take the slot back)."""
+        if node.lending < 1:
+            raise IllegalTransition(f"{node!r} is not lending")
+        node.lending -= 1
+        return node.lending == 0
+
+    def await_child(self, parent: Node[H], child: Node[H]) -> None:
+        """``parent``'s lending call waits for ``child`` alone."""
+        parent.awaiting = child
+
+    def stop_awaiting(self, parent: Node[H], child: Node[H]) -> None:
+        """``parent``'s call waiting for ``child`` ended (another may wait by now)."""
+        if parent.awaiting is child:
+            parent.awaiting = None
+
+    def take_back(self, node: Node[H]) -> tuple[bool, list[Effect[H]]]:
+        """``node`` wants a slot back: granted now (True), or it waits among the
+        returning (False) until a Grant; :meth:`withdraw` undoes the wait."""
+        if node.holds_slot:
+            return True, []
+        if node in self.returning:
+            raise IllegalTransition(f"{node!r} is waiting for a slot already")
+        self.returning.append(node)
+        effects: list[Effect[H]] = []
+        self._pump(effects)
+        if __debug__:
+            self._check()
+        return node.holds_slot, effects
+
+    def withdraw(self, node: Node[H]) -> None:
+        """A waiting take-back was cancelled: it leaves the line (no effect)."""
+        self.returning.remove(node)
+
+    # -- ends -----------------------------------------------------------------------
+
+    def run_ended(self, node: Node[H], status: TaskStatus) -> list[Effect[H]]:
+        """``node``'s runner ended its run with ``status`` (cancelled: it did not end
+        on its own). Its slot goes back to its parent if the parent waits for it
+        alone, else to the pool; its status and the counts move."""
+        if node.status is TaskStatus.running and status not in TRANSITIONS[node.status]:
+            raise IllegalTransition(f"{node!r} cannot end {status}")
+        if node.resolved or node in self.returning:
+            raise IllegalTransition(f"{node!r} cannot end now")
+        effects: list[Effect[H]] = []
+        parent = node.parent
+        if (
+            node.holds_slot
+            and parent is not None
+            and parent.awaiting is node
+            and parent.lending == 1
+            and not parent.holds_slot
+            and not parent.cancel_called
+        ):
+            # Accepted work finishes before queued work: no pump in between.
+            node.holds_slot = False
+            parent.holds_slot = True
+        else:
+            self._release(node, effects)
+        if node.status is TaskStatus.queued:
+            self._cancel_one(node, effects)
+        elif node.status is TaskStatus.running:
+            self.running -= 1
+            node.status = status
+            if status is TaskStatus.finished:
+                self.finished += 1
+            elif status is TaskStatus.cancelled:
+                self.cancelled += 1
+            else:
+                self.failed += 1
+        if __debug__:
+            assert not node.holds_slot
+            self._check()
+        return effects
+
+    def resolve(self, node: Node[H]) -> list[Effect[H]]:
+        """``node``'s runner is done: the core keeps nothing of it but, while its
+        handle is referenced, the mark of a cancel."""
+        if node.resolved or node.status in TRANSITIONS or node.holds_slot:
+            raise IllegalTransition(f"{node!r} cannot resolve")
+        del self.live[node.path]
+        node.resolved = True
+        if node.cancel_called:
+            self.ended_cancels[node.path] = node
+        return [Resolve(node)]
+
+    def _cancel_one(self, node: Node[H], effects: list[Effect[H]]) -> None:
+        node.cancel_called = True
+        effects.append(CancelRun(node))
+        if node.status is TaskStatus.queued:
+            self.queue.remove(node)
+            self._wake_one(effects)
+            node.status = TaskStatus.cancelled
+            self.cancelled += 1
+
+    def _cancel_tree(self, node: Node[H], effects: list[Effect[H]]) -> None:
+        stack = [node]
+        while stack:
+            one = stack.pop()
+            self._cancel_one(one, effects)
+            if one.resolved:
+                self.ended_cancels[one.path] = one
+            stack.extend(one.children)
+
+    def cancel(self, node: Node[H]) -> list[Effect[H]]:
+        """Cancel ``node`` and every node below it (live or resolved); idempotent."""
+        effects: list[Effect[H]] = []
+        self._cancel_tree(node, effects)
+        if __debug__:
+            self._check()
+        return effects
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def close(self) -> list[Effect[H]]:
+        """Accept nothing more from outside; every parked submit wakes (to fail)."""
+        self.closed = True
+        effects: list[Effect[H]] = [WakeSubmitter(token) for token in self.submitters]
+        self.submitters.clear()
+        return effects
+
+    def abort(self) -> list[Effect[H]]:
+        """Close, refuse every submit, and cancel every live node."""
+        effects = self.close()
+        self.aborted = True
+        for node in list(self.live.values()):
+            self._cancel_one(node, effects)
+        if __debug__:
+            self._check()
+        return effects
+
+    def statistics(self) -> PoolStatistics:
+        """A snapshot of the counts and limits."""
+        return PoolStatistics(
+            running=self.running,
+            queued=len(self.queue),
+            finished=self.finished,
+            failed=self.failed,
+            cancelled=self.cancelled,
+            accepted=self.accepted,
+            holding_slots=self.holding,
+            waiting_submitters=len(self.submitters),
+            max_concurrent=self.max_concurrent,
+            max_queued=self.max_queued,
+            max_depth=self.max_depth,
+            closed=self.closed,
+        )

@@ -1,0 +1,111 @@
+"""open_pool: a Pool whose tasks run in a nursery inside the caller's block."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import trio
+
+from ._lifecycle import end_task, run_task
+from ._pool import Pool
+from ._spec import Defaults
+from ._stream import Stream
+from ._watchdog import LoopWatchdog, check_threshold
+from .mcp._sessions import open_mcp_sessions
+
+if TYPE_CHECKING:
+    from .mcp import McpServer
+
+
+def _at_least_one(name: str, value: int) -> None:
+    if value < 1:
+        raise ValueError(f"open_pool {name} must be at least 1, not {value!r}")
+
+
+@asynccontextmanager
+async def open_pool(
+    *,
+    max_concurrent: int = 8,
+    max_queued: int = 1024,
+    max_depth: int = 8,
+    defaults: Defaults | None = None,
+    events: Stream | None = None,
+    max_children: int = 5,
+    children_timeout: float = 30.0,
+    loop_watchdog: float | None = None,
+    mcp: Iterable[McpServer] = (),
+) -> AsyncIterator[Pool]:
+    """Open a :class:`Pool` whose tasks run in a nursery inside this block.
+
+    Leaving the block normally closes the pool and waits for every task;
+    leaving it by an exception cancels every task first. Nothing the pool
+    starts outlives the block.
+
+    Args:
+      max_concurrent: Runs executing at once (a run waiting for its own
+        subagent does not count).
+      max_queued: Tasks accepted and waiting to start.
+      max_depth: The longest AgentPath (1: no delegation).
+      defaults: What specs inherit (model, gate, audit sink, agent id).
+      events: Where events of tasks with no other destination go; the pool never closes it.
+      max_children: Live subagents one run may have, unless its spec says otherwise.
+      children_timeout: Seconds a run waits for a child slot before the delegation fails.
+      loop_watchdog: Wall-clock seconds the trio thread may go without reaching a
+        checkpoint (an async tool blocking the loop); ``None`` (default): unwatched.
+        A stall is logged on the ``subagent`` logger (running tool, stack) when seen,
+        and sent to ``events`` as one ``event_loop_blocked`` event once the loop runs
+        again (see :class:`subagent.LoopStall`). The thread stops with the block.
+      mcp: MCP servers whose tools specs may name (:class:`subagent.mcp.McpServer`):
+        started at once when the block opens (it waits for each at most its
+        ``start_timeout``), shared by every run, closed (and reaped) when it ends.
+    """
+    _at_least_one("max_concurrent", max_concurrent)
+    _at_least_one("max_queued", max_queued)
+    _at_least_one("max_depth", max_depth)
+    _at_least_one("max_children", max_children)
+    if not (children_timeout > 0 and not math.isnan(children_timeout)):
+        raise ValueError(f"open_pool children_timeout must be positive, not {children_timeout!r}")
+    check_threshold(loop_watchdog)
+    async with open_mcp_sessions(mcp, events) as sessions:
+        body_error: BaseException | None = None
+        watchdog: LoopWatchdog | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                pool = Pool(
+                    nursery,
+                    (run_task, end_task),
+                    max_concurrent=max_concurrent,
+                    max_queued=max_queued,
+                    max_depth=max_depth,
+                    defaults=defaults if defaults is not None else Defaults(),
+                    events=events,
+                    max_children=max_children,
+                    children_timeout=children_timeout,
+                    mcp=sessions,
+                )
+                if loop_watchdog is not None:
+                    watchdog = LoopWatchdog(loop_watchdog, pool)
+                    watchdog.start(nursery)
+                try:
+                    yield pool
+                except BaseException as exc:
+                    body_error = exc
+                    pool.cancel()
+                    raise
+                finally:
+                    pool.close()
+        except BaseExceptionGroup as group:
+            # The pool's own tasks never raise, so a group holding only the body's
+            # exception is that exception: give it back to the caller unwrapped
+            # (raised below, outside this handler, so its own cause and context stay).
+            if body_error is None or group.exceptions != (body_error,):
+                raise
+        else:
+            return
+        finally:
+            if watchdog is not None:
+                watchdog.stop()
+        raise body_error
