@@ -112,7 +112,7 @@ _INSTRUCTIONS = (
 
 def serve_specs_file(specs: SpecFile, *, gate: ToolGate, ledger_path: Path) -> None:
     """Run :func:`serve_specs` on trio with a ledger at ``ledger_path``; blocks."""
-    from .._cli import open_sink
+    from .._ledgerfile import open_sink
 
     async def main() -> None:
         sink = open_sink(ledger_path)

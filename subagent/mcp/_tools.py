@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -20,7 +20,13 @@ from ._config import McpServer, McpToolError
 if TYPE_CHECKING:
     import mcp_types
 
-    from ._sessions import McpSessions
+
+class ToolCaller(Protocol):
+    """What a tool needs of the pool's sessions (:class:`McpSessions`): a call."""
+
+    async def call(
+        self, name: str, tool: str, arguments: dict[str, Any]
+    ) -> mcp_types.CallToolResult: ...
 
 
 @attrs.frozen(eq=False)
@@ -40,11 +46,11 @@ class McpTool:
     parameters: Mapping[str, Any]
     server: str
     read_only: bool
-    _sessions: McpSessions = attrs.field(repr=False)
+    _sessions: ToolCaller = attrs.field(repr=False)
 
     @classmethod
     def from_listing(
-        cls, sessions: McpSessions, server: McpServer, tool: mcp_types.Tool
+        cls, sessions: ToolCaller, server: McpServer, tool: mcp_types.Tool
     ) -> McpTool:
         """The tool as the server listed it."""
         return cls(
@@ -71,7 +77,7 @@ class McpTool:
         return text
 
 
-def placeholder(sessions: McpSessions, server: McpServer, name: str) -> McpTool:
+def placeholder(sessions: ToolCaller, server: McpServer, name: str) -> McpTool:
     """A stand-in for tool ``name`` of a server that has not listed its tools yet: an
     open schema, and calls that go to the server once it runs."""
     return McpTool(
