@@ -9,7 +9,6 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from agentcore import Event as CoreEvent
@@ -70,7 +69,8 @@ def test_rich_markup_round_trips_as_literal_text(text: str) -> None:
     console = Console(file=io.StringIO(), width=80, color_system=None, force_terminal=False)
     console.print(Text(safe), end="", soft_wrap=True)
     assert console.file.getvalue() == safe  # type: ignore[attr-defined]
-    assert Text.from_markup(escape(safe)).plain == safe
+    # (Not asserted: rich.markup.escape round-trips, which it does not for a trailing
+    # backslash; the CLI never builds markup from outside text, only Text objects.)
 
 
 def test_hostile_text_is_shown_escaped() -> None:
