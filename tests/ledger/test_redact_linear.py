@@ -68,7 +68,7 @@ def _best_time(text: str, runs: int = 5) -> float:
     return best
 
 
-def growth(small: str, large: str, attempts: int = 3) -> float:
+def growth(small: str, large: str, attempts: int = 5) -> float:
     """How many times longer ``large`` takes than ``small`` (the smallest of a few tries)."""
     ratio = float("inf")
     for _ in range(attempts):
