@@ -27,8 +27,31 @@ _T = TypeVar("_T")
 DEFAULT_FALLBACK = 120.0
 
 
+def invalid_arguments(tool: str, text: str) -> InvalidArgumentsError:
+    """The error for bad arguments of the pool's tool ``tool``."""
+    return InvalidArgumentsError(f"invalid arguments for the {tool} tool: {text}")
+
+
 def _invalid(text: str) -> InvalidArgumentsError:
-    return InvalidArgumentsError(f"invalid arguments for the subagent tool: {text}")
+    return invalid_arguments("subagent", text)
+
+
+def object_arguments(tool: str, arguments: str) -> dict[str, Any]:
+    """The JSON object of a pool tool's ``arguments``, within agentcore's argument
+    bounds. Not a checkpoint.
+
+    Raises:
+      InvalidArgumentsError: not JSON, too large or deep, or not an object.
+    """
+    try:
+        value = load_arguments(arguments)
+    except ArgumentsError as exc:
+        raise invalid_arguments(tool, str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise invalid_arguments(tool, f"not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise invalid_arguments(tool, f"expected a JSON object, not {type(value).__name__}")
+    return value
 
 
 def parse_arguments(arguments: str) -> tuple[str, str, bool]:
@@ -37,14 +60,7 @@ def parse_arguments(arguments: str) -> tuple[str, str, bool]:
     Raises:
       InvalidArgumentsError: they do not match the tool's schema.
     """
-    try:
-        value = load_arguments(arguments)
-    except ArgumentsError as exc:
-        raise _invalid(str(exc)) from None
-    except (ValueError, TypeError) as exc:
-        raise _invalid(f"not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise _invalid(f"expected a JSON object, not {type(value).__name__}")
+    value = object_arguments("subagent", arguments)
     for key in value:
         if key not in _ARGUMENTS:
             raise _invalid(

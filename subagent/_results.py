@@ -7,9 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from agentcore import ArgumentsError, Liveness, load_arguments
+from agentcore import Liveness
 
-from ._delegation import calling_task, fallback_bound, lend_slot
+from ._delegation import (
+    calling_task,
+    fallback_bound,
+    invalid_arguments,
+    lend_slot,
+    object_arguments,
+)
 from ._errors import InvalidArgumentsError, SubagentError, format_path
 
 if TYPE_CHECKING:
@@ -18,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def _invalid(text: str) -> InvalidArgumentsError:
-    return InvalidArgumentsError(f"invalid arguments for the subagent_results tool: {text}")
+    return invalid_arguments("subagent_results", text)
 
 
 def parse_results_arguments(arguments: str) -> tuple[bool, float | None]:
@@ -27,14 +33,7 @@ def parse_results_arguments(arguments: str) -> tuple[bool, float | None]:
     Raises:
       InvalidArgumentsError: they do not match the tool's schema.
     """
-    try:
-        value = load_arguments(arguments)
-    except ArgumentsError as exc:
-        raise _invalid(str(exc)) from None
-    except (ValueError, TypeError) as exc:
-        raise _invalid(f"not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise _invalid(f"expected a JSON object, not {type(value).__name__}")
+    value = object_arguments("subagent_results", arguments)
     for key in value:
         if key not in ("all", "timeout"):
             raise _invalid(f"unknown argument {key!r}; the arguments are 'all' and 'timeout'")
