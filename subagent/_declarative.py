@@ -17,6 +17,7 @@ The format::
     model = "openai:gpt-4o-mini"
     agent_id = "my-app"
     limits = "openai"           # the defaults' model waits on [limits.openai]
+    # tool_timeout, hook_timeout, max_parallel_tools, history_limit and retry too
 
     [agents.researcher]
     description = "Finds things out."
@@ -32,6 +33,11 @@ The format::
     critical = false
     max_children = 3
     max_messages = 50                       # the conversation bound (history compression)
+    history_limit = 200000                  # ...and its bound in characters
+    tool_timeout = 120.0                    # agent settings (unset: [defaults], then
+    hook_timeout = 5.0                      # agentcore's own defaults); hooks have
+    max_parallel_tools = 8                  # no textual form
+    retry = { max_attempts = 5, max_delay = 30.0 }   # any of RetryPolicy's fields
 
     [mcp.time]                  # an MCP server: command/args/env (stdio) or url/headers
     command = "mcp-server-time"

@@ -20,6 +20,7 @@ from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation
 from ._events import Event, EventKind
 from ._results import SubagentResultsTool
+from ._spec import agent_settings
 from ._task import Task, end_status
 
 #: Appended to every subagent's system prompt (SPEC 3.4, isolation).
@@ -63,6 +64,7 @@ def build_agent(task: Task) -> Agent:
         audit=spec.audit,
         max_messages=spec.max_messages,
         **limits,
+        **agent_settings(spec),
     )
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentcore import ChatModel, Run, Tool, ToolGate, nested_gate
+from agentcore import ChatModel, RetryPolicy, Run, Tool, ToolGate, nested_gate
 
 from ._errors import SpecError, format_path
 
@@ -30,6 +30,28 @@ def _names(value: Iterable[str] | None) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _hooks(value: Iterable[object] | None) -> tuple[object, ...] | None:
+    return None if value is None else tuple(value)
+
+
+#: The agent settings a Spec inherits from Defaults field by field, each passed to
+#: the task's ``agentcore.Agent`` under the same name; ``None`` leaves agentcore's default.
+AGENT_SETTINGS = (
+    "hooks",
+    "tool_timeout",
+    "hook_timeout",
+    "retry",
+    "max_parallel_tools",
+    "history_limit",
+)
+
+
+def agent_settings(spec: Spec) -> dict[str, Any]:
+    """The agent settings ``spec`` sets, as ``agentcore.Agent`` keyword arguments."""
+    values = {name: getattr(spec, name) for name in AGENT_SETTINGS}
+    return {name: value for name, value in values.items() if value is not None}
+
+
 @attrs.frozen
 class Defaults:
     """What a :class:`Spec` inherits for each field it leaves unset.
@@ -42,12 +64,21 @@ class Defaults:
       gate: The tool gate of specs that name none.
       audit: The ``ledger.Sink`` of specs that name none.
       agent_id: The agent id of specs that name none (else the spec's name is used).
+      hooks, tool_timeout, hook_timeout, retry, max_parallel_tools, history_limit:
+        The agent settings of specs that leave them ``None`` (see :class:`Spec`);
+        ``None`` here leaves agentcore's default.
     """
 
     model: ChatModel | None = None
     gate: ToolGate | None = None
     audit: Sink | None = None
     agent_id: str = ""
+    hooks: tuple[object, ...] | None = attrs.field(default=None, converter=_hooks)
+    tool_timeout: float | None = None
+    hook_timeout: float | None = None
+    retry: RetryPolicy | None = None
+    max_parallel_tools: int | None = None
+    history_limit: int | None = None
 
 
 @attrs.frozen
@@ -81,6 +112,17 @@ class Spec:
       delegates_to: The agents its runs may delegate to through the delegation tool
         (the tool lists only those, and refuses any other); ``None`` (the default)
         for every registered agent, ``()`` for none (the tool is then not offered).
+      hooks: The ``agentcore`` hooks of its runs (observers and interceptors);
+        ``()`` for none, whatever the defaults say.
+      tool_timeout: Seconds one opaque tool call may take (``Agent(tool_timeout=)``).
+      hook_timeout: Seconds one hook call may take (``Agent(hook_timeout=)``).
+      retry: How its model calls are retried (an ``agentcore.RetryPolicy``).
+      max_parallel_tools: At most this many of a turn's read-only tool calls run at once.
+      history_limit: The bound on the summed size of its conversation
+        (``Agent(history_limit=)``, characters by default).
+
+    The last six are agent settings: ``None`` inherits the pool's
+    :class:`Defaults`, and ``None`` there leaves agentcore's own default.
 
     Delegation cannot widen permission: a task started from within a run (by the
     delegation tool, or any submit made while the run calls a tool or hook) gets
@@ -103,6 +145,12 @@ class Spec:
     max_children: int | None = None
     max_messages: int | None = 50
     delegates_to: tuple[str, ...] | None = attrs.field(default=None, converter=_names)
+    hooks: tuple[object, ...] | None = attrs.field(default=None, converter=_hooks)
+    tool_timeout: float | None = None
+    hook_timeout: float | None = None
+    retry: RetryPolicy | None = None
+    max_parallel_tools: int | None = None
+    history_limit: int | None = None
 
     def inherit(self, defaults: Defaults) -> Spec:
         """This spec with its unset fields taken from ``defaults``; not a checkpoint.
@@ -117,6 +165,11 @@ class Spec:
             gate=self.gate if self.gate is not None else defaults.gate,
             audit=self.audit if self.audit is not None else defaults.audit,
             agent_id=self.agent_id or defaults.agent_id or self.name,
+            **{
+                name: getattr(defaults, name)
+                for name in AGENT_SETTINGS
+                if getattr(self, name) is None
+            },
         )
         resolved._check()
         return resolved
@@ -131,14 +184,18 @@ class Spec:
             raise bad("no model: give the spec a model or the pool a default model")
         if self.max_turns is not None and self.max_turns < 1:
             raise bad(f"max_turns must be at least 1, not {self.max_turns!r}")
-        for field in ("timeout", "idle_timeout"):
+        for field in ("timeout", "idle_timeout", "tool_timeout", "hook_timeout"):
             value = getattr(self, field)
             if value is not None and not (value > 0 and not math.isnan(value)):
                 raise bad(f"{field} must be positive or None, not {value!r}")
         if self.max_children is not None and self.max_children < 1:
             raise bad(f"max_children must be at least 1, not {self.max_children!r}")
-        if self.max_messages is not None and self.max_messages < 1:
-            raise bad(f"max_messages must be at least 1, not {self.max_messages!r}")
+        for field in ("max_messages", "max_parallel_tools", "history_limit"):
+            value = getattr(self, field)
+            if value is not None and value < 1:
+                raise bad(f"{field} must be at least 1, not {value!r}")
+        if self.retry is not None and not isinstance(self.retry, RetryPolicy):
+            raise bad(f"retry must be an agentcore.RetryPolicy, not {type(self.retry).__name__}")
         for agent in self.delegates_to or ():
             if not isinstance(agent, str) or not agent or "/" in agent:
                 raise bad(

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from agentcore import ChatModel, Tool
+from agentcore import ChatModel, RetryPolicy, Tool
 from agentcore.models import FallbackModel, RateLimited, RateLimiter
 
 from ._errors import SpecError
@@ -45,8 +45,33 @@ AGENT_KEYS = frozenset(
         "agent_id",
         "delegates_to",
         "limits",
+        "tool_timeout",
+        "hook_timeout",
+        "retry",
+        "max_parallel_tools",
+        "history_limit",
     }
 )
+#: The agent settings an agent table and [defaults] may set, with their kind (``retry``
+#: is a table of RetryPolicy's fields; hooks have no textual form).
+SETTING_KEYS = {
+    "tool_timeout": float,
+    "hook_timeout": float,
+    "max_parallel_tools": int,
+    "history_limit": int,
+}
+DEFAULTS_KEYS = ("model", "agent_id", "limits", *SETTING_KEYS, "retry")
+#: RetryPolicy's fields a ``retry`` table may set: each its kind, and whether 0 is
+#: allowed (``jitter`` is also at most 1, so a delay is never negative).
+RETRY_KEYS: dict[str, tuple[type, bool]] = {
+    "max_attempts": (int, False),
+    "base_delay": (float, True),
+    "factor": (float, False),
+    "max_delay": (float, True),
+    "jitter": (float, True),
+    "context_retries": (int, True),
+    "length_retries": (int, True),
+}
 ModelResolver = Callable[[str], ChatModel]
 
 
@@ -202,11 +227,11 @@ class Reader:
         return settings
 
     def defaults(self, table: Mapping[str, Any]) -> Defaults:
-        unknown = sorted(set(table) - {"model", "agent_id", "limits"}, key=str)
+        unknown = sorted(set(table) - set(DEFAULTS_KEYS), key=str)
         if unknown:
             raise self.error(
                 f"[defaults] field {unknown[0]!r}",
-                "unknown; the fields are model, agent_id, limits",
+                f"unknown; the fields are {', '.join(DEFAULTS_KEYS)}",
             )
         model = None
         if "model" in table:
@@ -215,7 +240,47 @@ class Reader:
         if "limits" in table:
             model = self.limited("[defaults] field 'limits'", table["limits"], model)
         agent_id = self.string("[defaults] field 'agent_id'", table.get("agent_id", ""))
-        return Defaults(model=model, agent_id=agent_id)
+        settings = self.settings(lambda key: f"[defaults] field {key!r}", table)
+        return Defaults(model=model, agent_id=agent_id, **settings)
+
+    def settings(self, field: Callable[[str], str], table: Mapping[str, Any]) -> dict[str, Any]:
+        # The agent settings of an agent table or [defaults], as Spec/Defaults keywords.
+        settings: dict[str, Any] = {}
+        for key, kind in SETTING_KEYS.items():
+            if key in table:
+                settings[key] = self.number(field(key), table[key], kind)
+        if "retry" in table:
+            settings["retry"] = self.retry(field("retry"), table["retry"])
+        return settings
+
+    def retry(self, where: str, table: Any) -> RetryPolicy:
+        if not isinstance(table, Mapping):
+            raise self.error(where, f"must be a table, not {_kind(table)}")
+        unknown = sorted(set(table) - set(RETRY_KEYS), key=str)
+        if unknown:
+            raise self.error(
+                f"{where} key {_shown(unknown[0])}",
+                f"unknown; the keys are {', '.join(RETRY_KEYS)}",
+            )
+        values: dict[str, Any] = {}
+        for key, value in table.items():
+            kind, zero = RETRY_KEYS[key]
+            at = f"{where} key {key!r}"
+            if isinstance(value, bool) or not isinstance(value, (kind, int)):
+                noun = "an integer" if kind is int else "a number"
+                raise self.error(at, f"must be {noun}, not {_kind(value)}")
+            if kind is float:
+                try:
+                    value = float(table[key])
+                except OverflowError:  # an integer beyond any float
+                    value = math.inf
+            if not (value >= 0 if zero else value > 0) or value == math.inf:
+                least = "not negative" if zero else "positive"
+                raise self.error(at, f"must be {least} and finite, not {_shown(value)}")
+            if key == "jitter" and value > 1:
+                raise self.error(at, f"must be at most 1, not {_shown(value)}")
+            values[key] = value
+        return RetryPolicy(**values)
 
     def agent(self, name: str, raw: Any) -> tuple[Spec, tuple[str, ...]]:
         where = f"agent {name!r}"
@@ -265,6 +330,7 @@ class Reader:
                     field("delegates_to"), f"must be a list of agent names, not {_kind(names)}"
                 )
             kwargs["delegates_to"] = tuple(names)
+        kwargs.update(self.settings(field, raw))
         tools, pool_tools = self.tools(field("tools"), raw.get("tools", []))
         try:
             spec = Spec(name, tools=tools, **kwargs)

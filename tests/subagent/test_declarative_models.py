@@ -125,7 +125,8 @@ model = "fake:d"
         ({"agents": {"a": {"model": ["fake:a", "nope:b"]}}},
          "agent 'a' field 'model' [1]: Unknown model spec 'nope:b'"),
         ({"defaults": {"model": "fake:a", "colour": 1}},
-         "[defaults] field 'colour': unknown; the fields are model, agent_id, limits"),
+         "[defaults] field 'colour': unknown; the fields are model, agent_id, limits, "
+         "tool_timeout, hook_timeout, max_parallel_tools, history_limit, retry"),
     ],
 )
 def test_bad_models_and_limits_name_the_field(data: dict[str, Any], message: str) -> None:
