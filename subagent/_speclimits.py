@@ -1,4 +1,5 @@
-"""The ``[limits.NAME]`` tables of a specs file: shared rate limits agents name."""
+"""The ``[limits.NAME]`` tables of a specs file (shared rate limits agents name) and
+the ``retry`` tables of its agents (their retry policy)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agentcore import RetryPolicy
 from agentcore.models import RateLimiter
 
 #: The fields of a ``[limits.NAME]`` table.
@@ -52,3 +54,59 @@ def read_limits(
             raise error(where, f"names no limit; give {' or '.join(LIMIT_KEYS)}")
         limiters[name] = RateLimiter(**rates)
     return limiters
+
+
+#: The fields of a ``retry`` table, each with its type and whether 0 is allowed.
+RETRY_KEYS: dict[str, tuple[type, bool]] = {
+    "max_attempts": (int, False),
+    "base_delay": (float, True),
+    "factor": (float, False),
+    "max_delay": (float, True),
+    "jitter": (float, True),
+    "context_retries": (int, True),
+    "length_retries": (int, True),
+}
+
+
+def read_retry(
+    where: str,
+    table: Any,
+    error: Callable[[str, str], Exception],
+    kind: Callable[[Any], str],
+    shown: Callable[[object], str],
+) -> RetryPolicy:
+    """The :class:`~agentcore.RetryPolicy` of a ``retry`` table (any of its fields);
+    not a checkpoint.
+
+    Raises:
+      What ``error(where, text)`` makes, for a value that is not a table, an unknown
+      key, or a value of the wrong type, not positive (or negative where 0 is allowed),
+      infinite, or a ``jitter`` above 1.
+    """
+    if not isinstance(table, Mapping):
+        raise error(where, f"must be a table, not {kind(table)}")
+    unknown = sorted(set(table) - set(RETRY_KEYS), key=str)
+    if unknown:
+        raise error(
+            f"{where} key {shown(unknown[0])}",
+            f"unknown; the keys are {', '.join(RETRY_KEYS)}",
+        )
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        want, zero = RETRY_KEYS[key]
+        at = f"{where} key {key!r}"
+        if isinstance(value, bool) or not isinstance(value, (want, int)):
+            noun = "an integer" if want is int else "a number"
+            raise error(at, f"must be {noun}, not {kind(value)}")
+        if want is float:
+            try:
+                value = float(table[key])
+            except OverflowError:  # an integer beyond any float
+                value = math.inf
+        if not (value >= 0 if zero else value > 0) or value == math.inf:
+            least = "not negative" if zero else "positive"
+            raise error(at, f"must be {least} and finite, not {shown(value)}")
+        if key == "jitter" and value > 1:
+            raise error(at, f"must be at most 1, not {shown(value)}")
+        values[key] = value
+    return RetryPolicy(**values)

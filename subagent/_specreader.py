@@ -18,7 +18,7 @@ from agentcore.models import FallbackModel, RateLimited, RateLimiter
 
 from ._errors import SpecError
 from ._spec import Defaults, Spec
-from ._speclimits import read_limits
+from ._speclimits import read_limits, read_retry
 from .mcp._config import NAME, McpServer, server_from_table
 
 #: Tools that belong to a pool, added by :meth:`SpecFile.specs_for`.
@@ -63,15 +63,6 @@ SETTING_KEYS = {
 DEFAULTS_KEYS = ("model", "agent_id", "limits", *SETTING_KEYS, "retry")
 #: RetryPolicy's fields a ``retry`` table may set: each its kind, and whether 0 is
 #: allowed (``jitter`` is also at most 1, so a delay is never negative).
-RETRY_KEYS: dict[str, tuple[type, bool]] = {
-    "max_attempts": (int, False),
-    "base_delay": (float, True),
-    "factor": (float, False),
-    "max_delay": (float, True),
-    "jitter": (float, True),
-    "context_retries": (int, True),
-    "length_retries": (int, True),
-}
 ModelResolver = Callable[[str], ChatModel]
 
 
@@ -254,33 +245,7 @@ class Reader:
         return settings
 
     def retry(self, where: str, table: Any) -> RetryPolicy:
-        if not isinstance(table, Mapping):
-            raise self.error(where, f"must be a table, not {_kind(table)}")
-        unknown = sorted(set(table) - set(RETRY_KEYS), key=str)
-        if unknown:
-            raise self.error(
-                f"{where} key {_shown(unknown[0])}",
-                f"unknown; the keys are {', '.join(RETRY_KEYS)}",
-            )
-        values: dict[str, Any] = {}
-        for key, value in table.items():
-            kind, zero = RETRY_KEYS[key]
-            at = f"{where} key {key!r}"
-            if isinstance(value, bool) or not isinstance(value, (kind, int)):
-                noun = "an integer" if kind is int else "a number"
-                raise self.error(at, f"must be {noun}, not {_kind(value)}")
-            if kind is float:
-                try:
-                    value = float(table[key])
-                except OverflowError:  # an integer beyond any float
-                    value = math.inf
-            if not (value >= 0 if zero else value > 0) or value == math.inf:
-                least = "not negative" if zero else "positive"
-                raise self.error(at, f"must be {least} and finite, not {_shown(value)}")
-            if key == "jitter" and value > 1:
-                raise self.error(at, f"must be at most 1, not {_shown(value)}")
-            values[key] = value
-        return RetryPolicy(**values)
+        return read_retry(where, table, self.error, _kind, _shown)
 
     def agent(self, name: str, raw: Any) -> tuple[Spec, tuple[str, ...]]:
         where = f"agent {name!r}"
