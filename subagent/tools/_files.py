@@ -38,6 +38,20 @@ MAX_LIST_ENTRIES = 1000
 MAX_LIST_READ = 100_000
 
 
+def _check_file(info: os.stat_result, path: str, directory: str) -> None:
+    """Refuse what ``path``'s ``lstat`` shows unless it is a regular file with one link
+    (``directory``: what to say of a directory). A symlink raises :class:`Symlink`:
+    the walk looks again."""
+    if stat.S_ISLNK(info.st_mode):
+        raise Symlink
+    if stat.S_ISDIR(info.st_mode):
+        raise WorkspaceError(f"{show(path)} {directory}")
+    if not stat.S_ISREG(info.st_mode):
+        raise WorkspaceError(f"{show(path)} is not a regular file")
+    if info.st_nlink > 1:
+        raise WorkspaceError(hard_links(path, info.st_nlink))
+
+
 def read_file(workspace: Workspace, args: Mapping[str, Any]) -> str:
     """The text of a file (UTF-8, undecodable bytes replaced), truncated to
     ``max_read_bytes`` with a note saying so."""
@@ -50,14 +64,7 @@ def read_file(workspace: Workspace, args: Mapping[str, Any]) -> str:
         info = lstat_at(dir_fd, name)
         if info is None:
             raise WorkspaceError(f"{show(path)} does not exist")
-        if stat.S_ISLNK(info.st_mode):
-            raise Symlink
-        if stat.S_ISDIR(info.st_mode):
-            raise WorkspaceError(f"{show(path)} is a directory, not a file")
-        if not stat.S_ISREG(info.st_mode):
-            raise WorkspaceError(f"{show(path)} is not a regular file")
-        if info.st_nlink > 1:
-            raise WorkspaceError(hard_links(path, info.st_nlink))
+        _check_file(info, path, "is a directory, not a file")
         try:
             fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
@@ -176,14 +183,7 @@ def write_file(workspace: Workspace, args: Mapping[str, Any]) -> str:
             raise WorkspaceError(f"{show(path)} is a directory; cannot write a file there")
         info = lstat_at(dir_fd, name)
         if info is not None:
-            if stat.S_ISLNK(info.st_mode):
-                raise Symlink
-            if stat.S_ISDIR(info.st_mode):
-                raise WorkspaceError(f"{show(path)} is a directory; cannot write a file there")
-            if not stat.S_ISREG(info.st_mode):
-                raise WorkspaceError(f"{show(path)} is not a regular file")
-            if info.st_nlink > 1:
-                raise WorkspaceError(hard_links(path, info.st_nlink))
+            _check_file(info, path, "is a directory; cannot write a file there")
         _replace(dir_fd, name, data, None if info is None else stat.S_IMODE(info.st_mode))
         return f"Wrote {len(data)} bytes to {printable(rel)}"
 
