@@ -171,7 +171,8 @@ async def _audit(sink: Sink, entry: Record) -> AuditError | None:
 async def _execute(task: Task) -> TaskStatus:
     spec = task.spec
     run = build_agent(task).new_run(
-        task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path)
+        task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path),
+        history=task.history,
     )
     task._run = run
     task._attach(run)
@@ -194,6 +195,8 @@ async def _execute(task: Task) -> TaskStatus:
             task._summary = result.summary
             task._cause = result.exception
             task._error = result.summary.error
+            task._messages = result.messages
+            task._follow_ups_left = result.follow_ups
             return end_status(result.summary.end_reason)
     finally:
         task._limits = None
