@@ -82,8 +82,10 @@ class Result:
         event carries its own tree usage).
       messages: The run's conversation at its end, without its system prompt (keyword
         only): the history it started from, its task text, then every message the
-        run added (steering, assistant answers, tool results). Pass it as
-        ``Pool.submit(..., history=result.messages)`` to go on with the conversation.
+        run added (steering, assistant answers, tool results), as the run kept it
+        (``Spec.max_messages``, 50 by default, and ``history_limit`` drop the oldest).
+        Pass it as ``Pool.submit(..., history=result.messages)`` to go on with the
+        conversation.
       follow_ups: Texts for the caller to run next, in the order received (keyword
         only): those sent with :meth:`Task.follow_up`, then steering the run did not
         read before it ended (see :attr:`agentcore.RunResult.follow_ups`). The pool
