@@ -114,6 +114,9 @@ def _record(
     data: dict[str, str | int | float | bool | None] = {"agent": task.name}
     if summary is not None:
         data["end_reason"] = str(summary.end_reason)
+    if task.history:
+        # The run starts from earlier messages (submit's history), not in its own entries.
+        data["history_messages"] = len(task.history)
     return Record(
         str(kind),
         run_id="/".join(task.path),

@@ -13,9 +13,11 @@ import trio.testing
 
 from agentcore import Message, ToolCall
 from agentcore.testing import Delayed, RecordingTool, ScriptedModel, tool_call_reply
+from ledger import MemorySink
 from subagent import (
     MAX_HISTORY_BYTES,
     MAX_HISTORY_MESSAGES,
+    Defaults,
     InvalidHistoryError,
     Spec,
     Stream,
@@ -295,3 +297,26 @@ def _result() -> Any:
 
     summary = RunSummary()
     return Result(("a/0001",), "x", summary)
+
+
+async def test_the_ledger_counts_the_messages_a_task_started_from(
+    autojump_clock: Clock,
+) -> None:
+    audit = MemorySink()
+    model = ScriptedModel(["4", "12"])
+    async with open_pool(defaults=Defaults(audit=audit)) as pool:
+        pool.register(Spec("calc", model=model))
+        first = await (await pool.submit("calc", "2 + 2?")).wait()
+        await (await pool.submit("calc", "times 3?", history=first.messages)).wait()
+    tasks = [
+        (e.kind, e.path, dict(e.data)) for e in audit.entries if e.kind.startswith("task_")
+    ]
+    assert tasks == [
+        ("task_queued", ("calc/0001",), {"agent": "calc"}),
+        ("task_started", ("calc/0001",), {"agent": "calc"}),
+        ("task_finished", ("calc/0001",), {"agent": "calc", "end_reason": "stop"}),
+        ("task_queued", ("calc/0002",), {"agent": "calc", "history_messages": 2}),
+        ("task_started", ("calc/0002",), {"agent": "calc", "history_messages": 2}),
+        ("task_finished", ("calc/0002",),
+         {"agent": "calc", "end_reason": "stop", "history_messages": 2}),
+    ]
