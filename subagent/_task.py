@@ -85,7 +85,8 @@ class Result:
         run added (steering, assistant answers, tool results), as the run kept it
         (``Spec.max_messages``, 50 by default, and ``history_limit`` drop the oldest).
         Pass it as ``Pool.submit(..., history=result.messages)`` to go on with the
-        conversation.
+        conversation. Not compared by ``==`` (a Result equals another of the same
+        path, output, summary, tree usage and follow-ups).
       follow_ups: Texts for the caller to run next, in the order received (keyword
         only): those sent with :meth:`Task.follow_up`, then steering the run did not
         read before it ended (see :attr:`agentcore.RunResult.follow_ups`). The pool
@@ -96,7 +97,7 @@ class Result:
     output: str
     summary: RunSummary
     tree_usage: Usage = Usage()
-    messages: tuple[Message, ...] = attrs.field(default=(), kw_only=True)
+    messages: tuple[Message, ...] = attrs.field(default=(), kw_only=True, eq=False)
     follow_ups: tuple[str, ...] = attrs.field(default=(), kw_only=True)
 
 

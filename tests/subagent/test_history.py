@@ -285,10 +285,14 @@ async def test_a_history_longer_than_max_messages_is_trimmed_by_the_run(
     assert result.messages[-2:] == (Message("user", "now"), Message("assistant", "ok"))
 
 
-def test_result_fields_are_keyword_only() -> None:
+def test_result_fields_are_keyword_only_and_messages_not_compared() -> None:
     fields = {f.name: f.kw_only for f in attrs.fields(type(_result()))}
     assert fields["messages"] and fields["follow_ups"]
     assert not fields["tree_usage"]
+    # The conversation is not compared; the follow-ups are.
+    result = _result()
+    assert attrs.evolve(result, messages=(Message("user", "x"),)) == result
+    assert attrs.evolve(result, follow_ups=("x",)) != result
 
 
 def _result() -> Any:
