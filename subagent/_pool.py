@@ -173,8 +173,10 @@ class Pool:
             stream, else the pool's.
           history: Messages the run starts from, between its system prompt and
             ``input``: e.g. an earlier :attr:`Result.messages`, to go on with that
-            conversation. Checked (and copied) before anything else; see
-            :func:`subagent._history_input.check_history` for what is accepted.
+            conversation. Checked and copied before anything else: user, assistant
+            and tool messages only (the pool adds the system prompt), each tool
+            call answered before the next user or assistant message, within the
+            pool's ``max_history_messages`` and ``max_history_bytes``.
 
         Raises:
           InvalidHistoryError: ``history`` is not fit to start a run from, or is
