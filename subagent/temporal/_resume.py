@@ -79,9 +79,17 @@ def last_heartbeat(details: Sequence[Any]) -> Heartbeat | None:
     return Heartbeat(attempt, events, turns, state)
 
 
-def start_state(heartbeat: Heartbeat | None) -> None:
-    """The state a retried attempt resumes from: always ``None`` (start over) until
-    issue 20's ``RunState`` exists; then ``RunState.from_json(heartbeat.state)``.
-    Not a checkpoint."""
+#: What a retried attempt resumes from: issue 20 makes it ``agentcore.RunState``.
+StartState = str
+
+
+def start_state(heartbeat: Heartbeat | None) -> StartState | None:
+    """The state a retried attempt resumes from, or ``None`` to start the tree over.
+
+    Always ``None`` until issue 20's ``RunState`` exists; then
+    ``RunState.from_json(heartbeat.state)`` when ``heartbeat.state`` is set (and a
+    :class:`~subagent.temporal.TemporalError` naming what was wrong when it does not
+    decode). Not a checkpoint.
+    """
     del heartbeat
     return None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import re
 from collections.abc import Callable
@@ -75,10 +76,8 @@ class _RootActivity:
             done = trio.Event()
 
             def wake(_: object) -> None:
-                try:
+                with contextlib.suppress(trio.RunFinishedError):
                     token.run_sync_soon(done.set)
-                except trio.RunFinishedError:
-                    pass
 
             future.add_done_callback(wake)
             try:

@@ -50,7 +50,7 @@ class SubagentWorkflow:
         self._keep = max(1, options.keep_events)
         timeout = timedelta(seconds=options.timeout) if options.timeout else None
         try:
-            return await workflow.execute_activity(
+            result: RootResult = await workflow.execute_activity(
                 ACTIVITY_NAME,
                 ActivityInput(workflow.info().workflow_id, root.agent, root.task),
                 result_type=RootResult,
@@ -60,6 +60,7 @@ class SubagentWorkflow:
                 retry_policy=RetryPolicy(maximum_attempts=max(1, options.max_attempts)),
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
+            return result
         finally:
             self._done = True
 

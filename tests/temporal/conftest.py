@@ -15,7 +15,7 @@ pytest.importorskip(
     "temporalio", reason="the 'temporal' extra is not installed (pip install 'subagent[temporal]')"
 )
 
-from subagent.temporal import DevServer  # noqa: E402
+from subagent.temporal import DevServer
 
 
 @pytest.fixture(scope="session")

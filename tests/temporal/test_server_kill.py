@@ -6,9 +6,9 @@ import asyncio
 import threading
 from pathlib import Path
 
-import ledger
 from temporalio.client import Client
 
+import ledger
 from subagent import EventKind
 from subagent.temporal import DevServer, RootResult, Worker, events, ledger_name, start
 

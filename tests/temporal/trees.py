@@ -44,7 +44,8 @@ def helper(request: ModelRequest) -> ScriptItem:
 
 async def _lookup(arguments: str) -> str:
     await trio.lowlevel.checkpoint()
-    return "q=" + json.loads(arguments)["q"]
+    query: str = json.loads(arguments)["q"]
+    return "q=" + query
 
 
 def two_level() -> SpecFile:
