@@ -58,6 +58,8 @@ def decode_event(text: str) -> Event:
         raw = msgspec.json.decode(text)
     except msgspec.DecodeError as exc:
         raise EventDecodeError(f"an event is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise EventDecodeError("an event is not valid JSON: nested too deeply") from None
     if not isinstance(raw, dict):
         raise EventDecodeError("an event is not a JSON object")
     try:
