@@ -80,6 +80,17 @@ class RootResult:
 
 
 @dataclass(frozen=True)
+class ActivityResult:
+    """What the activity returns to the workflow: the result, and the events not yet
+    signalled (``tail``, numbered as batch ``seq`` of ``attempt``)."""
+
+    result: RootResult
+    attempt: int
+    seq: int
+    tail: list[str]
+
+
+@dataclass(frozen=True)
 class EventBatch:
     """Events the activity sends to its workflow (a signal).
 

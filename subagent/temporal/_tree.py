@@ -37,9 +37,9 @@ from .._ledgerfile import open_sink
 from .._open import open_pool
 from .._results import SubagentResultsTool
 from .._stream import Stream
-from ._inputs import ActivityInput, EventBatch, RootResult
+from ._inputs import ActivityInput, ActivityResult, EventBatch, RootResult
 from ._resume import Heartbeat, last_heartbeat, start_state
-from ._wire import encode_event
+from ._wire import MAX_EVENT_BYTES, encode_event
 
 #: Seconds between timer heartbeats and cancel checks.
 TICK = 0.1
@@ -47,9 +47,13 @@ TICK = 0.1
 MAX_PENDING = 4096
 #: Events in one signal.
 BATCH = 256
+#: Characters of encoded events in one signal, or in the activity's result (at least
+#: one event): Temporal refuses payloads over 2 MiB by default.
+MAX_BATCH_CHARS = 512 * 1024
 #: Seconds one signal may take before it is tried again.
 SEND_TIMEOUT = 10.0
-#: Seconds the last events may take to reach the workflow when the root has resolved.
+#: Seconds the last events may take to reach the workflow when the root was cancelled
+#: (otherwise they go in the activity's result).
 FINAL_FLUSH_TIMEOUT = 30.0
 
 
@@ -89,10 +93,24 @@ class Outbox:
     lock: trio.Lock = attrs.Factory(trio.Lock)
 
     def put(self, event: Event) -> None:
-        self.pending.append(encode_event(event))
+        text = encode_event(event)
+        if len(text) > MAX_EVENT_BYTES:  # a follower would refuse it: counted, not sent
+            self.dropped += 1
+            return
+        self.pending.append(text)
         if len(self.pending) > MAX_PENDING:
             del self.pending[0]
             self.dropped += 1
+
+    def _batch(self) -> list[str]:
+        batch: list[str] = []
+        size = 0
+        for text in self.pending[:BATCH]:
+            if batch and size + len(text) > MAX_BATCH_CHARS:
+                break
+            batch.append(text)
+            size += len(text)
+        return batch
 
     async def flush_once(self) -> bool:
         """Send one batch; ``False`` if it failed (kept for the next try). A checkpoint."""
@@ -102,7 +120,7 @@ class Outbox:
     async def _flush_once(self) -> bool:
         if not self.pending:
             return True
-        batch = self.pending[:BATCH]
+        batch = self._batch()
         dropped = self.dropped
         try:
             with trio.fail_after(SEND_TIMEOUT):
@@ -132,8 +150,9 @@ async def run_tree(
     *,
     gate: ToolGate | None,
     ledger_path: Path | None,
-) -> RootResult:
-    """Run ``job``'s root and subtree to the end; return how it ended. A checkpoint.
+) -> ActivityResult:
+    """Run ``job``'s root and subtree to the end; return how it ended and the last
+    events. A checkpoint.
 
     Raises:
       Cancelled: Temporal cancelled the activity (the tree was aborted first and its
@@ -158,6 +177,8 @@ async def run_tree(
         defaults = attrs.evolve(defaults, audit=sink)
     result: RootResult | None = None
     cancelled = False
+    tail: list[str] = []
+    seq = 0
     forwarded = trio.Event()
     try:
         async with trio.open_nursery() as outer:
@@ -171,9 +192,9 @@ async def run_tree(
                 forwarded.set()
 
             async def flush() -> None:
-                while True:
-                    await outbox.flush_once()
+                while True:  # a run shorter than TICK sends no signal at all
                     await trio.sleep(TICK)
+                    await outbox.flush_once()
 
             outer.start_soon(forward)
             outer.start_soon(flush)
@@ -208,11 +229,19 @@ async def run_tree(
                                         *_usage_tokens(done.tree_usage))
             stream.close()
             # The pool is closed: every event is in the outbox once ``forward`` ends.
-            with trio.move_on_after(FINAL_FLUSH_TIMEOUT):
-                await forwarded.wait()
-                while outbox.pending:
+            await forwarded.wait()
+            if cancelled:  # the events go by signal: a cancelled activity has no result
+                with trio.move_on_after(FINAL_FLUSH_TIMEOUT):
+                    while outbox.pending:
+                        if not await outbox.flush_once():
+                            await trio.sleep(TICK)
+            else:  # the last batch goes in the result; what does not fit goes first
+                while len(outbox._batch()) < len(outbox.pending):
                     if not await outbox.flush_once():
                         await trio.sleep(TICK)
+                async with outbox.lock:
+                    tail, seq = list(outbox.pending), outbox.seq
+                    outbox.pending.clear()
             outer.cancel_scope.cancel()
     finally:
         if sink is not None:
@@ -222,4 +251,5 @@ async def run_tree(
     if cancelled:
         raise Cancelled(result.error or "cancelled")
     name = ledger_path.name if ledger_path is not None else ""
-    return dataclasses.replace(result, events=outbox.sent, ledger=name)
+    result = dataclasses.replace(result, events=outbox.sent + len(tail), ledger=name)
+    return ActivityResult(result, link.attempt, seq, tail)

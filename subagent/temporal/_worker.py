@@ -34,7 +34,7 @@ from agentcore import ToolGate
 
 from .._declarative import SpecFile
 from .._ledgerfile import make_private_dirs, state_dir
-from ._inputs import ACTIVITY_NAME, ActivityInput, EventBatch, RootResult
+from ._inputs import ACTIVITY_NAME, ActivityInput, ActivityResult, EventBatch
 from ._tree import Cancelled, Link, run_tree
 from ._workflow import SubagentWorkflow
 
@@ -89,7 +89,7 @@ class _RootActivity:
         return send
 
     @activity.defn(name=ACTIVITY_NAME, no_thread_cancel_exception=True)
-    def run_root(self, job: ActivityInput) -> RootResult:
+    def run_root(self, job: ActivityInput) -> ActivityResult:
         """Run the root and its subtree in a fresh trio run on this thread."""
         info = activity.info()
         worker = self._worker

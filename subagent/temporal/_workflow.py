@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
         ACTIVITY_NAME,
         WORKFLOW_NAME,
         ActivityInput,
+        ActivityResult,
         EventBatch,
         EventPage,
         RootInput,
@@ -50,17 +51,18 @@ class SubagentWorkflow:
         self._keep = max(1, options.keep_events)
         timeout = timedelta(seconds=options.timeout) if options.timeout else None
         try:
-            result: RootResult = await workflow.execute_activity(
+            outcome: ActivityResult = await workflow.execute_activity(
                 ACTIVITY_NAME,
                 ActivityInput(workflow.info().workflow_id, root.agent, root.task),
-                result_type=RootResult,
+                result_type=ActivityResult,
                 start_to_close_timeout=timeout,
                 schedule_to_close_timeout=None if timeout else timedelta(days=3650),
                 heartbeat_timeout=timedelta(seconds=options.heartbeat_timeout),
                 retry_policy=RetryPolicy(maximum_attempts=max(1, options.max_attempts)),
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
-            return result
+            self.add_events(EventBatch(outcome.attempt, outcome.seq, outcome.tail))
+            return outcome.result
         finally:
             self._done = True
 
