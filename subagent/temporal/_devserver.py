@@ -60,12 +60,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _accepts(port: int) -> bool:
+def _ready(binary: Path, port: int) -> bool:
+    """Whether the frontend serves the ``default`` namespace (listening is not enough:
+    it refuses clients until it is healthy)."""
     try:
         with socket.create_connection((HOST, port), timeout=0.5):
-            return True
-    except OSError:
+            pass
+        done = subprocess.run(
+            [str(binary), "operator", "namespace", "describe", "--namespace", "default",
+             "--address", f"{HOST}:{port}", "--output", "none"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
         return False
+    return done.returncode == 0
 
 
 @attrs.define
@@ -104,7 +113,7 @@ class DevServer:
         return args
 
     def start(self, start_timeout: float = DEFAULT_START_TIMEOUT) -> DevServer:
-        """Start the server and wait until its frontend accepts connections.
+        """Start the server and wait until its frontend serves the default namespace.
 
         Raises:
           DevServerError: the binary is missing, it exited, or it did not accept
@@ -124,7 +133,8 @@ class DevServer:
             if self.log is not None:
                 out.close()  # type: ignore[union-attr]
         deadline = time.monotonic() + start_timeout
-        while not _accepts(self.port):
+        binary = temporal_binary()
+        while not _ready(binary, self.port):
             if self.process.poll() is not None:
                 code = self.process.returncode
                 self.process = None
@@ -132,7 +142,7 @@ class DevServer:
             if time.monotonic() > deadline:
                 self.stop()
                 raise DevServerError(
-                    f"the temporal dev server did not listen on port {self.port} "
+                    f"the temporal dev server was not ready on port {self.port} "
                     f"within {start_timeout} s"
                 )
             time.sleep(0.05)

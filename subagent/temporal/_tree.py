@@ -31,7 +31,7 @@ from agentcore import ToolGate
 
 from .._declarative import SpecFile
 from .._delegation import SubagentTool
-from .._errors import TaskCancelled, TaskError, TaskTimeout
+from .._errors import TaskCancelled, TaskError, TaskTimeout, UnknownAgentError
 from .._events import Event
 from .._ledgerfile import open_sink
 from .._open import open_pool
@@ -158,6 +158,10 @@ async def run_tree(
       Cancelled: Temporal cancelled the activity (the tree was aborted first and its
         events were sent).
     """
+    names = tuple(sorted(spec.name for spec in specs.specs))
+    if job.agent not in names:  # the workflow input came from any client of the cluster
+        error = str(UnknownAgentError(job.agent, names))
+        return ActivityResult(RootResult("failed", "", error), link.attempt, 0, [])
     outbox = Outbox(link)
     stream = Stream(256)
     sink = open_sink(ledger_path) if ledger_path is not None else None

@@ -43,6 +43,9 @@ DEFAULT_MAX_CONCURRENT_ROOTS = 16
 #: Longest time between heartbeats the SDK holds back (also bounds how late a cancel is seen).
 HEARTBEAT_THROTTLE = 1.0
 
+#: Seconds a workflow task waits on a worker's sticky queue (the SDK's default).
+STICKY_TIMEOUT = 10.0
+
 SpecSource = SpecFile | Callable[[], SpecFile]
 
 
@@ -130,6 +133,9 @@ class Worker:
         threads). The cluster-wide bound is the sum over the workers of a task queue.
       heartbeat_throttle: Longest seconds the SDK holds a heartbeat back; a cancel
         reaches a run at most about this late.
+      sticky_timeout: Seconds a workflow task waits on this worker's own (sticky) queue
+        before any worker may take it: if this worker dies, its workflows' next step
+        (e.g. completing after another worker finished the activity) waits this long.
     """
 
     def __init__(
@@ -142,6 +148,7 @@ class Worker:
         ledger_dir: Path | None = None,
         max_concurrent_roots: int = DEFAULT_MAX_CONCURRENT_ROOTS,
         heartbeat_throttle: float = HEARTBEAT_THROTTLE,
+        sticky_timeout: float = STICKY_TIMEOUT,
     ) -> None:
         if max_concurrent_roots < 1:
             raise ValueError(f"max_concurrent_roots must be at least 1, not {max_concurrent_roots}")
@@ -152,6 +159,7 @@ class Worker:
         self.ledger_dir = ledger_dir
         self.max_concurrent_roots = max_concurrent_roots
         self.heartbeat_throttle = heartbeat_throttle
+        self.sticky_timeout = sticky_timeout
         self._worker: _TemporalWorker | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -174,6 +182,7 @@ class Worker:
             max_heartbeat_throttle_interval=throttle,
             default_heartbeat_throttle_interval=throttle,
             workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
+            sticky_queue_schedule_to_start_timeout=timedelta(seconds=self.sticky_timeout),
         )
 
     async def run(self) -> None:

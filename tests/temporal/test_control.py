@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 
+import attrs
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
 import ledger
-from subagent import EventKind
+from subagent import EventKind, SpecFile
 from subagent.temporal import DevServer, RootResult, Worker, events, ledger_name, start
 
 from .trees import Blocker, chain, echo_specs
@@ -58,3 +60,27 @@ def test_a_hundred_roots_on_two_workers_finish(dev_server: DevServer) -> None:
     assert [r.output for r in results] == [f"echo: n{i}" for i in range(100)]
     assert {r.status for r in results} == {"finished"}
     assert {r.events for r in results} == {8}
+
+
+async def timeout_and_unknown(server: DevServer) -> None:
+    client = await Client.connect(server.address)
+    specs = echo_specs()
+    timed = SpecFile(specs.source, (attrs.evolve(specs.specs[0], timeout=42.0),), {}, {},
+                     specs.defaults)
+    async with Worker(client, "limits", specs=timed):
+        handle = await start(client, "echo", "hi", task_queue="limits", id="limits-1",
+                             specs=timed)
+        config = (await handle.describe()).raw_description.execution_config
+        assert config.workflow_execution_timeout.ToTimedelta() == timedelta(seconds=42)
+        assert (await handle.result()).output == "echo: hi"
+        # A name the worker does not hold (no specs given to start to check it).
+        unknown = await start(client, "nobody", "hi", task_queue="limits", id="limits-2")
+        assert await unknown.result() == RootResult(
+            "failed", "", "unknown agent 'nobody'; registered agents: echo"
+        )
+
+
+def test_spec_timeout_is_the_execution_timeout_and_unknown_agents_fail(
+    dev_server: DevServer,
+) -> None:
+    asyncio.run(timeout_and_unknown(dev_server))
