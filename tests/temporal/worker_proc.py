@@ -25,8 +25,9 @@ from .trees import Blocker, chain
 def once_specs(marker: Path) -> SpecFile:
     """``chain`` whose ``block`` blocks the first time only (across processes)."""
     async def block(arguments: str) -> str:
-        if not marker.exists():
-            marker.write_text("started")
+        path = trio.Path(marker)
+        if not await path.exists():
+            await path.write_text("started")
             await trio.sleep_forever()
         await trio.lowlevel.checkpoint()
         return "second time"
