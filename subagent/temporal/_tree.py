@@ -52,8 +52,8 @@ BATCH = 256
 MAX_BATCH_CHARS = 512 * 1024
 #: Seconds one signal may take before it is tried again.
 SEND_TIMEOUT = 10.0
-#: Seconds the last events may take to reach the workflow when the root was cancelled
-#: (otherwise they go in the activity's result).
+#: Seconds the last events may take to reach the workflow once the root resolved (what
+#: is still unsent then is dropped, but for the batch the activity's result carries).
 FINAL_FLUSH_TIMEOUT = 30.0
 
 
@@ -240,11 +240,13 @@ async def run_tree(
                         if not await outbox.flush_once():
                             await trio.sleep(TICK)
             else:  # the last batch goes in the result; what does not fit goes first
-                while len(outbox._batch()) < len(outbox.pending):
-                    if not await outbox.flush_once():
-                        await trio.sleep(TICK)
+                with trio.move_on_after(FINAL_FLUSH_TIMEOUT):
+                    while len(outbox._batch()) < len(outbox.pending):
+                        if not await outbox.flush_once():
+                            await trio.sleep(TICK)
                 async with outbox.lock:
-                    tail, seq = list(outbox.pending), outbox.seq
+                    tail, seq = outbox._batch(), outbox.seq
+                    outbox.dropped += len(outbox.pending) - len(tail)  # unreachable workflow
                     outbox.pending.clear()
             outer.cancel_scope.cancel()
     finally:
