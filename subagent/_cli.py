@@ -205,7 +205,37 @@ def build_parser() -> argparse.ArgumentParser:
     gates = run.add_mutually_exclusive_group()
     gates.add_argument("--approve", action="store_true", help="ask on the terminal per tool call")
     gates.add_argument("--yes", action="store_true", help="allow every tool call")
+    _add_temporal(commands)
     return parser
+
+
+def _add_temporal(commands: Any) -> None:
+    """``subagent temporal dev|worker|run`` (needs the ``temporal`` extra to run)."""
+    temporal = commands.add_parser("temporal", help="run agents on Temporal (extra 'temporal')")
+    subs = temporal.add_subparsers(dest="temporal_command", required=True)
+    dev = subs.add_parser("dev", help="the Temporal dev server on 127.0.0.1 and a worker")
+    dev.add_argument("--port", type=int, default=7233, help="gRPC port (default 7233)")
+    dev.add_argument("--db", type=Path, default=None,
+                     help="SQLite file keeping the server's state (default: in memory)")
+    worker = subs.add_parser("worker", help="a worker for a specs file")
+    trun = subs.add_parser("run", help="submit a root workflow and follow it")
+    trun.add_argument("--agent", required=True, help="the agent to run")
+    trun.add_argument("--id", default=None, help="the workflow id (default: agent/<random>)")
+    for sub in (dev, worker, trun):
+        sub.add_argument("specs", type=Path, help="the TOML specs file")
+        sub.add_argument("--task-queue", default="subagent", help="default: subagent")
+        sub.add_argument("--workspace", type=Path, default=None,
+                         help="root of the workspace tools (default: the current directory)")
+    for sub in (worker, trun):
+        sub.add_argument("--address", default="127.0.0.1:7233", help="the Temporal frontend")
+    for sub in (dev, worker):
+        sub.add_argument("--ledger-dir", type=Path, default=None,
+                         help="one ledger per root workflow here (default: in the state "
+                              "directory)")
+        sub.add_argument("--max-roots", type=int, default=16,
+                         help="roots this worker runs at once (default 16)")
+        sub.add_argument("--yes", action="store_true", help="allow every tool call")
+    trun.add_argument("task", help="the task text")
 
 
 def _use_rich(args: argparse.Namespace, out: TextIO) -> bool:
@@ -222,6 +252,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     """The command line; returns the exit code."""
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
+    if args.command == "temporal":
+        return _temporal(args, out)
     ledger_path = args.ledger or default_ledger_path()
     rich = _use_rich(args, out)
     screen = Screen(out)
@@ -242,6 +274,22 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             lambda: run_specs(specs, args.agent, args.task, gate=gate,
                               ledger_path=ledger_path, screen=screen, rich=rich)
         )
+    except SubagentError as exc:
+        print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("subagent: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _temporal(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        from .temporal import _command
+    except ImportError as exc:
+        print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _command.main(args, out)
     except SubagentError as exc:
         print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE

@@ -76,3 +76,17 @@ def test_audit_cost_runs() -> None:
         "MemorySink x1", "MemorySink x1, entries read", "JsonlSink x1", "JsonlSink x8",
         "W1, 20 runs:", "no sink", "a sink that records nothing", "MemorySink",
     ]
+
+
+def test_temporal_bench_runs() -> None:
+    pytest.importorskip("temporalio", reason="the 'temporal' extra is not installed")
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.temporal", "--runs", "2", "--concurrent", "2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    names = [line[:36].strip() for line in out.stdout.splitlines()]
+    assert names == [
+        "W1 root, median of 2 runs (wall ms):", "in-process (fresh pool per run)",
+        "on Temporal, one at a time", "on Temporal, 2 at once, per run",
+    ]
