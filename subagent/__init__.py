@@ -21,6 +21,7 @@ from ._events import Event as Event
 from ._events import EventKind as EventKind
 from ._events import LoopStall as LoopStall
 from ._open import open_pool as open_pool
+from ._outputschema import JsonSchemaOutput as JsonSchemaOutput
 from ._pool import Pool as Pool
 from ._results import SubagentResultsTool as SubagentResultsTool
 from ._spec import Defaults as Defaults

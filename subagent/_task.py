@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -71,18 +71,21 @@ class Result:
 
     Attributes:
       path: The task's AgentPath.
-      output: The final assistant text.
+      output: The final assistant text (the JSON of a typed run's answer).
       summary: The run's :class:`agentcore.RunSummary` (its usage is the run's own).
       tree_usage: The usage of this task and of every descendant that ended before
         it resolved (waited-for, delivered, orphaned or cancelled children alike); a
         critical child still running then is not in it (its ``task_orphaned``
         event carries its own tree usage).
+      structured: The decoded answer of a typed run (``Spec.output_type``; then
+        ``output`` is its JSON); None for a text run.
     """
 
     path: AgentPath
     output: str
     summary: RunSummary
     tree_usage: Usage = Usage()
+    structured: Any = None
 
 
 def _read_only() -> None:
@@ -140,6 +143,7 @@ class Task:
     _granted: trio.Event = attrs.field(factory=trio.Event)
     _done: trio.Event = attrs.field(factory=trio.Event)
     _output: str = ""
+    _structured: Any = None
     _summary: RunSummary | None = None
     _cause: BaseException | None = None
     _error: str | None = None
@@ -311,7 +315,7 @@ class Task:
         if failure is not None:
             raise failure
         assert self._summary is not None
-        return Result(self.path, self._output, self._summary, self.tree_usage)
+        return Result(self.path, self._output, self._summary, self.tree_usage, self._structured)
 
     @property
     def tree_usage(self) -> Usage:
