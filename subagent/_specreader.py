@@ -17,8 +17,8 @@ from agentcore import ChatModel, RetryPolicy, Tool
 from agentcore.models import FallbackModel, RateLimited, RateLimiter
 
 from ._errors import SpecError
-from ._spec import Defaults, Spec
 from ._outputschema import read_output_schema, read_retries
+from ._spec import Defaults, Spec
 from ._speclimits import read_limits, read_retry
 from .mcp._config import NAME, McpServer, server_from_table
 

@@ -183,7 +183,7 @@ async def test_text_answer_is_an_invalid_attempt(autojump_clock: Clock) -> None:
         Message("assistant", "it is fine"),
         Message("user", CALL_FINAL_RESULT),
     )
-    assert [(e.text, e.is_error, e.call) for e in rec.of(EventKind.output_validation)][0] == (
+    assert next((e.text, e.is_error, e.call) for e in rec.of(EventKind.output_validation)) == (
         TEXT_ANSWER, True, None
     )
 
