@@ -189,7 +189,8 @@ async def test_background_typed_child_hands_its_json(autojump_clock: Clock) -> N
     assert result.output == "done"
     delivered = [m.content for m in parent.requests[2].messages if m.role == "user"]
     assert delivered[-1] == (
-        '[subagent result] {"agent": "counter", "path": ["parent/0001", "counter/0002"], "output": 42}'
+        '[subagent result] {"agent": "counter", "path": ["parent/0001", "counter/0002"], '
+        '"output": 42}'
     )
 
 
@@ -352,4 +353,23 @@ def test_without_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:
     assert str(info.value) == (
         f"{SOURCE} 'output_schema': needs the jsonschema library: "
         "pip install 'subagent[schema]'"
+    )
+
+
+def test_the_tree_view_shows_typed_answers() -> None:
+    from agentcore import Event as CoreEvent
+    from agentcore import EventKind, ToolCall
+    from subagent._view import TreeView
+
+    view = TreeView()
+    path = ("r/0001",)
+    bad = CoreEvent(EventKind.output_validation, text="final_result: invalid\x1b[2J",
+                    is_error=True)
+    call = ToolCall("c", FINAL_RESULT, '{"findings": []}')
+    good = CoreEvent(EventKind.output_validation, text="ok", call=call)
+    assert view.update(Event(path, EventKind.output_validation, bad)) == (
+        "invalid output: final_result: invalid\\x1b[2J"
+    )
+    assert view.update(Event(path, EventKind.output_validation, good)) == (
+        'answered (typed): {"findings": []}'
     )
