@@ -30,8 +30,18 @@ from ._errors import SpecError
 MAX_SCHEMA_BYTES = 64 * 1024
 #: The deepest ``output_schema`` (tables and arrays inside one another).
 MAX_SCHEMA_DEPTH = 32
-#: Keywords an ``output_schema`` may not use (see the module docstring).
-REFUSED_KEYWORDS = frozenset({"pattern", "patternProperties", "uniqueItems"})
+#: Keywords an ``output_schema`` may not use (see the module docstring), with why.
+REFUSED_KEYWORDS = {
+    "pattern": "a regular expression on model output is refused",
+    "patternProperties": "a regular expression on model output is refused",
+    "uniqueItems": "a uniqueness check on model output is refused",
+    "$id": "references resolve within the schema itself only",
+    "$dynamicRef": "references resolve within the schema itself only",
+    "$dynamicAnchor": "references resolve within the schema itself only",
+    "$recursiveRef": "references resolve within the schema itself only",
+    "$recursiveAnchor": "references resolve within the schema itself only",
+}
+_SAMPLES: tuple[Any, ...] = (None, {}, [], 0, "", True)
 #: An error's quoted part (it may repeat what the model sent) is cut to this many
 #: characters.
 MAX_QUOTED_CHARS = 200
@@ -65,7 +75,9 @@ class JsonSchemaOutput(OutputSchema):
             raise SpecError(
                 f"output_schema needs the jsonschema library: {_INSTALL}"
             ) from None
-        check_shape(schema)
+        refs = check_shape(schema)
+        if not isinstance(schema.get("$schema", ""), str):
+            raise SpecError("output_schema field '$schema' must be a string - at `$.$schema`")
         self.schema = dict(schema)
         cls = jsonschema.validators.validator_for(
             self.schema, default=jsonschema.Draft202012Validator
@@ -78,6 +90,15 @@ class JsonSchemaOutput(OutputSchema):
                 f"output_schema is not a valid JSON Schema: {_quoted(exc.message)} - at `{where}`"
             ) from None
         self._validator = cls(self.schema, registry=referencing.Registry())
+        _check_references(self.schema, refs, cls)
+        for sample in _SAMPLES:
+            try:
+                self._validator.is_valid(sample)
+            except RecursionError:
+                raise SpecError(
+                    "output_schema has references that loop without end (a $ref that "
+                    "leads back to itself)"
+                ) from None
         self.wrapped = not (schema.get("type") == "object" and "properties" in schema)
         title = schema.get("title")
         self.name = title if isinstance(title, str) and title else (
@@ -129,22 +150,51 @@ class JsonSchemaOutput(OutputSchema):
                     "invalid arguments: Object missing required field `result`"
                 )
             value, prefix = value["result"], ("result",)
-        error = next(iter(self._validator.iter_errors(value)), None)
+        try:
+            error = next(iter(self._validator.iter_errors(value)), None)
+        except RecursionError:
+            raise ToolArgumentsError(
+                "invalid arguments: too deep to check against the output schema (its "
+                "references loop)"
+            ) from None
         if error is not None:
             where = _path((*prefix, *error.absolute_path))
             raise ToolArgumentsError(f"invalid arguments: {_quoted(error.message)} - at `{where}`")
         return value
 
 
-def check_shape(schema: Any) -> None:
+def _check_references(schema: dict[str, Any], refs: list[tuple[str, str]], cls: Any) -> None:
+    # Every $ref resolves within the schema (refused keywords keep them relative to
+    # its root), so validation never meets one that does not.
+    import referencing
+    import referencing.jsonschema
+
+    spec = referencing.jsonschema.specification_with(
+        schema.get("$schema", ""), default=referencing.jsonschema.DRAFT202012
+    )
+    resource = spec.create_resource(schema)
+    resolver = referencing.Registry().with_resource("", resource).resolver(base_uri="")
+    for ref, where in refs:
+        try:
+            resolver.lookup(ref)
+        except referencing.exceptions.Unresolvable:
+            raise SpecError(
+                f"output_schema refers to {_quoted(ref, 80)!r}, which it does not hold "
+                f"- at `{where}`"
+            ) from None
+
+
+def check_shape(schema: Any) -> list[tuple[str, str]]:
     """Check a schema's size, depth, values, keywords and references (not yet its
-    meaning). Pure; iterative (no recursion, whatever the depth).
+    meaning). Pure; iterative (no recursion, whatever the depth). Returns its
+    ``$ref`` values, each with where it is.
 
     Raises:
       SpecError: the first problem, with its path in the schema.
     """
     if not isinstance(schema, Mapping):
         raise SpecError(f"output_schema must be a table, not {type(schema).__name__}")
+    refs: list[tuple[str, str]] = []
     stack: list[tuple[Any, tuple[str | int, ...], str]] = [(schema, (), "schema")]
     while stack:
         node, path, role = stack.pop()
@@ -159,16 +209,16 @@ def check_shape(schema: Any) -> None:
                     raise SpecError(f"output_schema keys must be strings - at `{_path(path)}`")
                 if role == "schema" and key in REFUSED_KEYWORDS:
                     raise SpecError(
-                        f"output_schema may not use {key!r} (a regular expression or "
-                        f"uniqueness check on model output is refused) - at `{_path(path)}`"
+                        f"output_schema may not use {key!r} ({REFUSED_KEYWORDS[key]}) "
+                        f"- at `{_path(path)}`"
                     )
-                if role == "schema" and key == "$ref" and not (
-                    isinstance(value, str) and value.startswith("#")
-                ):
-                    raise SpecError(
-                        "output_schema may only refer within itself ($ref starting with "
-                        f"'#') - at `{_path(path)}`"
-                    )
+                if role == "schema" and key == "$ref":
+                    if not (isinstance(value, str) and value.startswith("#")):
+                        raise SpecError(
+                            "output_schema may only refer within itself ($ref starting "
+                            f"with '#') - at `{_path(path)}`"
+                        )
+                    refs.append((value, _path(path)))
                 if role == "names":
                     kind = "schema"
                 elif role == "data" or key in _DATA:
@@ -191,6 +241,7 @@ def check_shape(schema: Any) -> None:
         raise SpecError(
             f"output_schema is {size} bytes as JSON; the most is {MAX_SCHEMA_BYTES}"
         )
+    return refs
 
 
 def read_output_schema(

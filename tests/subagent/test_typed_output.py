@@ -310,10 +310,17 @@ SOURCE = "<mapping>: agent 'r' field"
     ({"type": "strin"}, "'output_schema': is not a valid JSON Schema: 'strin' is not valid "
      "under any of the given schemas - at `$.type`"),
     ({"type": "string", "pattern": "(a+)+b"}, "'output_schema': may not use 'pattern' (a "
-     "regular expression or uniqueness check on model output is refused) - at `$`"),
+     "regular expression on model output is refused) - at `$`"),
     ({"type": "object", "properties": {"p": {"type": "array", "uniqueItems": True}}},
-     "'output_schema': may not use 'uniqueItems' (a regular expression or uniqueness check "
-     "on model output is refused) - at `$.properties.p`"),
+     "'output_schema': may not use 'uniqueItems' (a uniqueness check on model output is "
+     "refused) - at `$.properties.p`"),
+    ({"$id": "https://example.com/s", "type": "string"}, "'output_schema': may not use "
+     "'$id' (references resolve within the schema itself only) - at `$`"),
+    ({"$ref": "#/$defs/missing"}, "'output_schema': refers to '#/$defs/missing', which it "
+     "does not hold - at `$`"),
+    ({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, "'output_schema': "
+     "has references that loop without end (a $ref that leads back to itself)"),
+    ({"$schema": True}, "'output_schema': field '$schema' must be a string - at `$.$schema`"),
     ({"$ref": "https://example.com/s.json"}, "'output_schema': may only refer within itself "
      "($ref starting with '#') - at `$`"),
     ({"type": "number", "maximum": float("inf")},
