@@ -172,7 +172,7 @@ class Agent:
                     f"Agent has a tool named {FINAL_RESULT!r} and an output_type: the "
                     "run offers its own final_result tool; rename the tool"
                 )
-            self.tool_specs += (output.tool_spec(),)
+            self.tool_specs += (output.tool_spec,)
         self.output = output
         self.output_retries = output_retries
         self.streams = callable(getattr(model, "stream", None))

@@ -26,6 +26,7 @@ attempts are audited as ``output_validation`` entries.
 from __future__ import annotations
 
 import abc
+import functools
 import inspect
 import json
 import types
@@ -111,8 +112,9 @@ class OutputSchema(abc.ABC):
                 f"the answer ({type(value).__name__}) has no JSON form ({exc})"
             ) from None
 
+    @functools.cached_property
     def tool_spec(self) -> ToolSpec:
-        """The ``final_result`` tool the model is offered."""
+        """The ``final_result`` tool the model is offered (made once)."""
         text = (
             "Give your final answer with this tool; calling it with valid arguments ends "
             "your work. Call it alone (other tool calls in the same turn are not run)"

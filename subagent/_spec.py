@@ -138,7 +138,8 @@ class Spec:
         ``agentcore.tool`` takes as a parameter, or an ``agentcore.OutputSchema``
         such as :class:`JsonSchemaOutput`); ``None`` for a text answer. Not
         inherited. Its ``Result.structured`` is the decoded value, ``Result.output``
-        its JSON, and the delegation tool hands the parent that JSON.
+        its JSON, and the delegation tool hands the parent that JSON. ``inherit``
+        (at ``register``) turns a type into its ``agentcore.TypedOutput`` once.
       output_retries: Invalid answers a typed run may follow with another try
         (``Agent(output_retries=)``, default 2).
 

@@ -262,7 +262,7 @@ async def test_toml_output_schema(autojump_clock: Clock, tmp_path: Path) -> None
     (spec,) = specs.specs
     assert isinstance(spec.output_type, JsonSchemaOutput)
     assert (spec.output_retries, specs.defaults.output_retries) == (1, 0)
-    offered = spec.output_type.tool_spec()
+    offered = spec.output_type.tool_spec
     assert offered.parameters == {
         "type": "object",
         "required": ["findings"],
