@@ -10,8 +10,8 @@ from pathlib import Path
 from . import _memory, _peers, _workloads
 from ._timing import compare, compare_latency
 
-FULL = {"w1": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500}
-QUICK = {"w1": 100, "w2": 5_000, "w3": 50, "w4": 20, "w5": 20}
+FULL = {"w1": 2000, "w1t": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500}
+QUICK = {"w1": 100, "w1t": 100, "w2": 5_000, "w3": 50, "w4": 20, "w5": 20}
 
 
 def _load() -> str:
@@ -24,7 +24,8 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (for CI)")
-    parser.add_argument("--only", default="w1,w2,w3,w4,w5", help="comma-separated workloads")
+    parser.add_argument("--only", default="w1,w1t,w2,w3,w4,w5",
+                        help="comma-separated workloads (w1t: W1-typed)")
     parser.add_argument("--repeat", type=int, help="runs of each case, best kept (default 5)")
     parser.add_argument("--peers", action="store_true",
                         help="W1 and W3 on the peer libraries too (medians, ratios)")
@@ -57,6 +58,14 @@ def main(argv: list[str] | None = None) -> int:
               f"audit off {off.per_op_us:.0f}: audit on/off {pool.seconds / off.seconds:.2f}x, "
               "target <= 1.15x), "
               f"bare trio {bare.per_op_us:.0f} us/run, ratio {pool.seconds / bare.seconds:.2f}x")
+    if "w1t" in only:
+        n = sizes["w1t"]
+        untyped, typed = compare(
+            _workloads.w1_pool(n), _workloads.w1_typed_pool(n), repeat=repeat
+        )
+        print(f"W1-typed fan-out, {n} runs (@tool echo, typed output through final_result): "
+              f"{typed.per_op_us:.0f} us/run, W1 untyped {untyped.per_op_us:.0f} us/run, "
+              f"typed/untyped {typed.seconds / untyped.seconds:.2f}x")
     if "w2" in only:
         n = sizes["w2"]
         stream, chan, fast = compare(

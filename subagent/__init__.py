@@ -24,6 +24,7 @@ from ._events import LoopStall as LoopStall
 from ._history_input import MAX_HISTORY_BYTES as MAX_HISTORY_BYTES
 from ._history_input import MAX_HISTORY_MESSAGES as MAX_HISTORY_MESSAGES
 from ._open import open_pool as open_pool
+from ._outputschema import JsonSchemaOutput as JsonSchemaOutput
 from ._pool import Pool as Pool
 from ._results import SubagentResultsTool as SubagentResultsTool
 from ._spec import Defaults as Defaults

@@ -195,6 +195,7 @@ async def _execute(task: Task) -> TaskStatus:
         with limits:
             result = await run.run()
             task._output = result.output
+            task._structured = result.structured
             task._summary = result.summary
             task._cause = result.exception
             task._error = result.summary.error

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -74,19 +74,21 @@ class Result:
 
     Attributes:
       path: The task's AgentPath.
-      output: The final assistant text.
+      output: The final assistant text (the JSON of a typed run's answer).
       summary: The run's :class:`agentcore.RunSummary` (its usage is the run's own).
       tree_usage: The usage of this task and of every descendant that ended before
         it resolved (waited-for, delivered, orphaned or cancelled children alike); a
         critical child still running then is not in it (its ``task_orphaned``
         event carries its own tree usage).
+      structured: The decoded answer of a typed run (``Spec.output_type``; then
+        ``output`` is its JSON); None for a text run.
       messages: The run's conversation at its end, without its system prompt (keyword
         only): the history it started from, its task text, then every message the
         run added (steering, assistant answers, tool results), as the run kept it
         (``Spec.max_messages``, 50 by default, and ``history_limit`` drop the oldest).
         Pass it as ``Pool.submit(..., history=result.messages)`` to go on with the
         conversation. Not compared by ``==`` (a Result equals another of the same
-        path, output, summary, tree usage and follow-ups).
+        path, output, summary, tree usage, structured value and follow-ups).
       follow_ups: Texts for the caller to run next, in the order received (keyword
         only): those sent with :meth:`Task.follow_up`, then steering the run did not
         read before it ended (see :attr:`agentcore.RunResult.follow_ups`). The pool
@@ -97,6 +99,7 @@ class Result:
     output: str
     summary: RunSummary
     tree_usage: Usage = Usage()
+    structured: Any = None
     messages: tuple[Message, ...] = attrs.field(default=(), kw_only=True, eq=False)
     follow_ups: tuple[str, ...] = attrs.field(default=(), kw_only=True)
 
@@ -162,6 +165,7 @@ class Task:
     _granted: trio.Event = attrs.field(factory=trio.Event)
     _done: trio.Event = attrs.field(factory=trio.Event)
     _output: str = ""
+    _structured: Any = None
     _summary: RunSummary | None = None
     # The ended run's messages and follow-ups (its RunResult's), for Result.
     _messages: tuple[Message, ...] = ()
@@ -375,6 +379,7 @@ class Task:
             self._output,
             self._summary,
             self.tree_usage,
+            self._structured,
             messages=conversation(self._messages),
             follow_ups=self._follow_ups_left,
         )

@@ -24,7 +24,8 @@ def test_quick_bench_runs_every_workload() -> None:
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    for prefix in ("W1 fan-out", "W2 stream", "W3 cancel latency", "W4 memory", "W5 nesting"):
+    for prefix in ("W1 fan-out", "W1-typed fan-out", "W2 stream", "W3 cancel latency",
+                   "W4 memory", "W5 nesting"):
         assert sum(line.startswith(prefix) for line in lines) == 1, (prefix, out.stdout)
 
 
@@ -90,3 +91,12 @@ def test_temporal_bench_runs() -> None:
         "W1 root, median of 2 runs (wall ms):", "in-process (fresh pool per run)",
         "on Temporal, one at a time", "on Temporal, 2 at once, per run",
     ]
+
+
+def test_w1_typed_records_one_more_entry_per_run() -> None:
+    import trio
+
+    from bench._workloads import W1_ENTRIES, W1_TYPED_ENTRIES, w1_typed_pool
+
+    assert W1_TYPED_ENTRIES == W1_ENTRIES + 1
+    assert trio.run(w1_typed_pool(5, read=True)) == 5

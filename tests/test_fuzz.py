@@ -19,6 +19,7 @@ HARNESSES = [
     "fuzz.fuzz_typed_tool",
     "fuzz.fuzz_history",
     "fuzz.fuzz_temporal_wire",
+    "fuzz.fuzz_output_schema",
 ]
 
 
