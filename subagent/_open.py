@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from agentcore.models import load_prices
+
+from ._budget import Budget
 from ._lifecycle import end_task, run_task
 from ._pool import Pool
 from ._spec import Defaults
@@ -37,6 +40,7 @@ async def open_pool(
     children_timeout: float = 30.0,
     loop_watchdog: float | None = None,
     mcp: Iterable[McpServer] = (),
+    budget: Budget | None = None,
 ) -> AsyncIterator[Pool]:
     """Open a :class:`Pool` whose tasks run in a nursery inside this block.
 
@@ -61,6 +65,10 @@ async def open_pool(
       mcp: MCP servers whose tools specs may name (:class:`subagent.mcp.McpServer`):
         started at once when the block opens (it waits for each at most its
         ``start_timeout``), shared by every run, closed (and reaped) when it ends.
+      budget: What all the pool's tasks together may spend (a :class:`subagent.Budget`);
+        once spent, every running task is stopped and every root task that was
+        running fails with :class:`subagent.BudgetExceeded`, and submits are refused.
+        With a ``cost`` limit, genai-prices' snapshot is loaded (in a thread) first.
     """
     _at_least_one("max_concurrent", max_concurrent)
     _at_least_one("max_queued", max_queued)
@@ -69,6 +77,11 @@ async def open_pool(
     if not (children_timeout > 0 and not math.isnan(children_timeout)):
         raise ValueError(f"open_pool children_timeout must be positive, not {children_timeout!r}")
     check_threshold(loop_watchdog)
+    if budget is not None and not isinstance(budget, Budget):
+        raise ValueError(f"open_pool budget must be a subagent.Budget, not {type(budget).__name__}")
+    inherited = defaults.budget if defaults is not None else None
+    if any(b is not None and b.cost is not None for b in (budget, inherited)):
+        await load_prices()
     async with open_mcp_sessions(mcp, events) as sessions:
         body_error: BaseException | None = None
         watchdog: LoopWatchdog | None = None
@@ -85,6 +98,7 @@ async def open_pool(
                     max_children=max_children,
                     children_timeout=children_timeout,
                     mcp=sessions,
+                    budget=budget,
                 )
                 if loop_watchdog is not None:
                     watchdog = LoopWatchdog(loop_watchdog, pool)

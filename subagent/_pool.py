@@ -12,6 +12,7 @@ import trio
 import agentcore
 from agentcore import AgentPath
 
+from ._budgeted import Budgets
 from ._core import (
     CancelRun,
     Effect,
@@ -32,6 +33,7 @@ from ._task import Task
 if TYPE_CHECKING:
     from agentcore import Tool
 
+    from ._budget import Budget
     from .mcp._sessions import McpSessions
 
 _T = TypeVar("_T")
@@ -76,6 +78,7 @@ class Pool:
         max_children: int,
         children_timeout: float,
         mcp: McpSessions | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.mcp = mcp
         self.max_concurrent = max_concurrent
@@ -92,6 +95,8 @@ class Pool:
         # The rules and the state of slots, queue and task tree; this class only
         # carries out the effects its methods return (see _apply).
         self._core: PoolCore[Task] = PoolCore(max_concurrent, max_queued, max_depth)
+        # The budgets over its tasks (the pool's own, and each spec's).
+        self._budgets = Budgets(budget, nursery.start_soon, defaults.audit, events)
         # Runs parked taking their slot back (see _take_back), by task.
         self._parked: dict[Task, trio.lowlevel.Task] = {}
 
@@ -122,7 +127,8 @@ class Pool:
         Its unset fields inherit the pool's defaults now.
 
         Raises:
-          SpecError: it has no model after inheritance, or a bad name or limit.
+          SpecError: it has no model after inheritance, or a bad name or limit, or a
+            cost budget (its own or the pool's) covers it and its model has no price.
         """
         from agentcore import Agent, ConfigurationError
 
@@ -132,6 +138,7 @@ class Pool:
             Agent(model=resolved.model, tools=resolved.tools)
         except ConfigurationError as exc:
             raise SpecError(f"spec {spec.name!r}: {exc}") from exc
+        self._budgets.check_spec(resolved)
         self._specs[spec.name] = resolved
 
     def mcp_tools(self, server: str, *names: str) -> tuple[Tool, ...]:
@@ -245,8 +252,11 @@ class Pool:
             events = parent.events if parent is not None else self.events
         # A task started from within a run is bounded by that run's gate too.
         spec = delegated(spec, agentcore.current_run())
+        budget = self._budgets.admit(spec, parent, parent_path)
         path = (*parent_path, f"{name}/{next(self._numbers):04d}")
         task = Task(path, name, input, spec, self, parent, events, call_id, core, self._apply)
+        if budget is not None:
+            budget.join(task)
         if parent is not None and background:
             task._deliver_to = parent
             parent._background.add(task)

@@ -10,6 +10,7 @@ import attrs
 
 from agentcore import ChatModel, RetryPolicy, Run, Tool, ToolGate, nested_gate
 
+from ._budget import Budget
 from ._errors import SpecError, format_path
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class Defaults:
       hooks, tool_timeout, hook_timeout, retry, max_parallel_tools, history_limit:
         The agent settings of specs that leave them ``None`` (see :class:`Spec`);
         ``None`` here leaves agentcore's default.
+      budget: The :class:`Budget` of specs that name none (each task owns its own).
     """
 
     model: ChatModel | None = None
@@ -79,6 +81,7 @@ class Defaults:
     retry: RetryPolicy | None = None
     max_parallel_tools: int | None = None
     history_limit: int | None = None
+    budget: Budget | None = None
 
 
 @attrs.frozen
@@ -121,7 +124,10 @@ class Spec:
       history_limit: The bound on the summed size of its conversation
         (``Agent(history_limit=)``, characters by default).
 
-    The last six are agent settings: ``None`` inherits the pool's
+      budget: What each of its tasks' subtree may spend (a :class:`Budget`: tokens,
+        cost, model calls, tasks); ``None`` inherits the defaults'.
+
+    The six from ``hooks`` are agent settings: ``None`` inherits the pool's
     :class:`Defaults`, and ``None`` there leaves agentcore's own default.
 
     Delegation cannot widen permission: a task started from within a run (by the
@@ -151,6 +157,7 @@ class Spec:
     retry: RetryPolicy | None = None
     max_parallel_tools: int | None = None
     history_limit: int | None = None
+    budget: Budget | None = None
 
     def inherit(self, defaults: Defaults) -> Spec:
         """This spec with its unset fields taken from ``defaults``; not a checkpoint.
@@ -165,6 +172,7 @@ class Spec:
             gate=self.gate if self.gate is not None else defaults.gate,
             audit=self.audit if self.audit is not None else defaults.audit,
             agent_id=self.agent_id or defaults.agent_id or self.name,
+            budget=self.budget if self.budget is not None else defaults.budget,
             **{
                 name: getattr(defaults, name)
                 for name in AGENT_SETTINGS
@@ -196,6 +204,8 @@ class Spec:
                 raise bad(f"{field} must be at least 1, not {value!r}")
         if self.retry is not None and not isinstance(self.retry, RetryPolicy):
             raise bad(f"retry must be an agentcore.RetryPolicy, not {type(self.retry).__name__}")
+        if self.budget is not None and not isinstance(self.budget, Budget):
+            raise bad(f"budget must be a subagent.Budget, not {type(self.budget).__name__}")
         for agent in self.delegates_to or ():
             if not isinstance(agent, str) or not agent or "/" in agent:
                 raise bad(
