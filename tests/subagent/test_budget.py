@@ -164,3 +164,185 @@ async def test_a_token_budget_stops_a_three_level_tree_at_the_call_that_reaches_
     ]
     ends = {e.path[-1]: e.summary for e in events if e.kind == "task_finished"}
     assert ends["a/0001"] is not None and ends["a/0001"].error == str(error)
+
+
+def wait_all(id: str = "w") -> Message:
+    return Message("assistant", tool_calls=(ToolCall(id, "subagent_results", "{}"),))
+
+
+# -- background children and orphans count ---------------------------------------------
+
+
+async def test_background_children_count(autojump_clock: Clock) -> None:
+    # a starts b in the background and waits for it (200 tokens); b's call reaches
+    # a's budget, and its answer is delivered; a summarises.
+    a = scripted(delegate("b", wait=False), wait_all(), "a: summary")
+    b = scripted(Delayed(1, "b: answer"))
+    async with open_pool() as pool:
+        register_tree(pool, a, b, scripted("x"), Budget(tokens=300))
+        task = await pool.submit("a", "go")
+        with pytest.raises(BudgetExceeded) as info:
+            await task.wait()
+    assert str(info.value) == (
+        "task a/0001 spent its budget: tokens 300 of 300, reached by a model call of "
+        "a/0001/b/0002"
+    )
+    # b's answer came with the call that reached it; a waited, then summarised.
+    assert (len(a.requests), len(b.requests)) == (3, 1)
+    assert (await task.children[0].wait()).output == "b: answer"
+
+
+async def test_an_orphan_counts_in_the_budget_of_its_ended_parent(autojump_clock: Clock) -> None:
+    # a ends after starting a critical b in the background; b, an orphan by then,
+    # reaches a's budget, and its next call is refused.
+    a = scripted(delegate("b", wait=False), "a: done")
+    b = scripted(Delayed(5, echo("e1")), echo("e2"), "b: never")
+    stream = Stream(1000)
+    async with open_pool(events=stream) as pool:
+        delegation = (SubagentTool(pool),)
+        pool.register(Spec("a", model=a, tools=delegation, budget=Budget(tokens=350)))
+        pool.register(Spec("b", model=b, tools=(RecordingTool("echo"),), critical=True))
+        task = await pool.submit("a", "go")
+        assert (await task.wait()).output == "a: done"
+        child = task.children[0]
+        with pytest.raises(TaskFailed) as info:
+            await child.wait()
+        assert trio.current_time() == 5
+    stream.close()
+    events = await drain(stream)
+    text = ("task a/0001 spent its budget: tokens 400 of 350, reached by a model call of "
+            "a/0001/b/0002")
+    assert str(info.value) == f"task a/0001/b/0002 failed: BudgetExceeded: {text}"
+    assert len(b.requests) == 2
+    exceeded = [e for e in events if e.kind == "budget_exceeded"]
+    assert [(e.path, e.error) for e in exceeded] == [(("a/0001",), text)]
+    orphaned = [e for e in events if e.kind == "task_orphaned"]
+    assert [e.error for e in orphaned] == [str(info.value)]
+
+
+# -- the other limits --------------------------------------------------------------------
+
+
+async def test_a_tasks_limit_refuses_the_submit_that_would_pass_it(autojump_clock: Clock) -> None:
+    a = scripted(delegate("b", id="d1"), delegate("b", id="d2"), "a: summary")
+    async with open_pool() as pool:
+        register_tree(pool, a, scripted("b: one"), scripted("x"), Budget(tasks=2))
+        task = await pool.submit("a", "go")
+        with pytest.raises(BudgetExceeded) as info:
+            await task.wait()
+    text = "task a/0001 spent its budget: tasks 3 of 2, reached by a submit under a/0001"
+    assert str(info.value) == text
+    assert len(task.children) == 1
+    # the refused delegation was an error result, then a summarised
+    tool_results = [m.content for m in a.requests[2].messages if m.role == "tool"]
+    assert tool_results[1] == f"tool 'subagent' failed: BudgetExceeded: {text}"
+
+
+async def test_the_pool_budget_fails_every_running_root_and_refuses_submits(
+    autojump_clock: Clock,
+) -> None:
+    first = ScriptedModel([Delayed(1, echo("e1")), Delayed(1, "x: summary")], usage=CALL)
+    second = ScriptedModel([Delayed(2, echo("e1")), "y: never"], usage=CALL)
+    stream = Stream(1000)
+    sink = MemorySink()
+    async with open_pool(budget=Budget(model_calls=2), events=stream,
+                         defaults=Defaults(audit=sink)) as pool:
+        pool.register(Spec("x", model=first, tools=(RecordingTool("echo"),)))
+        pool.register(Spec("y", model=second, tools=(RecordingTool("echo"),)))
+        x = await pool.submit("x", "go")
+        y = await pool.submit("y", "go")
+        text = ("the pool spent its budget: model_calls 2 of 2, reached by a model call of "
+                "y/0002")
+        for task in (x, y):
+            with pytest.raises(BudgetExceeded) as info:
+                await task.wait()
+            assert str(info.value) == f"task {task.path[0]} stopped: {text}"
+            assert info.value.owner == ()
+        with pytest.raises(BudgetExceeded) as refused:
+            await pool.submit("x", "again")
+        assert str(refused.value) == text
+    # x had no call in flight at t=2: its summary came; y made the call that reached it
+    assert (len(first.requests), len(second.requests)) == (2, 1)
+    stream.close()
+    events = await drain(stream)
+    assert [(e.path, e.error) for e in events if e.kind == "budget_exceeded"] == [((), text)]
+    assert [(r.kind, r.path) for r in sink.entries if r.kind.startswith("budget_")] == [
+        ("budget_warning", ()), ("budget_exceeded", ())
+    ]
+
+
+async def test_a_nested_budget_stops_only_its_own_subtree(autojump_clock: Clock) -> None:
+    a = scripted(delegate("b"), "a: fine")
+    b = scripted(delegate("c"), "b: summary")
+    c = scripted(echo("e1"), "c: answer")
+    async with open_pool() as pool:
+        delegation = (SubagentTool(pool),)
+        pool.register(Spec("a", model=a, tools=delegation, budget=Budget(tokens=1000)))
+        pool.register(Spec("b", model=b, tools=delegation, budget=Budget(tokens=250)))
+        pool.register(Spec("c", model=c, tools=(RecordingTool("echo"),)))
+        result = await (await pool.submit("a", "go")).wait()
+    assert result.output == "a: fine"
+    tool_results = [m.content for m in a.requests[1].messages if m.role == "tool"]
+    assert tool_results == [
+        "tool 'subagent' failed: BudgetExceeded: task a/0001/b/0002 spent its budget: "
+        "tokens 300 of 250, reached by a model call of a/0001/b/0002/c/0003"
+    ]
+    assert result.tree_usage.total_tokens == 600
+
+
+async def test_a_streaming_model_is_checked_too(autojump_clock: Clock) -> None:
+    from agentcore.testing import StreamingScriptedModel
+
+    model = StreamingScriptedModel([echo(), "never"], usage=CALL)
+    async with open_pool() as pool:
+        pool.register(Spec("a", model=model, tools=(RecordingTool("echo"),),
+                           budget=Budget(output_tokens=10)))
+        with pytest.raises(BudgetExceeded) as info:
+            await (await pool.submit("a", "go")).wait()
+    assert str(info.value) == (
+        "task a/0001 spent its budget: output_tokens 10 of 10, reached by a model call of a/0001"
+    )
+    assert len(model.requests) == 1
+
+
+# -- the grace period ----------------------------------------------------------------------
+
+
+async def test_after_the_grace_period_a_stuck_child_is_cancelled(autojump_clock: Clock) -> None:
+    stuck = RecordingTool("stuck", block=True)
+    a = scripted(delegate("b", wait=False), Delayed(5, "a: done"))
+    b = scripted(Message("assistant", tool_calls=(ToolCall("s", "stuck", "{}"),)), "b: never")
+    async with open_pool() as pool:
+        pool.register(Spec("a", model=a, tools=(SubagentTool(pool),),
+                           budget=Budget(tokens=300, grace=10)))
+        pool.register(Spec("b", model=b, tools=(stuck,), critical=True))
+        task = await pool.submit("a", "go")
+        with pytest.raises(BudgetExceeded):
+            await task.wait()
+        assert trio.current_time() == 5
+        child = task.children[0]
+        assert child.status is TaskStatus.running
+        await child._done.wait()
+        assert trio.current_time() == 15
+    assert child.status is TaskStatus.cancelled
+
+
+async def test_after_the_grace_period_a_stuck_owner_fails(autojump_clock: Clock) -> None:
+    stuck = RecordingTool("stuck", block=True)
+    calls = (ToolCall("d", "subagent", json.dumps({"agent": "b", "task": "go", "wait": False})),
+             ToolCall("s", "stuck", "{}"))
+    a = scripted(Message("assistant", tool_calls=calls), "a: never")
+    b = scripted(Delayed(3, "b: answer"))
+    async with open_pool() as pool:
+        pool.register(Spec("a", model=a, tools=(SubagentTool(pool), stuck),
+                           budget=Budget(tokens=200, grace=7)))
+        pool.register(Spec("b", model=b))
+        task = await pool.submit("a", "go")
+        with pytest.raises(BudgetExceeded) as info:
+            await task.wait()
+        assert trio.current_time() == 10
+    assert str(info.value) == (
+        "task a/0001 spent its budget: tokens 200 of 200, reached by a model call of "
+        "a/0001/b/0002"
+    )
+    assert len(a.requests) == 1
