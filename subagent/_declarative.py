@@ -9,6 +9,10 @@ The format::
     max_children = 5
     children_timeout = 30.0
 
+    [pool.budget]               # optional: what all the pool's tasks may spend together
+    tokens = 200000             # any of tokens, input_tokens, output_tokens, cost (US
+    cost = 2.5                  # dollars), model_calls, tasks; warn_at (0.8), grace (30.0)
+
     [limits.openai]             # optional: rate limits agents share (RateLimiter)
     requests_per_minute = 500   # either or both
     tokens_per_minute = 200000
@@ -38,6 +42,7 @@ The format::
     hook_timeout = 5.0                      # agentcore's own defaults); hooks have
     max_parallel_tools = 8                  # no textual form
     retry = { max_attempts = 5, max_delay = 30.0 }   # any of RetryPolicy's fields
+    budget = { tokens = 50000, tasks = 10 }   # each task's subtree (also in [defaults])
 
     [mcp.time]                  # an MCP server: command/args/env (stdio) or url/headers
     command = "mcp-server-time"

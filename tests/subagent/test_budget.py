@@ -346,3 +346,146 @@ async def test_after_the_grace_period_a_stuck_owner_fails(autojump_clock: Clock)
         "a/0001/b/0002"
     )
     assert len(a.requests) == 1
+
+
+# -- cost ------------------------------------------------------------------------------
+
+
+class Priced:
+    """A scripted model with an id and a price table (as the adapters have): its
+    answers carry their cost, unless ``unpriced`` (then the cost is missing)."""
+
+    model = "m"
+    prices = {"m": ModelPrices(input=1.0, output=10.0)}
+
+    def __init__(self, *items: ScriptItem, unpriced: bool = False) -> None:
+        self.inner = scripted(*items)
+        self.unpriced = unpriced
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        response = await self.inner.complete(request)
+        return response if self.unpriced else priced(response, self.model, self.prices)
+
+
+async def test_a_cost_budget_stops_at_the_call_that_reaches_it(autojump_clock: Clock) -> None:
+    # each call: (90 * $1 + 10 * $10) per million = $0.00019
+    model = Priced(echo("e1"), echo("e2"), echo("e3"), "never")
+    async with open_pool() as pool:
+        pool.register(Spec("a", model=model, tools=(RecordingTool("echo"),),
+                           budget=Budget(cost=0.0005)))
+        task = await pool.submit("a", "go")
+        with pytest.raises(BudgetExceeded) as info:
+            await task.wait()
+    assert str(info.value) == (
+        "task a/0001 spent its budget: cost $0.00057 of $0.0005, reached by a model call of "
+        "a/0001"
+    )
+    assert task.tree_usage.cost == pytest.approx(0.00057)
+
+
+async def test_a_call_without_a_cost_reaches_a_cost_budget(autojump_clock: Clock) -> None:
+    model = Priced(echo("e1"), "never", unpriced=True)
+    async with open_pool() as pool:
+        pool.register(Spec("a", model=model, tools=(RecordingTool("echo"),),
+                           budget=Budget(cost=1.0)))
+        with pytest.raises(BudgetExceeded) as info:
+            await (await pool.submit("a", "go")).wait()
+    assert str(info.value) == (
+        "task a/0001 spent its budget: cost unknown of $1, reached by a model call of a/0001"
+    )
+    assert info.value.spent is None
+
+
+async def test_a_cost_budget_over_a_model_with_no_price_refuses_to_start() -> None:
+    hint = ("has no price: give the model a price table (prices=), install subagent[prices], "
+            "or budget tokens instead")
+    async with open_pool() as pool:
+        with pytest.raises(SpecError) as info:
+            pool.register(Spec("a", model=scripted("x"), budget=Budget(cost=1.0)))
+        assert str(info.value) == f"spec 'a': its budget limits cost, and its model " \
+                                  f"'ScriptedModel' {hint}"
+        assert "a" not in pool.specs
+        pool.register(Spec("b", model=Priced("x"), budget=Budget(cost=1.0)))
+    async with open_pool(budget=Budget(cost=1.0)) as pool:
+        with pytest.raises(SpecError) as info:
+            pool.register(Spec("a", model=scripted("x")))
+        assert str(info.value) == f"spec 'a': the pool's budget limits cost, and its model " \
+                                  f"'ScriptedModel' {hint}"
+
+
+async def test_a_cost_budget_refuses_to_start_an_unpriced_child(autojump_clock: Clock) -> None:
+    a = Priced(delegate("b"), "a: fine")
+    async with open_pool() as pool:
+        pool.register(Spec("a", model=a, tools=(SubagentTool(pool),), budget=Budget(cost=1.0)))
+        pool.register(Spec("b", model=scripted("b")))
+        assert (await (await pool.submit("a", "go")).wait()).output == "a: fine"
+    tool_results = [m.content for m in a.inner.requests[1].messages if m.role == "tool"]
+    assert tool_results == [
+        "tool 'subagent' failed: SpecError: spec 'b': the budget of task a/0001 limits cost, "
+        "and its model 'ScriptedModel' has no price: give the model a price table (prices=), "
+        "install subagent[prices], or budget tokens instead"
+    ]
+
+
+def test_which_models_have_a_price() -> None:
+    from agentcore.models import FallbackModel, RateLimited
+
+    from subagent._budgeted import model_priced
+
+    assert model_priced(Priced("x"))
+    assert model_priced(RateLimited(Priced("x"), requests_per_minute=60))
+    assert model_priced(FallbackModel(Priced("x"), Priced("y")))
+    assert not model_priced(FallbackModel(Priced("x"), scripted("y")))
+    assert not model_priced(scripted("x"))
+
+
+# -- specs files -------------------------------------------------------------------------
+
+
+def test_budget_tables_in_a_specs_file() -> None:
+    from subagent import specs_from_mapping
+
+    specs = specs_from_mapping({
+        "pool": {"max_depth": 3, "budget": {"tokens": 1000, "cost": 2, "warn_at": 0.5}},
+        "defaults": {"model": "x", "budget": {"model_calls": 20}},
+        "agents": {"a": {"budget": {"tasks": 4, "grace": 5}}, "b": {}},
+    }, resolve_model=lambda text: scripted("x"))
+    assert specs.budget == Budget(tokens=1000, cost=2.0, warn_at=0.5)
+    assert specs.pool == {"max_depth": 3}
+    assert specs.defaults.budget == Budget(model_calls=20)
+    by_name = {spec.name: spec for spec in specs.specs}
+    assert by_name["a"].budget == Budget(tasks=4, grace=5.0)
+    assert by_name["b"].budget is None
+    assert by_name["b"].inherit(specs.defaults).budget == Budget(model_calls=20)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"pool": {"budget": 5}}, "[pool.budget]: must be a table, not an integer (5)"),
+    ({"pool": {"budget": {}}}, "[pool.budget]: names no limit; give tokens, input_tokens, "
+                               "output_tokens, cost, model_calls, tasks"),
+    ({"pool": {"budget": {"dollars": 1}}},
+     "[pool.budget] key 'dollars': unknown; the keys are tokens, input_tokens, output_tokens, "
+     "cost, model_calls, tasks, warn_at, grace"),
+    ({"defaults": {"budget": {"tokens": 0}}},
+     "[defaults] field 'budget' key 'tokens': must be at least 1, not 0"),
+    ({"agents": {"a": {"budget": {"tokens": 1.5}}}},
+     "agent 'a' field 'budget' key 'tokens': must be an integer, not a number (1.5)"),
+    ({"agents": {"a": {"budget": {"cost": "1"}}}},
+     "agent 'a' field 'budget' key 'cost': must be a number, not a string ('1')"),
+    ({"agents": {"a": {"budget": {"cost": 10**400}}}},
+     "agent 'a' field 'budget' key 'cost': must be positive and finite, not inf"),
+    ({"agents": {"a": {"budget": {"tokens": 9, "warn_at": 2}}}},
+     "agent 'a' field 'budget' key 'warn_at': must be at most 1, not 2.0"),
+    ({"agents": {"a": {"budget": {"tokens": 9, "grace": -1}}}},
+     "agent 'a' field 'budget' key 'grace': must be positive and finite, not -1.0"),
+    ({"agents": {"a": {"budget": {"tasks": True}}}},
+     "agent 'a' field 'budget' key 'tasks': must be an integer, not a boolean (True)"),
+])
+def test_bad_budget_tables_are_refused(data: dict[str, object], message: str) -> None:
+    from subagent import SpecFileError, specs_from_mapping
+
+    data = {"agents": {"a": {"model": "x"}}, **data}
+    with pytest.raises(SpecFileError) as info:
+        specs_from_mapping(data, resolve_model=lambda text: scripted("x"),
+                           source="s.toml")
+    assert str(info.value) == f"s.toml: {message}"
