@@ -4,6 +4,7 @@ known exactly, so each test knows which call reaches the limit and what is spent
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 import pytest
 import trio
@@ -12,7 +13,7 @@ import trio.testing
 from agentcore import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from agentcore.models import ModelPrices
 from agentcore.models._prices import priced
-from agentcore.testing import Blocked, Delayed, RecordingTool, ScriptedModel, ScriptItem
+from agentcore.testing import Delayed, RecordingTool, ScriptedModel, ScriptItem
 from ledger import MemorySink
 from subagent import (
     Budget,
@@ -87,7 +88,7 @@ def test_budget_is_validated() -> None:
             Budget(**fields)  # type: ignore[arg-type]
         assert str(info.value) == message
     with pytest.raises(TypeError):
-        Budget(10)  # type: ignore[misc]
+        Budget(10)  # type: ignore[call-arg]
 
 
 async def test_spec_budget_is_inherited_from_the_defaults() -> None:
@@ -323,8 +324,9 @@ async def test_after_the_grace_period_a_stuck_child_is_cancelled(autojump_clock:
         child = task.children[0]
         assert child.status is TaskStatus.running
         await child._done.wait()
+        status: TaskStatus = child.status
         assert trio.current_time() == 15
-    assert child.status is TaskStatus.cancelled
+    assert status is TaskStatus.cancelled
 
 
 async def test_after_the_grace_period_a_stuck_owner_fails(autojump_clock: Clock) -> None:
@@ -356,7 +358,7 @@ class Priced:
     answers carry their cost, unless ``unpriced`` (then the cost is missing)."""
 
     model = "m"
-    prices = {"m": ModelPrices(input=1.0, output=10.0)}
+    prices: ClassVar[dict[str, ModelPrices]] = {"m": ModelPrices(input=1.0, output=10.0)}
 
     def __init__(self, *items: ScriptItem, unpriced: bool = False) -> None:
         self.inner = scripted(*items)
@@ -429,7 +431,6 @@ async def test_a_cost_budget_refuses_to_start_an_unpriced_child(autojump_clock: 
 
 def test_which_models_have_a_price() -> None:
     from agentcore.models import FallbackModel, RateLimited
-
     from subagent._budgeted import model_priced
 
     assert model_priced(Priced("x"))
