@@ -228,7 +228,9 @@ class Budgets:
             except AuditError as exc:
                 failure = exc
         if events is not None:
-            error = text if failure is None else f"{text}; AuditError: {failure}"
+            error = text if report.exceeded else None
+            if failure is not None:
+                error = "; ".join(filter(None, (error, f"AuditError: {failure}")))
             call_id = owner.call_id if owner is not None else None
             events._send_reserved(
                 Event(report.owner, kind, None, call_id, error=error, budget=report)

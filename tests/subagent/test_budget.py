@@ -148,7 +148,7 @@ async def test_a_token_budget_stops_a_three_level_tree_at_the_call_that_reaches_
     )
     warned = [e for e in events if e.kind == "budget_warning"]
     exceeded = [e for e in events if e.kind == "budget_exceeded"]
-    assert [e.error for e in warned] == [
+    assert [e.budget.message() for e in warned if e.budget is not None] == [
         "task a/0001 used 80% of its budget: tokens 400 of 450, reached by a model call of "
         "a/0001/b/0002/c/0003"
     ]
