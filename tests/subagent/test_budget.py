@@ -243,7 +243,7 @@ async def test_the_pool_budget_fails_every_running_root_and_refuses_submits(
     autojump_clock: Clock,
 ) -> None:
     first = ScriptedModel([Delayed(1, echo("e1")), Delayed(1, "x: summary")], usage=CALL)
-    second = ScriptedModel([Delayed(2, echo("e1")), "y: never"], usage=CALL)
+    second = ScriptedModel([Delayed(1.5, echo("e1")), "y: never"], usage=CALL)
     stream = Stream(1000)
     sink = MemorySink()
     async with open_pool(budget=Budget(model_calls=2), events=stream,
@@ -262,7 +262,7 @@ async def test_the_pool_budget_fails_every_running_root_and_refuses_submits(
         with pytest.raises(BudgetExceeded) as refused:
             await pool.submit("x", "again")
         assert str(refused.value) == text
-    # x had no call in flight at t=2: its summary came; y made the call that reached it
+    # y's call reached it at t=1.5, x's second call was in flight then: its last one
     assert (len(first.requests), len(second.requests)) == (2, 1)
     stream.close()
     events = await drain(stream)
