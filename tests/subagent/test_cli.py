@@ -353,7 +353,8 @@ def test_demo_shows_the_cost_of_the_tree_and_the_budget_left(tmp_path: Path) -> 
 def test_a_spent_pool_budget_stops_the_run_and_is_shown(tmp_path: Path) -> None:
     reply: dict[str, object] = {
         "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "notes.txt"}}],
-             "usage": {"input_tokens": 7, "output_tokens": 3}}
+        "usage": {"input_tokens": 7, "output_tokens": 3},
+    }
     specs = write_specs(tmp_path, [reply, reply, {"content": "never"}],
                         "\n[pool.budget]\ntokens = 15\n")
     done = run("run", str(specs), "--agent", "helper", "read", "--plain",
