@@ -27,6 +27,7 @@ from agentcore import GateDecision, GateRequest, Tool, ToolGate, Usage, allow_al
 
 from ._declarative import SpecFile, load_specs
 from ._delegation import SubagentTool
+from ._demo import PRICING as DEMO_PRICING
 from ._demo import TASK as DEMO_TASK
 from ._demo import demo_specs
 from ._errors import SubagentError, TaskError, UnknownAgentError, format_path
@@ -37,7 +38,7 @@ from ._results import SubagentResultsTool
 from ._safe_text import one_line, safe_text
 from ._stream import Stream
 from ._terminal import Screen, TerminalAnswers, TerminalApproval
-from ._view import TreeView, render_lines, render_rich
+from ._view import TreeView, dollars, left, render_lines, render_rich
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, EXIT_LEDGER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -70,6 +71,8 @@ class Display:
         line = self.view.update(ev)
         if self._live is not None:
             self._live.update(render_rich(self.view))
+        elif line is not None and ev.budget is not None:
+            self.screen.line(f"budget: {line}")
         elif line is not None:
             self.screen.line(f"{one_line(format_path(ev.path))}: {one_line(line)}")
 
@@ -137,8 +140,10 @@ async def run_specs(
 
             nursery.start_soon(show)
             try:
+                display.view.pool_budget = specs.budget
                 async with open_pool(
-                    **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp  # type: ignore[arg-type]
+                    **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp,  # type: ignore[arg-type]
+                    budget=specs.budget,
                 ) as pool:
                     pool_tools: dict[str, Tool] = {
                         "subagent": SubagentTool(pool),
@@ -146,6 +151,9 @@ async def run_specs(
                     }
                     for spec in specs.specs_for(pool_tools, pool.mcp_tools):
                         pool.register(spec)
+                    display.view.budgets = {
+                        name: spec.budget for name, spec in pool.specs.items() if spec.budget
+                    }
                     task = await pool.submit(agent, task_text)
                     try:
                         result = await task.wait()
@@ -159,10 +167,15 @@ async def run_specs(
                 await sink.aclose()
         display.final()
     print("\noutput:\n" + safe_text(output, keep_newlines=True), file=out)
+    spend = display.view.spend()
     if usage is None:  # the task failed: add up what the events showed
-        usage = Usage(*display.view.total_tokens())
+        usage = Usage(spend.input_tokens, spend.output_tokens, cost=spend.cost)
+    cost = "cost unknown (no price for some of its models)" if usage.cost is None else (
+        f"cost {dollars(usage.cost)}")
     print(f"\nusage of the whole tree: {usage.input_tokens} input + {usage.output_tokens} "
-          f"output tokens over {len(display.view.nodes)} runs", file=out)
+          f"output tokens over {len(display.view.nodes)} runs; {cost}", file=out)
+    if specs.budget is not None:
+        print(f"budget left: {left(specs.budget, spend)}", file=out)
     print(f"ledger: {one_line(str(ledger_path))}", file=out)
     try:
         report = ledger.verify(ledger_path)
@@ -300,7 +313,7 @@ def _temporal(args: argparse.Namespace, out: TextIO) -> int:
 
 async def run_demo(ledger_path: Path, screen: Screen, rich: bool) -> int:
     """Run the demo with a live tree; returns the exit code. A checkpoint."""
-    screen.line(f"subagent demo (offline, scripted models)\ntask: {DEMO_TASK}\n")
+    screen.line(f"subagent demo (offline, scripted models)\ntask: {DEMO_TASK}\n{DEMO_PRICING}\n")
     return await run_specs(
         demo_specs(), "coordinator", DEMO_TASK, gate=read_only_or_delegation,
         ledger_path=ledger_path, screen=screen, rich=rich,

@@ -9,6 +9,8 @@ import attrs
 import agentcore
 from agentcore import AgentPath, RunSummary, Usage
 
+from ._budget import BudgetReport
+
 
 class EventKind(enum.StrEnum):
     """The kinds of the pool's own events (a run's events keep their ``agentcore.EventKind``).
@@ -34,6 +36,12 @@ class EventKind(enum.StrEnum):
     """The trio thread reached no checkpoint for longer than the pool's
     ``loop_watchdog``; ``stall`` says how long, in which tool call (``path`` and
     ``call_id`` are the calling run's and the call's, if one was running) and where."""
+    budget_warning = "budget_warning"
+    """A budget's spend reached its ``warn_at`` fraction of one of its limits; ``path``
+    is the budget owner's (``()`` for the pool's), ``budget`` says which and how much."""
+    budget_exceeded = "budget_exceeded"
+    """A budget's limit was reached: its subtree stops (see :class:`subagent.Budget`);
+    ``path`` is the owner's, ``budget`` says which, ``error`` the message."""
     mcp_server_error = "mcp_server_error"
     """An MCP server of the pool did not start, failed or stopped answering (it is
     started again after a backoff); ``path`` is ``()``, ``error`` names the server."""
@@ -78,6 +86,7 @@ class Event:
       tree_usage: The usage of the task and all its descendants that ended before it
         resolved (``task_finished``, ``task_cancelled``, ``task_orphaned``).
       stall: What the loop watchdog saw (``event_loop_blocked``).
+      budget: The limit, spend and path concerned (``budget_warning``, ``budget_exceeded``).
     """
 
     path: AgentPath
@@ -90,3 +99,4 @@ class Event:
     output: str | None = None
     tree_usage: Usage | None = None
     stall: LoopStall | None = None
+    budget: BudgetReport | None = None

@@ -15,6 +15,8 @@ from agentcore._audit import record, record_within
 from ledger import Record, Sink
 
 from ._background import end_children, orphan, settle
+from ._budgeted import budgeted_model
+from ._budgeted import settle as settle_budget
 from ._core import TaskStatus
 from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation
@@ -56,7 +58,7 @@ def build_agent(task: Task) -> Agent:
         limits["max_turns"] = spec.max_turns
     assert spec.model is not None
     return Agent(
-        model=spec.model,
+        model=budgeted_model(task, spec.model),
         tools=tools,
         system_prompt=prompt,
         agent_id=spec.agent_id,
@@ -201,7 +203,7 @@ async def _execute(task: Task) -> TaskStatus:
             task._error = result.summary.error
             task._messages = result.messages
             task._follow_ups_left = result.follow_ups
-            return end_status(result.summary.end_reason)
+            return settle_budget(task, end_status(result.summary.end_reason))
     finally:
         task._limits = None
         current_task.reset(token)

@@ -12,6 +12,7 @@ import trio
 import agentcore
 from agentcore import AgentPath, Message
 
+from ._budgeted import Budgets
 from ._core import (
     CancelRun,
     Effect,
@@ -33,6 +34,7 @@ from ._task import Task
 if TYPE_CHECKING:
     from agentcore import Tool
 
+    from ._budget import Budget
     from .mcp._sessions import McpSessions
 
 _T = TypeVar("_T")
@@ -78,6 +80,7 @@ class Pool:
         children_timeout: float,
         mcp: McpSessions | None = None,
         history_limits: HistoryLimits = DEFAULT_LIMITS,
+        budget: Budget | None = None,
     ) -> None:
         self.mcp = mcp
         #: The caps on a submit's ``history`` (open_pool's max_history_messages/bytes).
@@ -96,6 +99,8 @@ class Pool:
         # The rules and the state of slots, queue and task tree; this class only
         # carries out the effects its methods return (see _apply).
         self._core: PoolCore[Task] = PoolCore(max_concurrent, max_queued, max_depth)
+        # The budgets over its tasks (the pool's own, and each spec's).
+        self._budgets = Budgets(budget, nursery.start_soon, defaults.audit, events)
         # Runs parked taking their slot back (see _take_back), by task.
         self._parked: dict[Task, trio.lowlevel.Task] = {}
 
@@ -126,7 +131,8 @@ class Pool:
         Its unset fields inherit the pool's defaults now.
 
         Raises:
-          SpecError: it has no model after inheritance, or a bad name or limit.
+          SpecError: it has no model after inheritance, or a bad name or limit, or a
+            cost budget (its own or the pool's) covers it and its model has no price.
         """
         from agentcore import Agent, ConfigurationError
 
@@ -136,6 +142,7 @@ class Pool:
             Agent(model=resolved.model, tools=resolved.tools)
         except ConfigurationError as exc:
             raise SpecError(f"spec {spec.name!r}: {exc}") from exc
+        self._budgets.check_spec(resolved)
         self._specs[spec.name] = resolved
 
     def mcp_tools(self, server: str, *names: str) -> tuple[Tool, ...]:
@@ -268,11 +275,14 @@ class Pool:
             events = parent.events if parent is not None else self.events
         # A task started from within a run is bounded by that run's gate too.
         spec = delegated(spec, agentcore.current_run())
+        budget = self._budgets.admit(spec, parent, parent_path)
         path = (*parent_path, f"{name}/{next(self._numbers):04d}")
         task = Task(
             path, name, input, spec, self, parent, events, call_id, core, self._apply,
             history=history,
         )
+        if budget is not None:
+            budget.join(task)
         if parent is not None and background:
             task._deliver_to = parent
             parent._background.add(task)

@@ -19,6 +19,7 @@ from ._spec import Spec
 from ._stream import Stream
 
 if TYPE_CHECKING:
+    from ._budget import TaskBudget
     from ._statistics import PoolStatistics
 
 
@@ -186,6 +187,8 @@ class Task:
     # Child side: the parent run to deliver its result to, and the fan-out slot it holds.
     _deliver_to: Task | None = None
     _fanout_slot: trio.Semaphore | None = None
+    # The budgets over it (see _budgeted.py), if any.
+    _budget: TaskBudget | None = None
 
     def __attrs_post_init__(self) -> None:
         parent = self._parent._node if self._parent is not None else None
@@ -364,6 +367,7 @@ class Task:
 
         Raises:
           TaskFailed: its run ended ``error`` (the run's exception is the cause).
+          BudgetExceeded: (a TaskFailed) it owns a budget that was spent.
           TaskTimeout: it exceeded the spec's ``timeout`` or ``idle_timeout``.
           TaskCancelled: it was cancelled.
         """
@@ -397,6 +401,8 @@ class Task:
         if self.status is TaskStatus.finished:
             return None
         if self.status is TaskStatus.failed:
+            if self._budget is not None and self._budget.failure is not None:
+                return self._budget.failure
             return TaskFailed(f"task {where} failed: {self._error}", self.path)
         if self.status is TaskStatus.timed_out:
             return TaskTimeout(f"task {where} {self._error}", self.path)
