@@ -1,0 +1,110 @@
+"""Resuming a paused run: whether an Agent can, the answers' audit entries, and
+finishing the paused turn.
+
+On resume, :func:`finish_pending` appends what the paused turn already knew and
+runs the rest in the same call order, so the conversation is the one an
+in-process approval would have given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from ._errors import ResumeError
+from ._gate import GateDecision
+from ._messages import Message
+from ._pending import CallStatus, PendingCall
+from ._toolcall import answer_call, result_message, run_tools
+from ._tools import ToolOutcome
+
+if TYPE_CHECKING:
+    from ._port import RunPort
+    from ._state import RunState
+
+
+class Resumer(Protocol):
+    """What :func:`check_resumable` reads of an Agent."""
+
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def tools_by_name(self) -> Mapping[str, object]: ...
+
+
+def check_resumable(agent: Resumer, state: RunState) -> None:
+    """Raise :class:`ResumeError` unless ``agent`` can resume ``state``. Not a checkpoint."""
+    if not state.paused:
+        ended = state.summary.end_reason if state.summary is not None else state.phase.value
+        raise ResumeError(
+            f"this RunState is not paused ({ended}): only a paused run can be resumed"
+        )
+    if state.agent != agent.agent_id:
+        raise ResumeError(
+            f"this RunState is a run of agent {state.agent[:200]!r}, "
+            f"not of this Agent ({agent.agent_id!r})"
+        )
+    if state.children:
+        raise ResumeError(
+            f"this RunState holds the states of {len(state.children)} delegated runs: "
+            "resume it with the pool that ran it (Pool.resume)"
+        )
+    for p in state.pending:
+        if p.status is CallStatus.deferred:
+            raise ResumeError(
+                f"call {p.call.id[:200]!r} (tool {p.call.name[:200]!r}) has no answer yet: "
+                "approve or deny it first"
+            )
+        if p.status is CallStatus.approved and p.call.name not in agent.tools_by_name:
+            names = ", ".join(sorted(agent.tools_by_name)) or "none"
+            raise ResumeError(
+                f"tool {p.call.name[:200]!r} of approved call {p.call.id[:200]!r} is not "
+                f"among this Agent's tools ({names})"
+            )
+
+
+async def audit_answers(run: RunPort, pending: Sequence[PendingCall]) -> None:
+    """Record the human's answers, then ``run_resumed``, on the run's audit chain.
+
+    A checkpoint when there is a sink. Raises ``AuditError`` (the run must not go on).
+    """
+    answered = 0
+    for p in pending:
+        if p.status in (CallStatus.approved, CallStatus.denied):
+            answered += 1
+            await run.audit(
+                "approval",
+                tool=p.call.name,
+                call_id=p.call.id,
+                verdict="allow" if p.status is CallStatus.approved else "deny",
+                reason=p.reason,
+                data={"by": p.by},
+            )
+    await run.audit("run_resumed", data={"answers": answered, "pending": len(pending)})
+
+
+async def finish_pending(run: RunPort, pending: Sequence[PendingCall]) -> None:
+    """Finish the paused turn's calls in call order. A checkpoint.
+
+    Kept results are appended; an approved call runs (its ``gate_decision`` is the
+    human's), a denied one gets ``denied: <reason>``; the calls that had not started
+    go through the tool phase as usual, and may pause the run again.
+    """
+    for k, p in enumerate(pending):
+        if p.status is CallStatus.waiting:
+            await run_tools(run, [q.call for q in pending[k:]])
+            return
+        if p.status is CallStatus.done:
+            outcome = ToolOutcome(p.result, p.is_error, p.denied)
+        else:
+            allowed = p.status is CallStatus.approved
+            outcome = await answer_call(run, p.call, GateDecision(allowed, p.reason))
+        run.add_message(result_message(p.call, outcome))
+
+
+def last_answer(messages: Sequence[Message]) -> str:
+    """The text of the last assistant message (what ``max_turns`` returns)."""
+    for message in reversed(messages):
+        if message.role == "assistant":
+            return message.content
+    return ""
