@@ -240,6 +240,16 @@ def encode_state(state: StateLike) -> str:
     return _encoder.encode(_Envelope(FORMAT, VERSION, digest, msgspec.Raw(body))).decode()
 
 
+def _too_deep() -> RunStateError:
+    # msgspec recurses on nesting even where it only skips a value (it raises
+    # RecursionError cleanly, at the interpreter's limit): refused like too many
+    # levels of children.
+    return RunStateError(
+        f"RunState nested too deeply (more than {MAX_STATE_DEPTH} levels of children, "
+        "or JSON nested past the decoder's limit)"
+    )
+
+
 def _refuse(what: str, exc: Exception | None = None) -> RunStateError:
     if exc is None:
         return RunStateError(f"not a RunState: {what}")
@@ -264,9 +274,10 @@ def decode_state(text: str | bytes, max_bytes: int | None = None) -> Decoded:
         raise RunStateError(f"RunState JSON too large (more than {cap} bytes)")
     try:
         head = _head.decode(data)
-    except (msgspec.DecodeError, RecursionError) as exc:
-        raise _refuse("the text is not a JSON object with a format and a version",
-                      None if isinstance(exc, RecursionError) else exc) from None
+    except RecursionError:
+        raise _too_deep() from None
+    except msgspec.DecodeError as exc:
+        raise _refuse("the text is not a JSON object with a format and a version", exc) from None
     if head.format != FORMAT:
         raise RunStateError(f"not a RunState: its format is {head.format[:100]!r}, not {FORMAT!r}")
     if head.version != VERSION:
@@ -276,6 +287,8 @@ def decode_state(text: str | bytes, max_bytes: int | None = None) -> Decoded:
         )
     try:
         envelope = _envelope.decode(data)
+    except RecursionError:
+        raise _too_deep() from None
     except msgspec.DecodeError as exc:
         raise _refuse("bad envelope", exc) from None
     body = bytes(envelope.state)
@@ -296,9 +309,7 @@ def _decode_tree(body: bytes) -> Decoded:
     while level:
         depth += 1
         if depth > MAX_STATE_DEPTH:
-            raise RunStateError(
-                f"RunState nested too deeply (more than {MAX_STATE_DEPTH} levels of children)"
-            )
+            raise _too_deep()
         deeper: list[tuple[Decoded, msgspec.Raw]] = []
         for parent, raw in level:
             child, kids = _state_of(bytes(raw))
@@ -312,6 +323,8 @@ def _state_of(body: bytes) -> tuple[Decoded, list[msgspec.Raw]]:
     try:
         b = _body.decode(body)
         return _build(b), b.children
+    except RecursionError:
+        raise _too_deep() from None
     except (msgspec.DecodeError, ValueError, TypeError) as exc:
         raise _refuse("bad state", exc) from None
 

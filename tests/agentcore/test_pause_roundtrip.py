@@ -107,11 +107,13 @@ def same_order(a: list[Any], b: list[Any], call_of: Any) -> None:
 
 
 def _event_call(value: list[Any]) -> str | None:
-    return value[6] and value[6][0]
+    call: str | None = value[6] and value[6][0]
+    return call
 
 
 def _entry_call(value: list[Any]) -> str | None:
-    return value[1]  # type: ignore[no-any-return]
+    call: str | None = value[1]
+    return call
 
 
 def check_round_trip(workload: Workload, target: str, answer: GateDecision,
@@ -168,13 +170,13 @@ def check_round_trip(workload: Workload, target: str, answer: GateDecision,
         same_order(entries[j + 4:], base_entries[j:], _entry_call)
 
 
-@settings(max_examples=2000 if LONG else 200)
+@settings(max_examples=2000 if LONG else 100)
 @given(workloads())
 def test_round_trip_in_process(case: tuple[Workload, str, GateDecision]) -> None:
     check_round_trip(*case, child=False)
 
 
-@settings(max_examples=200 if LONG else 12)
+@settings(max_examples=200 if LONG else 8)
 @given(workloads())
 def test_round_trip_in_a_new_process(case: tuple[Workload, str, GateDecision]) -> None:
     check_round_trip(*case, child=True)
