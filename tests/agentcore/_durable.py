@@ -35,7 +35,7 @@ from ledger import JsonlSink
 Workload = list[list[list[Any]]]
 
 
-def _tool(name: str, read_only: bool) -> FunctionTool:
+def make_tool(name: str, read_only: bool) -> FunctionTool:
     async def run(arguments: str) -> str:
         seconds = json.loads(arguments)["s"]
         await trio.sleep(seconds)
@@ -70,7 +70,7 @@ def gate(target: str, answer: GateDecision | None) -> ToolGate:
 def agent(workload: Workload, gate: ToolGate | None, audit: Any = None) -> Agent:
     return Agent(
         model=model(workload),
-        tools=[_tool("look", True), _tool("write", False)],
+        tools=[make_tool("look", True), make_tool("write", False)],
         agent_id="worker",
         gate=gate,
         audit=audit,
