@@ -7,6 +7,7 @@ from ._arguments import ArgumentsError as ArgumentsError
 from ._arguments import load_arguments as load_arguments
 from ._errors import AgentCoreError as AgentCoreError
 from ._errors import AuditError as AuditError
+from ._errors import CallPaused as CallPaused
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import ContextTooLongError as ContextTooLongError
 from ._errors import ModelError as ModelError
@@ -60,6 +61,7 @@ from ._steering import RunEndedError as RunEndedError
 from ._summary import EndReason as EndReason
 from ._summary import RunSummary as RunSummary
 from ._toolcall import current_tool_call as current_tool_call
+from ._toolcall import resumed_call_state as resumed_call_state
 from ._tools import FunctionTool as FunctionTool
 from ._tools import Liveness as Liveness
 from ._tools import SelfMonitoring as SelfMonitoring

@@ -15,28 +15,38 @@ import attrs
 
 from ._messages import ToolCall
 from ._pending import CallStatus, PendingCall
+from ._state import RunState
 from ._tools import ToolOutcome
 
 
 @attrs.frozen(slots=True)
 class Deferred(ToolOutcome):
-    """The outcome of a call its gate deferred: no result yet (never a message)."""
+    """The outcome of a call its gate deferred, or whose tool raised ``CallPaused``
+    (``child``: the paused run's state): no result yet (never a message)."""
 
     call: ToolCall = ToolCall("", "")
+    child: RunState | None = None
 
 
-def pending_of(calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]) -> list[PendingCall]:
-    """The pending calls of a paused turn: ``calls`` from the first one without a
+def pending_of(
+    calls: Sequence[ToolCall], outcomes: Sequence[ToolOutcome]
+) -> tuple[list[PendingCall], list[RunState]]:
+    """The pending calls of a paused turn, and the states of the runs its delegated
+    calls left paused (in the same order): ``calls`` from the first one without a
     result message, ``outcomes`` those of the calls that started (a prefix)."""
     pending = []
+    children = []
     for k, call in enumerate(calls):
         if k >= len(outcomes):
             pending.append(PendingCall(call, CallStatus.waiting))
             continue
         outcome = outcomes[k]
-        if isinstance(outcome, Deferred):
+        if isinstance(outcome, Deferred) and outcome.child is not None:
+            pending.append(PendingCall(outcome.call, CallStatus.delegated, outcome.text))
+            children.append(outcome.child)
+        elif isinstance(outcome, Deferred):
             pending.append(PendingCall(outcome.call, CallStatus.deferred, outcome.text))
         else:
             pending.append(PendingCall(call, CallStatus.done, result=outcome.text,
                                        is_error=outcome.is_error, denied=outcome.denied))
-    return pending
+    return pending, children

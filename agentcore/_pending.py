@@ -30,6 +30,9 @@ class CallStatus(enum.StrEnum):
     """A human denied it: it gets an error result on resume."""
     waiting = "waiting"
     """It had not started when the run paused: on resume it is gated and run as usual."""
+    delegated = "delegated"
+    """Its tool started a run that paused (``CallPaused``): that run's state is the
+    next of ``RunState.children``; on resume the tool continues it."""
 
 
 @attrs.frozen(slots=True)

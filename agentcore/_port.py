@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ._models import ChatModel
     from ._pending import PendingCall
     from ._retry import RetryPolicy
+    from ._state import RunState
     from ._summary import RunSummary
     from ._tools import Tool, ToolOutcome
 
@@ -112,8 +113,9 @@ class RunPort(Protocol):
         """Note that a gate deferred a call: the run pauses at the next safe point."""
         ...
 
-    def pause_calls(self, pending: list[PendingCall]) -> None:
-        """Keep the paused turn's calls without a result, in call order."""
+    def pause_calls(self, pending: list[PendingCall], children: list[RunState]) -> None:
+        """Keep the paused turn's calls without a result, in call order, and the states
+        of the runs its delegated calls left paused."""
         ...
 
     async def emit(self, kind: EventKind, **fields: Any) -> None:

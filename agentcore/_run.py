@@ -298,9 +298,11 @@ class Run:
         """Note that a gate deferred a call. Not a checkpoint."""
         self._state.pausing = True
 
-    def pause_calls(self, pending: list[PendingCall]) -> None:
-        """Keep the paused turn's calls without a result, in call order. Not a checkpoint."""
+    def pause_calls(self, pending: list[PendingCall], children: list[RunState]) -> None:
+        """Keep the paused turn's calls without a result and its delegated calls'
+        paused runs, in call order. Not a checkpoint."""
         self._state.pending = pending
+        self._state.children = children
 
     def end_as(self, summary: RunSummary) -> None:
         """Set how the run ended (its end may turn it to ``error``). Not a checkpoint."""
@@ -367,6 +369,7 @@ class Run:
             state.elapsed = summary.duration
             if reason is not EndReason.paused:
                 state.pending = []
+                state.children = []
             end = RunEnd(self, summary, error, state.abort_reason,
                          state.follow_ups[state.reported:])
             await end.finish(audited=self.agent.audit is not None,
@@ -393,8 +396,9 @@ class Run:
         # then the loop as if it had never stopped.
         state = self._state
         pending, state.pending = state.pending, []
+        children, state.children = state.children, []
         await audit_answers(self, pending)
-        await finish_pending(self, pending)
+        await finish_pending(self, pending, children)
         return await self._loop(last_answer(state.messages))
 
     async def _loop(self, last_text: str = "") -> tuple[str, EndReason]:

@@ -90,7 +90,8 @@ class RunState:
     """Seconds (trio's clock) the run ran before its current start: durations add up
     across pauses."""
     children: list[RunState] = attrs.Factory(list)
-    """The states of runs that are part of this one (a pool's paused delegations)."""
+    """The states of the runs this run's delegated calls left paused: one per
+    ``delegated`` pending call, in the same order (see ``CallPaused``)."""
     pausing: bool = False
     """Whether a gate deferred a call in the current turn (the run is pausing)."""
 

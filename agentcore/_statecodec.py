@@ -360,6 +360,11 @@ def _build(b: _Body) -> Decoded:
     ]
     if pending and (summary is None or summary.end_reason is not EndReason.paused):
         raise ValueError("pending tool calls in a state that is not paused")
+    delegated = sum(1 for p in pending if p.status is CallStatus.delegated)
+    if delegated != len(b.children):
+        raise ValueError(
+            f"{delegated} delegated calls but {len(b.children)} children states"
+        )
     return Decoded(b.run_id, b.agent, tuple(b.path), b.input, messages, b.turn,
                    b.tool_calls, b.tool_errors, b.denied, _the_usage(b.usage),
                    list(b.follow_ups), b.reported, summary, pending, b.elapsed)

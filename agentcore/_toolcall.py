@@ -11,12 +11,13 @@ import trio
 
 from ._arguments import ArgumentsError, load_arguments
 from ._audit import batch_failure
-from ._errors import describe
+from ._errors import CallPaused, describe
 from ._events import EventKind
 from ._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
 from ._hookcall import intercept
 from ._messages import Message, ToolCall
 from ._pause import Deferred, pending_of
+from ._state import RunState
 from ._steering import SKIPPED_INTERRUPTED, SKIPPED_STEERED
 from ._tools import SelfMonitoring, Tool, ToolOutcome
 
@@ -51,7 +52,7 @@ async def run_tools(run: RunPort, calls: Sequence[ToolCall]) -> None:
             outcomes = await _batch(run, calls[i:j])
         if run.pausing:
             # A gate deferred a call: the started calls have finished; keep the rest.
-            run.pause_calls(pending_of(calls[i:], outcomes))
+            run.pause_calls(*pending_of(calls[i:], outcomes))
             return
         run.add_messages(result_message(c, o) for c, o in zip(calls[i:j], outcomes, strict=False))
         i += len(outcomes)
@@ -161,6 +162,39 @@ async def answer_call(run: RunPort, call: ToolCall, decision: GateDecision) -> T
         outcome = ToolOutcome(f"denied: {decision.reason}", True, True)
     else:
         outcome = await _execute(run, tool, call)
+        if isinstance(outcome, Deferred):
+            return outcome
+    return await _end_call(run, call, call, outcome, started)
+
+
+_resumed_state: contextvars.ContextVar[RunState | None] = contextvars.ContextVar(
+    "agentcore_resumed_call_state", default=None
+)
+
+
+def resumed_call_state() -> RunState | None:
+    """While a resumed run calls a tool again for a call that raised ``CallPaused``
+    (on the same arguments), the state that call left paused; else ``None``. Not a
+    checkpoint. The delegation tool continues that run instead of starting anew."""
+    return _resumed_state.get()
+
+
+async def continue_call(run: RunPort, call: ToolCall, child: RunState) -> ToolOutcome:
+    """Finish a delegated call on resume: its tool runs again with ``child`` as
+    :func:`resumed_call_state`, then the call ends as :func:`call_tool` ends it (or
+    it is deferred again). A checkpoint."""
+    started = trio.current_time()
+    tool = run.agent.tools_by_name.get(call.name)
+    if tool is None:
+        outcome = ToolOutcome(f"unknown tool {call.name!r}: cannot continue the call", True)
+    else:
+        token = _resumed_state.set(child)
+        try:
+            outcome = await _execute(run, tool, call)
+        finally:
+            _resumed_state.reset(token)
+        if isinstance(outcome, Deferred):
+            return outcome
     return await _end_call(run, call, call, outcome, started)
 
 
@@ -268,6 +302,11 @@ async def _execute_current(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutc
             return ToolOutcome(await monitored.execute_monitored(call.arguments, timeout))
         with trio.move_on_after(timeout):
             return ToolOutcome(await tool.execute(call.arguments))
+    except CallPaused as paused:
+        if isinstance(paused.state, RunState):
+            run.note_deferral()
+            return Deferred(str(paused), call=call, child=paused.state)
+        return ToolOutcome(f"tool {call.name!r} failed: {describe(paused)}", True)
     except Exception as exc:
         return ToolOutcome(f"tool {call.name!r} failed: {describe(exc)}", True)
     return ToolOutcome(f"tool {call.name!r} timed out after {timeout:g}s", True)

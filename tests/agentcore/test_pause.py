@@ -224,13 +224,12 @@ async def test_resume_errors(autojump_clock: trio.testing.MockClock) -> None:
     assert str(info.value) == (
         "tool 'write' of approved call 'c1' is not among this Agent's tools (none)"
     )
-    state.children.append(RunState.begin([]))
+    child = RunState.begin([], path=("w/0002",))
+    child.pending = [PendingCall(ToolCall("k1", "write"), CallStatus.deferred, "ask")]
+    state.children.append(child)
     with pytest.raises(ResumeError) as info:
-        await worker.resume(state)
-    assert str(info.value) == (
-        "this RunState holds the states of 1 delegated runs: resume it with the pool "
-        "that ran it (Pool.resume)"
-    )
+        await worker.resume(state)  # a call deferred in a delegated run has no answer
+    assert str(info.value) == "call 'k1' (tool 'write') has no answer yet: approve or deny it first"
     state.children.clear()
 
     await worker.resume(state)

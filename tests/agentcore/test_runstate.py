@@ -48,6 +48,8 @@ def paused_state(children: int = 0) -> RunState:
         child = paused_state()
         child.path = ("root/0001", f"w/000{k + 2}")
         state.children.append(child)
+        state.pending.append(PendingCall(ToolCall(f"d{k}", "subagent"), CallStatus.delegated,
+                                         "subagent paused"))
     return state
 
 
@@ -123,6 +125,14 @@ def test_a_state_that_is_not_paused_has_nothing_to_answer() -> None:
     with pytest.raises(RunStateError) as info:
         state.approve("c1")
     assert str(info.value) == "this RunState is not paused: it has no call to answer"
+
+
+def test_children_match_the_delegated_calls() -> None:
+    state = paused_state(children=1)
+    state.pending.pop()
+    with pytest.raises(RunStateError) as info:
+        RunState.from_json(state.to_json())
+    assert str(info.value) == "not a RunState: bad state: 0 delegated calls but 1 children states"
 
 
 def test_a_running_state_cannot_be_stored() -> None:
@@ -235,9 +245,11 @@ def test_children_nested_past_the_bound_are_refused() -> None:
     for _ in range(MAX_STATE_DEPTH - 1):
         child = paused_state()
         node.children.append(child)
+        node.pending.append(PendingCall(ToolCall("d", "subagent"), CallStatus.delegated))
         node = child
     assert len(fields(RunState.from_json(root.to_json()))) == 17
     node.children.append(paused_state())
+    node.pending.append(PendingCall(ToolCall("d", "subagent"), CallStatus.delegated))
     with pytest.raises(RunStateError) as info:
         RunState.from_json(root.to_json())
     assert str(info.value) == TOO_DEEP
