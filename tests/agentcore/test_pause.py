@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -10,6 +11,7 @@ from agentcore import (
     Agent,
     AllOf,
     ApprovalGate,
+    CallPaused,
     CallStatus,
     EndReason,
     EventKind,
@@ -21,8 +23,10 @@ from agentcore import (
     PendingCall,
     ResumeError,
     RunState,
+    RunSummary,
     ToolCall,
     current_run,
+    resumed_call_state,
 )
 from agentcore._gate import ask
 from agentcore.testing import RecordingTool, ScriptedModel
@@ -260,3 +264,50 @@ async def test_an_abort_while_pausing_is_an_abort(autojump_clock: trio.testing.M
 
 async def _noop(arguments: str) -> str:
     return "ok"
+
+
+async def test_a_tool_that_raises_call_paused_pauses_the_run() -> None:
+    inner = RunState.begin([Message("user", "inner")], run_id="inner-1", path=("x",))
+    inner.pending = [PendingCall(ToolCall("k1", "write"), CallStatus.deferred, "ask")]
+    inner.summary = attrs.evolve(RunSummary(), end_reason=EndReason.paused)
+    seen: list[RunState | None] = []
+
+    async def starts_a_run(arguments: str) -> str:
+        state = resumed_call_state()
+        seen.append(state)
+        if state is None:
+            raise CallPaused("the inner run paused", inner)
+        return f"continued {state.run_id}"
+
+    worker = Agent(
+        model=ScriptedModel(lambda r: "ok" if r.messages[-1].role == "tool" else Message(
+            "assistant", "", tool_calls=[ToolCall("c1", "start")])),
+        tools=[FunctionTool("start", "s", {}, starts_a_run)], agent_id="outer",
+    )
+    result = await worker.run("go")
+    state = result.state
+    assert state is not None
+    assert state.pending == [PendingCall(ToolCall("c1", "start"), CallStatus.delegated,
+                                         "the inner run paused")]
+    assert state.children == [inner]
+    assert state.pending_approvals == (PendingApproval(("x",), "k1", "write", "{}", "ask"),)
+    state.approve("k1", path=("x",))
+    again = await worker.resume(RunState.from_json(state.to_json()))
+    assert again.messages[-2] == Message("tool", "continued inner-1", tool_call_id="c1")
+    assert [s.run_id if s else None for s in seen] == [None, "inner-1"]
+    assert resumed_call_state() is None
+
+
+async def test_call_paused_without_a_state_is_a_failure() -> None:
+    async def odd(arguments: str) -> str:
+        raise CallPaused("no state", "not a state")
+
+    worker = Agent(
+        model=ScriptedModel([Message("assistant", "", tool_calls=[ToolCall("c1", "odd")]),
+                             "done"]),
+        tools=[FunctionTool("odd", "o", {}, odd)],
+    )
+    result = await worker.run("go")
+    assert result.messages[2] == Message(
+        "tool", "tool 'odd' failed: CallPaused: no state", tool_call_id="c1", is_error=True
+    )
