@@ -12,7 +12,7 @@ import ledger
 
 from .test_cli import run, write_specs
 
-WRITE = {"tool_calls": [{"id": "c1", "name": "write_file",
+WRITE: dict[str, object] = {"tool_calls": [{"id": "c1", "name": "write_file",
                          "arguments": {"path": "out.txt", "content": "x"}}]}
 
 
