@@ -81,7 +81,7 @@ class Run:
         self._scope: trio.CancelScope | None = None
         self._resuming = resume is not None
         if resume is not None:
-            # Agent.new_run_from checked it (check_resumable); this run now owns it.
+            # Agent.new_run_from checked it; this run owns it now.
             resume.reopen()
             self._state = resume
             return
@@ -111,8 +111,7 @@ class Run:
 
     @property
     def state(self) -> RunState:
-        """The run's state (this Run is its only writer while it runs; once the run
-        has ended ``paused``, answer its pending approvals and resume it)."""
+        """The run's state (its only writer is this Run; a paused run's is answered, resumed)."""
         return self._state
 
     # -- control from other tasks ------------------------------------------------------
@@ -291,7 +290,7 @@ class Run:
 
     @property
     def pausing(self) -> bool:
-        """Whether a gate deferred a call this turn: the run pauses at its next safe point."""
+        """Whether a gate deferred a call this turn (the run pauses next)."""
         return self._state.pausing
 
     def note_deferral(self) -> None:
@@ -299,8 +298,7 @@ class Run:
         self._state.pausing = True
 
     def pause_calls(self, pending: list[PendingCall], children: list[RunState]) -> None:
-        """Keep the paused turn's calls without a result and its delegated calls'
-        paused runs, in call order. Not a checkpoint."""
+        """Keep the paused turn's unanswered calls and paused subruns. Not a checkpoint."""
         self._state.pending = pending
         self._state.children = children
 
@@ -392,8 +390,7 @@ class Run:
             await self.emit(EventKind.follow_up_queued, text=text)
 
     async def _resume(self) -> tuple[str, EndReason]:
-        # A resumed run: the answers and run_resumed entries, the paused turn's calls,
-        # then the loop as if it had never stopped.
+        # The answers and run_resumed entries, the paused turn's calls, then the loop.
         state = self._state
         pending, state.pending = state.pending, []
         children, state.children = state.children, []
