@@ -4,6 +4,8 @@ TaskPaused with the state, Pool.resume."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,19 +14,13 @@ import trio.testing
 
 from agentcore import (
     CallStatus,
-    FunctionTool,
-    Message,
-    ModelRequest,
     PendingApproval,
     ResumeError,
     RunState,
-    ToolCall,
 )
-from agentcore.testing import ScriptedModel
 from ledger import JsonlSink, verify
 from subagent import (
     Spec,
-    SubagentTool,
     TaskPaused,
     TaskStatus,
     UnknownAgentError,
@@ -32,8 +28,10 @@ from subagent import (
 )
 from tests.agentcore._durable import gate, model
 from tests.agentcore._durable import make_tool as tool
+from tests.subagent._tree import register
 
 Clock = trio.testing.MockClock
+ROOT = Path(__file__).resolve().parents[2]
 WORK = [[["c1", "write", 2], ["c2", "look", 1]]]
 
 
@@ -104,38 +102,16 @@ async def test_resume_with_a_missing_tool_is_refused(autojump_clock: Clock) -> N
 
 
 
-def delegating(child: str) -> ScriptedModel:
-    # Delegates once to ``child``, then answers with what it got back.
-    def reply(request: ModelRequest) -> Message:
-        if not any(m.role == "assistant" for m in request.messages):
-            call = ToolCall(f"to-{child}", "subagent",
-                            json.dumps({"agent": child, "task": "go on"}))
-            return Message("assistant", "", tool_calls=[call])
-        return Message("assistant", "got " + json.loads(request.messages[-1].content)["output"])
-
-    return ScriptedModel(reply)
-
 
 @pytest.mark.parametrize("approve", [True, False])
 async def test_a_deferral_deep_in_a_tree_pauses_it_up_to_the_root(
     autojump_clock: Clock, tmp_path: Path, approve: bool
 ) -> None:
-    writes: list[str] = []
-
-    async def write(arguments: str) -> str:
-        writes.append(arguments)
-        await trio.sleep(1)
-        return "written"
-
-    leaf_model = model([[["c1", "write", 0]]])
+    log = tmp_path / "writes.log"
     ledger_path = tmp_path / "audit.jsonl"
     sink = JsonlSink(ledger_path)
     async with open_pool() as pool:
-        tools = [SubagentTool(pool)]
-        pool.register(Spec("root", model=delegating("mid"), tools=tools, audit=sink))
-        pool.register(Spec("mid", model=delegating("leaf"), tools=tools, audit=sink))
-        pool.register(Spec("leaf", model=leaf_model, audit=sink, gate=gate("c1", None),
-                           tools=[FunctionTool("write", "w", {}, write)]))
+        register(pool, sink, log)
         task = await pool.submit("root", "start")
         with pytest.raises(TaskPaused) as info:
             await task.wait()
@@ -148,7 +124,7 @@ async def test_a_deferral_deep_in_a_tree_pauses_it_up_to_the_root(
         ),)
         assert [p.status for p in state.pending] == [CallStatus.delegated]
         assert [p.status for p in state.children[0].pending] == [CallStatus.delegated]
-        assert writes == []
+        assert not log.exists()
 
         stored = RunState.from_json(state.to_json())
         if approve:
@@ -157,7 +133,9 @@ async def test_a_deferral_deep_in_a_tree_pauses_it_up_to_the_root(
             stored.deny("c1", "not now", by="bob")
         result = await (await pool.resume(stored)).wait()
         assert result.output == "got got done after 1 turns"
-        assert writes == (['{"s": 0}'] if approve else [])
+        assert log.exists() is approve
+        if approve:
+            assert log.read_text() == '{"s": 0}\n'  # the approved write ran once
         stats = pool.statistics()
         assert (stats.paused, stats.finished, stats.accepted) == (3, 3, 6)
     await sink.aclose()
@@ -166,3 +144,41 @@ async def test_a_deferral_deep_in_a_tree_pauses_it_up_to_the_root(
     kinds = [json.loads(line)["kind"] for line in ledger_path.read_text().splitlines()]
     assert kinds.count("run_resumed") == 3
     assert kinds.count("approval") == 1
+
+
+def test_a_paused_tree_resumes_in_a_new_process(tmp_path: Path) -> None:
+    log = tmp_path / "writes.log"
+    ledger_path = tmp_path / "audit.jsonl"
+
+    async def pause() -> RunState:
+        sink = JsonlSink(ledger_path)
+        try:
+            async with open_pool() as pool:
+                register(pool, sink, log)
+                with pytest.raises(TaskPaused) as info:
+                    await (await pool.submit("root", "start")).wait()
+                return info.value.state
+        finally:
+            await sink.aclose()
+
+    state = trio.run(pause, clock=trio.testing.MockClock(autojump_threshold=0))
+    head = verify(ledger_path).head
+    state.approve("c1", by="alice")
+    (tmp_path / "state.json").write_text(state.to_json())
+    subprocess.run(
+        [sys.executable, "-m", "tests.subagent._tree", str(tmp_path / "state.json"),
+         str(ledger_path), str(log), str(tmp_path / "out.txt")],
+        cwd=ROOT, check=True, timeout=120,
+    )
+    assert (tmp_path / "out.txt").read_text() == "got got done after 1 turns"
+    assert log.read_text() == '{"s": 0}\n'  # the approved write ran once
+    report = verify(ledger_path, head=head)
+    assert report.ok, report.message
+    entries = [json.loads(line) for line in ledger_path.read_text().splitlines()]
+    answers = ("approval", "run_resumed")
+    assert [(e["kind"], e["path"]) for e in entries if e["kind"] in answers] == [
+        ("run_resumed", ["root/0001"]),
+        ("run_resumed", ["root/0001", "mid/0002"]),
+        ("approval", ["root/0001", "mid/0002", "leaf/0003"]),
+        ("run_resumed", ["root/0001", "mid/0002", "leaf/0003"]),
+    ]
