@@ -114,6 +114,9 @@ def _record(
     data: dict[str, str | int | float | bool | None] = {"agent": task.name}
     if summary is not None:
         data["end_reason"] = str(summary.end_reason)
+    if task.history:
+        # The run starts from earlier messages (submit's history), not in its own entries.
+        data["history_messages"] = len(task.history)
     return Record(
         str(kind),
         run_id="/".join(task.path),
@@ -175,7 +178,8 @@ async def _execute(task: Task) -> TaskStatus:
         run = build_agent(task).new_run_from(task._resume, emit=_emitter(task))
     else:
         run = build_agent(task).new_run(
-            task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path)
+            task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path),
+            history=task.history,
         )
     task._run = run
     task._attach(run)
@@ -198,6 +202,8 @@ async def _execute(task: Task) -> TaskStatus:
             task._summary = result.summary
             task._cause = result.exception
             task._error = result.summary.error
+            task._messages = result.messages
+            task._follow_ups_left = result.follow_ups
             return end_status(result.summary.end_reason)
     finally:
         task._limits = None

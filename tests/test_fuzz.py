@@ -18,6 +18,7 @@ HARNESSES = [
     "fuzz.fuzz_redact",
     "fuzz.fuzz_typed_tool",
     "fuzz.fuzz_run_state",
+    "fuzz.fuzz_history",
 ]
 
 
