@@ -20,6 +20,7 @@ from ._errors import SubagentError as SubagentError
 from ._errors import TaskCancelled as TaskCancelled
 from ._errors import TaskError as TaskError
 from ._errors import TaskFailed as TaskFailed
+from ._errors import TaskPaused as TaskPaused
 from ._errors import TaskTimeout as TaskTimeout
 from ._errors import UnknownAgentError as UnknownAgentError
 from ._events import Event as Event

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import agentcore
     from agentcore import AgentPath
 
 
@@ -139,3 +140,17 @@ class BudgetExceeded(TaskFailed):
         self.allowed = allowed
         self.spent = spent
         self.by = by
+
+
+class TaskPaused(TaskError):
+    """The task's run paused: a gate deferred a call to a human.
+
+    Attributes:
+      state: The run's ``agentcore.RunState``: answer its ``pending_approvals``,
+        store it (``to_json``) if the answer takes a while, and continue it with
+        :meth:`Pool.resume`.
+    """
+
+    def __init__(self, message: str, path: tuple[str, ...], state: agentcore.RunState) -> None:
+        super().__init__(message, path)
+        self.state = state

@@ -175,10 +175,14 @@ async def _audit(sink: Sink, entry: Record) -> AuditError | None:
 
 async def _execute(task: Task) -> TaskStatus:
     spec = task.spec
-    run = build_agent(task).new_run(
-        task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path),
-        history=task.history,
-    )
+    if task._resume is not None:
+        # Pool.resume checked the state against the spec.
+        run = build_agent(task).new_run_from(task._resume, emit=_emitter(task))
+    else:
+        run = build_agent(task).new_run(
+            task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path),
+            history=task.history,
+        )
     task._run = run
     task._attach(run)
     token = current_task.set(task)

@@ -26,6 +26,8 @@ from ._core import (
 from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
+from ._resumable import Names as _Names
+from ._resumable import check_resumable
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
 from ._stream import Stream
@@ -206,6 +208,7 @@ class Pool:
         background: bool = False,
         *,
         history: tuple[Message, ...] = (),
+        resume: agentcore.RunState | None = None,
     ) -> Task:
         await trio.lowlevel.checkpoint_if_cancelled()
         core = self._core
@@ -213,7 +216,7 @@ class Pool:
             try:
                 task = self._accept(
                     name, input, parent_path, events, call_id, fanout, background,
-                    history=history,
+                    history=history, resume=resume,
                 )
             except trio.WouldBlock:
                 # Park until the core wakes this submit; a cancel withdraws it.
@@ -228,6 +231,38 @@ class Pool:
             else:
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return task
+
+    async def resume(
+        self, state: agentcore.RunState, *, name: str | None = None, events: Stream | None = None
+    ) -> Task:
+        """Queue the continuation of a paused run from its ``state`` and return its
+        Task. A checkpoint (it waits only while the queue is full).
+
+        The run is re-bound by name: to the spec ``name``, by default the one spec
+        whose agent id is the state's (its name, unless the spec or the defaults set
+        ``agent_id``); its tools, model, gate and sink are that spec's. The task gets
+        a new path in this pool; the run keeps its run id and AgentPath (its events
+        and audit entries continue the paused run's). It continues as
+        :meth:`agentcore.Agent.resume` does, and may pause again.
+
+        Raises:
+          agentcore.ResumeError: the state is not paused, has an unanswered call, an
+            approved call of a tool the spec does not have, or the states of
+            delegated runs (not supported by the pool yet).
+          UnknownAgentError: no spec has that name (or that agent id); or several
+            specs share the agent id and ``name`` is not given.
+          PoolClosedError: the pool is closed.
+        """
+        if name is None:
+            found = [s.name for s in self._specs.values() if s.agent_id == state.agent]
+            if len(found) != 1:
+                raise UnknownAgentError(state.agent, tuple(sorted(self._specs)))
+            name = found[0]
+        spec = self._specs.get(name)
+        if spec is None:
+            raise UnknownAgentError(name, tuple(sorted(self._specs)))
+        check_resumable(_Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
+        return await self._submit(name, state.input, (), events, None, resume=state)
 
     def submit_nowait(
         self,
@@ -256,9 +291,11 @@ class Pool:
         background: bool = False,
         *,
         history: tuple[Message, ...] = (),
+        resume: agentcore.RunState | None = None,
     ) -> Task:
         # ``fanout``: the parent's max_children slot the task holds until it ends;
-        # ``background``: deliver its result into the parent run (see _background.py).
+        # ``background``: deliver its result into the parent run (see _background.py);
+        # ``resume``: the paused run's state the task continues (Pool.resume).
         spec = self._specs.get(name)
         if spec is None:
             raise UnknownAgentError(name, tuple(sorted(self._specs)))
@@ -287,6 +324,7 @@ class Pool:
             task._deliver_to = parent
             parent._background.add(task)
         task._fanout_slot = fanout
+        task._resume = resume
         self._apply(core.accept(task._node))
         return task
 

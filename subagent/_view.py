@@ -32,6 +32,7 @@ _END_STATUS = {
     EndReason.error: "failed",
     EndReason.timeout: "timed out",
     EndReason.aborted: "cancelled",
+    EndReason.paused: "paused",
 }
 
 
