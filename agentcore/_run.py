@@ -12,6 +12,7 @@ import trio
 from ledger import Record
 
 from ._audit import record
+from ._checkpoint import at_end, at_turn
 from ._errors import describe
 from ._events import Event, EventKind, EventSink
 from ._hookcall import call_hook
@@ -382,6 +383,8 @@ class Run:
             reason = end.summary.end_reason
         if reason is EndReason.aborted and error is not None:
             raise error
+        if self.agent.checkpoint is not None:
+            await at_end(state, self.agent.checkpoint)
         paused = end.summary.end_reason is EndReason.paused
         checked = self._output
         return RunResult(
@@ -421,6 +424,8 @@ class Run:
             if state.turn >= agent.max_turns:
                 state.close()
                 return last_text, EndReason.max_turns
+            if agent.checkpoint is not None:
+                await at_turn(self, agent.checkpoint)
             injected = state.read_inbox()
             state.begin_turn()
             await self.emit(EventKind.turn_start)

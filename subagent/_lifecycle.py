@@ -21,6 +21,7 @@ from ._core import TaskStatus
 from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation
 from ._events import Event, EventKind
+from ._recovery import checkpointer_of
 from ._results import SubagentResultsTool
 from ._spec import agent_settings
 from ._task import Task, end_status
@@ -65,6 +66,7 @@ def build_agent(task: Task) -> Agent:
         gate=spec.gate,
         audit=spec.audit,
         max_messages=spec.max_messages,
+        checkpoint=checkpointer_of(task),
         **limits,
         **agent_settings(spec),
     )

@@ -1,0 +1,103 @@
+"""Crash recovery: each task's checkpointer, and resuming what a crash left unfinished.
+
+A pool opened with ``checkpoints=`` gives each task's Agent a checkpointer
+(:func:`checkpointer_of`) that writes the task's row in the
+:class:`SqliteCheckpoints`, linked to the run that delegated it by that run's id and
+the delegating call's id. :func:`recover` reads the rows back, rebuilds each root
+task's tree as a paused tree (a child whose delegating call was in flight is nested
+in its parent's state, as a pause nests it) and resumes it with ``Pool.resume``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import agentcore
+from agentcore import MAX_STATE_DEPTH
+
+from ._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints
+from ._errors import UnknownAgentError
+
+if TYPE_CHECKING:
+    from ._pool import Pool
+    from ._task import Task
+
+
+def checkpointer_of(task: Task) -> agentcore.Checkpointer | None:
+    """The checkpointer of ``task``'s run, or ``None`` when its pool has no
+    checkpoints. Not a checkpoint."""
+    store = task.pool.checkpoints
+    if store is None:
+        return None
+    parent = task.parent
+    parent_run = parent._run.run_id if parent is not None and parent._run is not None else None
+    call_id = task.call_id if parent_run is not None else None
+    name = task.name
+
+    async def commit(point: agentcore.Checkpoint) -> None:
+        await store.write(name, parent_run, call_id, point)
+
+    return commit
+
+
+async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
+    """Resume every root task ``store`` shows unfinished (``running`` at its last
+    checkpoint: the process ended without it ending) from its last checkpoint, in
+    ``pool``; returns their Tasks in the order they were first checkpointed. A
+    checkpoint.
+
+    Raises:
+      CheckpointError: the store cannot be read (see ``SqliteCheckpoints.rows``), or
+        a tree is deeper than ``agentcore.MAX_STATE_DEPTH``.
+      UnknownAgentError: a run's spec is not in ``pool``.
+      agentcore.ResumeError: a recovered state cannot be resumed by its spec.
+    """
+    rows = await store.rows()
+    by_call: dict[tuple[str | None, str | None], CheckpointRow] = {
+        (r.parent, r.call_id): r for r in rows if r.parent is not None
+    }
+    tasks = []
+    for row in rows:
+        if row.parent is None and row.status == "running":
+            state = _tree(pool, row, by_call)
+            tasks.append(await pool.resume(state, name=row.name))
+    return tasks
+
+
+def _tree(
+    pool: Pool, root: CheckpointRow, by_call: dict[tuple[str | None, str | None], CheckpointRow]
+) -> agentcore.RunState:
+    # Deepest first, with an explicit stack: a child is recovered before its parent.
+    order: list[tuple[CheckpointRow, int]] = []
+    stack = [(root, 1)]
+    while stack:
+        row, depth = stack.pop()
+        if depth > MAX_STATE_DEPTH:
+            raise CheckpointError(
+                f"checkpoint tree of run {root.run_id[:200]!r} deeper than {MAX_STATE_DEPTH}"
+            )
+        order.append((row, depth))
+        for call_id in row.in_flight:
+            child = by_call.get((row.run_id, call_id))
+            if child is not None and child.status == "running":
+                stack.append((child, depth + 1))
+    recovered: dict[str, agentcore.RunState] = {}
+    for row, _ in reversed(order):
+        spec = pool.specs.get(row.name)
+        if spec is None:
+            raise UnknownAgentError(row.name, tuple(sorted(pool.specs)))
+        assert row.state is not None
+        children = {}
+        for call_id in row.in_flight:
+            child = by_call.get((row.run_id, call_id))
+            if child is None:
+                continue
+            if child.status == "running":
+                children[call_id] = recovered[child.run_id]
+            elif child.status == "paused" and child.state is not None:
+                children[call_id] = child.state
+        repeatable = {t.name for t in spec.tools if agentcore.is_idempotent(t)}
+        agentcore.recover_calls(row.state, set(row.in_flight), repeatable, children,
+                                row.checkpoint)
+        recovered[row.run_id] = row.state
+    return recovered[root.run_id]
