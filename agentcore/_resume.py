@@ -85,8 +85,8 @@ async def audit_answers(run: RunPort, pending: Sequence[PendingCall]) -> None:
     if state.checkpoint:
         # Recovered after a crash: name the checkpoint, and the calls not repeated.
         data["checkpoint"] = state.checkpoint
-        data["interrupted"] = [p.call.id for p in pending if p.result == INTERRUPTED
-                               and p.status is CallStatus.done]
+        data["interrupted"] = " ".join(p.call.id for p in pending if p.result == INTERRUPTED
+                                       and p.status is CallStatus.done)
         state.checkpoint = ""
     await run.audit("run_resumed", data=data)
 

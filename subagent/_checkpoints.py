@@ -311,10 +311,16 @@ class SqliteCheckpoints:
         if not os.path.isfile(self.path):
             raise CheckpointError("no checkpoint database at the given path")
         try:
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.busy_timeout)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout)
         except sqlite3.Error as exc:
             raise CheckpointError(f"cannot open the checkpoint database: {exc}") from None
         try:
+            tables = {name for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 100")}
+            if "checkpoints" not in tables:
+                if tables:
+                    raise CheckpointError("not a checkpoint database: no checkpoints table")
+                return []  # created, then killed before its first checkpoint
             found = conn.execute(
                 "SELECT run_id, name, parent, call_id, status, seq, in_flight, length(state) "
                 "FROM checkpoints ORDER BY rowid LIMIT ?", (self.max_rows + 1,)
