@@ -106,6 +106,10 @@ class CheckpointRow:
 _Write = tuple[str, str, str | None, str | None, str, str, "str | agentcore.RunState"]
 
 
+def _to_path(path: str | os.PathLike[str]) -> str:
+    return os.fspath(path)
+
+
 @attrs.define(eq=False)
 class _Batch:
     rows: list[_Write] = attrs.Factory(list)
@@ -132,7 +136,7 @@ class SqliteCheckpoints:
       max_state_bytes: The most bytes of one state :meth:`rows` reads.
     """
 
-    path: str = attrs.field(converter=os.fspath)
+    path: str = attrs.field(converter=_to_path)
     fsync: bool = attrs.field(default=False, kw_only=True)
     busy_timeout: float = attrs.field(default=5.0, kw_only=True)
     max_rows: int = attrs.field(default=MAX_CHECKPOINT_ROWS, kw_only=True)

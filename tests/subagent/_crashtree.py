@@ -92,12 +92,7 @@ async def run(db: Path, ledger: Path, log: Path) -> None:
     await sink.aclose()
 
 
-async def recover(db: Path, ledger: Path, log: Path, out: Path) -> None:
-    if not db.exists():  # killed before its first checkpoint: nothing to recover
-        out.write_text(json.dumps({"recovered": 0, "outputs": []}))
-        return
-    if ledger.exists():
-        repair(ledger)  # the killed writer may have left a torn last line
+async def recover(db: Path, ledger: Path, log: Path) -> dict[str, Any]:
     sink = JsonlSink(ledger)
     async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
         register(pool, sink, log)
@@ -106,7 +101,7 @@ async def recover(db: Path, ledger: Path, log: Path, out: Path) -> None:
         sys.stdout.flush()
         outputs = [(await task.wait()).output for task in tasks]
     await sink.aclose()
-    out.write_text(json.dumps({"recovered": len(tasks), "outputs": outputs}))
+    return {"recovered": len(tasks), "outputs": outputs}
 
 
 def main(argv: list[str]) -> None:
@@ -116,7 +111,12 @@ def main(argv: list[str]) -> None:
         trio.run(run, db, ledger, log)
     else:
         db, ledger, log, out = map(Path, paths)
-        trio.run(recover, db, ledger, log, out)
+        result: dict[str, Any] = {"recovered": 0, "outputs": []}
+        if db.exists():  # else killed before its first checkpoint: nothing to recover
+            if ledger.exists():
+                repair(ledger)  # the killed writer may have left a torn last line
+            result = trio.run(recover, db, ledger, log)
+        out.write_text(json.dumps(result))
 
 
 if __name__ == "__main__":
