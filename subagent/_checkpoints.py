@@ -31,7 +31,7 @@ import msgspec
 import trio
 
 import agentcore
-from ledger._files import LOCKED, create_private, lock_path, open_private, try_lock
+from ledger._files import create_private, lock_path, open_private, try_lock
 from ledger._oserror import describe
 
 from ._errors import SubagentError
@@ -64,6 +64,7 @@ _UPSERT = (
 )
 _STATUSES = ("running", "paused", "ended")
 _ids = msgspec.json.Decoder(list[str])
+_LOCKED = "another SqliteCheckpoints is writing to it (here or in another process)"
 
 
 class CheckpointError(SubagentError):
@@ -258,7 +259,7 @@ class SqliteCheckpoints:
             return
         try:
             if not try_lock(lock):
-                report(LOCKED)
+                report(_LOCKED)
                 return
             try:
                 create_private(self.path)
