@@ -24,6 +24,7 @@ from typing import Any, TextIO
 import attrs
 import trio
 
+import ledger
 from agentcore import (
     GateDecision,
     GateRequest,
@@ -35,6 +36,7 @@ from agentcore import (
     read_only,
 )
 
+from ._checkpoints import SqliteCheckpoints
 from ._declarative import SpecFile, load_specs
 from ._delegation import SubagentTool
 from ._demo import PRICING as DEMO_PRICING
@@ -132,15 +134,18 @@ async def run_specs(
     rich: bool,
     state_file: Path | None = None,
     resume: RunState | None = None,
+    checkpoints: Path | None = None,
+    recover: bool = False,
 ) -> int:
-    """Run ``agent`` on ``task_text`` (or continue the paused run ``resume``) with a
-    live tree, then print the output, the usage of the whole tree and the ledger's
-    verification. A run that pauses is stored in ``state_file``. A checkpoint."""
-    import ledger
-
+    """Run ``agent`` on ``task_text`` (or continue the paused run ``resume``, or with
+    ``recover`` the tasks a crash left unfinished in ``checkpoints``) with a live
+    tree, then print the output, the usage of the whole tree and the ledger's
+    verification. A run that pauses is stored in ``state_file``; with
+    ``checkpoints`` every task's state is committed there. A checkpoint."""
     names = tuple(sorted(spec.name for spec in specs.specs))
-    if agent not in names:
+    if agent not in names and not recover:
         raise UnknownAgentError(agent, names)
+    store = SqliteCheckpoints(checkpoints) if checkpoints is not None else None
     sink = open_sink(ledger_path)
     stream = Stream(256)
     defaults = attrs.evolve(specs.defaults, gate=gate, audit=sink)
@@ -160,7 +165,7 @@ async def run_specs(
                 display.view.pool_budget = specs.budget
                 async with open_pool(
                     **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp,  # type: ignore[arg-type]
-                    budget=specs.budget,
+                    budget=specs.budget, checkpoints=store,
                 ) as pool:
                     pool_tools: dict[str, Tool] = {
                         "subagent": SubagentTool(pool),
@@ -171,23 +176,29 @@ async def run_specs(
                     display.view.budgets = {
                         name: spec.budget for name, spec in pool.specs.items() if spec.budget
                     }
-                    if resume is not None:
-                        task = await pool.resume(resume)
+                    if recover:
+                        tasks = await pool.recover()
+                        output = "nothing to recover: no task was left unfinished"
+                    elif resume is not None:
+                        tasks = [await pool.resume(resume)]
                     else:
-                        task = await pool.submit(agent, task_text)
-                    try:
-                        result = await task.wait()
-                        output = result.output
-                        usage = result.tree_usage
-                    except TaskPaused as paused:
-                        code = EXIT_PAUSED
-                        output = _paused(paused.state, state_file)
-                    except TaskError as exc:
-                        code = EXIT_TASK_FAILED
-                        output = f"the task did not finish: {one_line(str(exc))}"
+                        tasks = [await pool.submit(agent, task_text)]
+                    for task in tasks:
+                        try:
+                            result = await task.wait()
+                            output = result.output
+                            usage = result.tree_usage
+                        except TaskPaused as paused:
+                            code = EXIT_PAUSED
+                            output = _paused(paused.state, state_file)
+                        except TaskError as exc:
+                            code = EXIT_TASK_FAILED
+                            output = f"the task did not finish: {one_line(str(exc))}"
             finally:
                 stream.close()
                 await sink.aclose()
+                if store is not None:
+                    await store.aclose()
         display.final()
     print("\noutput:\n" + safe_text(output, keep_newlines=True), file=out)
     spend = display.view.spend()
@@ -244,6 +255,21 @@ def build_parser() -> argparse.ArgumentParser:
     gates.add_argument("--approve-later", type=Path, default=None, metavar="FILE",
                        help="calls that may change things wait for approval: the run "
                             "pauses and is stored in FILE")
+    run.add_argument("--checkpoints", type=Path, default=None, metavar="FILE",
+                     help="commit every task's state to this SQLite file at each turn "
+                          "(then `subagent recover FILE SPECS` after a crash)")
+    recover = commands.add_parser("recover", help="resume the tasks a crash left unfinished "
+                                  "(run --checkpoints)")
+    recover.add_argument("file", type=Path, help="the checkpoints file")
+    recover.add_argument("specs", type=Path, help="the TOML specs file it ran with")
+    recover.add_argument("--workspace", type=Path, default=None,
+                         help="root of the workspace tools (default: the current directory)")
+    recover.add_argument("--ledger", type=Path, default=None,
+                         help="the ledger file the run wrote (its chain is continued)")
+    recover.add_argument("--plain", action="store_true", help="plain lines, no live tree")
+    gates = recover.add_mutually_exclusive_group()
+    gates.add_argument("--approve", action="store_true", help="ask on the terminal per tool call")
+    gates.add_argument("--yes", action="store_true", help="allow every tool call")
     resume = commands.add_parser("resume", help="continue a paused run (--approve-later)")
     resume.add_argument("file", type=Path, help="the paused run")
     resume.add_argument("specs", type=Path, help="the TOML specs file it ran with")
@@ -356,6 +382,14 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             serve_specs_file(specs, gate=serve_gate, ledger_path=ledger_path)
             return EXIT_OK
         gate = choose_gate(args, screen)
+        if args.command == "recover":
+            if args.ledger is not None and args.ledger.exists():
+                ledger.repair(args.ledger)  # a crash may have torn its last line
+            return trio.run(
+                lambda: run_specs(specs, "", "", gate=gate, ledger_path=ledger_path,
+                                  screen=screen, rich=rich, checkpoints=args.file,
+                                  recover=True)
+            )
         if args.command == "resume":
             state = read_state(args.file)
             return trio.run(
@@ -366,11 +400,14 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return trio.run(
             lambda: run_specs(specs, args.agent, args.task, gate=gate,
                               ledger_path=ledger_path, screen=screen, rich=rich,
-                              state_file=args.approve_later)
+                              state_file=args.approve_later, checkpoints=args.checkpoints)
         )
     except SubagentError as exc:
         print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
+    except ledger.VerifyError as exc:
+        print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_LEDGER
     except KeyboardInterrupt:
         print("subagent: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
