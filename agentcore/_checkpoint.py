@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import attrs
 
@@ -33,9 +32,6 @@ from ._messages import Message, ToolCall
 from ._pending import CallStatus, PendingCall
 from ._state import Phase, RunState
 from ._summary import EndReason, RunSummary
-
-if TYPE_CHECKING:
-    from ._port import RunPort
 
 #: The error result of a call that was in flight at a crash and is not repeated.
 INTERRUPTED = "interrupted by a crash; not repeated"
@@ -113,14 +109,15 @@ def unanswered(messages: Sequence[Message]) -> list[ToolCall]:
     return []
 
 
-async def at_turn(run: RunPort, checkpoint: Checkpointer) -> None:
-    """Hand a ``turn`` checkpoint of ``run`` to ``checkpoint``. A checkpoint (trio)."""
-    await checkpoint(Checkpoint(CheckpointKind.turn, snapshot(run.state)))
+async def at_turn(state: RunState, checkpoint: Checkpointer) -> None:
+    """Hand a ``turn`` checkpoint of the running run's ``state`` to ``checkpoint``.
+    A checkpoint (trio)."""
+    await checkpoint(Checkpoint(CheckpointKind.turn, snapshot(state)))
 
 
-async def before_call(run: RunPort, checkpoint: Checkpointer, call: ToolCall) -> None:
+async def before_call(state: RunState, checkpoint: Checkpointer, call: ToolCall) -> None:
     """Hand a ``call`` checkpoint (``call`` in flight) to ``checkpoint``. A checkpoint."""
-    await checkpoint(Checkpoint(CheckpointKind.call, snapshot(run.state), (call.id,)))
+    await checkpoint(Checkpoint(CheckpointKind.call, snapshot(state), (call.id,)))
 
 
 async def at_end(state: RunState, checkpoint: Checkpointer) -> None:

@@ -425,7 +425,7 @@ class Run:
                 state.close()
                 return last_text, EndReason.max_turns
             if agent.checkpoint is not None:
-                await at_turn(self, agent.checkpoint)
+                await at_turn(state, agent.checkpoint)
             injected = state.read_inbox()
             state.begin_turn()
             await self.emit(EventKind.turn_start)

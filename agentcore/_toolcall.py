@@ -287,7 +287,7 @@ async def _execute(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
     checkpoint = run.agent.checkpoint
     if checkpoint is not None and call.name not in run.agent.read_only_names:
         # Durable before the tool starts: a crash from here on finds it in flight.
-        await before_call(run, checkpoint, call)
+        await before_call(run.state, checkpoint, call)
     if run.abort_requested:
         # This task may have been runnable already when the run was aborted.
         await trio.lowlevel.checkpoint()

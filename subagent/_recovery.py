@@ -10,7 +10,7 @@ in its parent's state, as a pause nests it) and resumes it with ``Pool.resume``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import agentcore
 from agentcore import MAX_STATE_DEPTH
@@ -19,8 +19,17 @@ from ._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints
 from ._errors import UnknownAgentError
 
 if TYPE_CHECKING:
-    from ._pool import Pool
+    from ._spec import Spec
     from ._task import Task
+
+
+class Pool(Protocol):
+    """What :func:`recover` uses of a ``subagent.Pool``."""
+
+    @property
+    def specs(self) -> dict[str, Spec]: ...
+
+    async def resume(self, state: agentcore.RunState, *, name: str | None = None) -> Task: ...
 
 
 def checkpointer_of(task: Task) -> agentcore.Checkpointer | None:
