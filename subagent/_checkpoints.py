@@ -60,7 +60,7 @@ _UPSERT = (
     "VALUES (?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
     "name = excluded.name, parent = excluded.parent, call_id = excluded.call_id, "
     "status = excluded.status, seq = seq + 1, in_flight = excluded.in_flight, "
-    "state = CASE WHEN excluded.status = 'ended' THEN state ELSE excluded.state END"
+    "state = excluded.state"
 )
 _STATUSES = ("running", "paused", "ended")
 _ids = msgspec.json.Decoder(list[str])

@@ -53,7 +53,7 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
     """Resume every root task ``store`` shows unfinished (``running`` at its last
     checkpoint: the process ended without it ending) from its last checkpoint, in
     ``pool``; returns their Tasks in the order they were first checkpointed. A
-    checkpoint.
+    checkpoint. A tree with a subagent paused for approval is left as it is.
 
     Raises:
       CheckpointError: the store cannot be read (see ``SqliteCheckpoints.rows``), or
@@ -69,6 +69,10 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
     for row in rows:
         if row.parent is None and row.status == "running":
             state = _tree(pool, row, by_call)
+            if state.pending_approvals:
+                # A subagent paused for a human before the crash: the tree waits for
+                # answers (it stays in the file), it is not resumed here.
+                continue
             tasks.append(await pool.resume(state, name=row.name))
     return tasks
 
