@@ -27,6 +27,7 @@ import enum
 from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 
 import attrs
+import trio
 
 from ._messages import Message, ToolCall
 from ._pending import CallStatus, PendingCall
@@ -120,10 +121,13 @@ async def before_call(state: RunState, checkpoint: Checkpointer, call: ToolCall)
     await checkpoint(Checkpoint(CheckpointKind.call, snapshot(state), (call.id,)))
 
 
-async def at_end(state: RunState, checkpoint: Checkpointer) -> None:
-    """Hand the ended run's final state to ``checkpoint``. A checkpoint."""
+async def at_end(state: RunState, checkpoint: Checkpointer, bound: float) -> None:
+    """Hand the ended run's final state to ``checkpoint``, shielded for at most
+    ``bound`` seconds (the run may end by being cancelled: that is an end too,
+    unlike a crash). A checkpoint."""
     kind = CheckpointKind.paused if state.paused else CheckpointKind.ended
-    await checkpoint(Checkpoint(kind, state))
+    with trio.move_on_after(bound, shield=True):
+        await checkpoint(Checkpoint(kind, state))
 
 
 def recover_calls(

@@ -381,10 +381,10 @@ class Run:
                              announced=state.start_delivered)
             error = end.error
             reason = end.summary.end_reason
+        if self.agent.checkpoint is not None:
+            await at_end(state, self.agent.checkpoint, self.agent.end_timeout)
         if reason is EndReason.aborted and error is not None:
             raise error
-        if self.agent.checkpoint is not None:
-            await at_end(state, self.agent.checkpoint)
         paused = end.summary.end_reason is EndReason.paused
         checked = self._output
         return RunResult(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import agentcore
+import subagent
 from agentcore import Checkpoint, CheckpointKind, RunState
 from agentcore._checkpoint import snapshot
 from subagent import (
@@ -152,3 +153,26 @@ async def test_recover_needs_checkpoints() -> None:
         with pytest.raises(CheckpointError) as info:
             await pool.recover()
     assert str(info.value) == "this pool has no checkpoints: open_pool(checkpoints=...)"
+
+
+async def test_a_timed_out_task_ended_and_a_paused_one_keeps_its_state(tmp_path: Path) -> None:
+    from tests.agentcore._durable import gate
+
+    slow = [[["c1", "write", 60]]]
+    async with SqliteCheckpoints(tmp_path / "c.db") as store:
+        async with open_pool(checkpoints=store) as pool:
+            pool.register(Spec("slow", model=model(slow), timeout=0.2,
+                               tools=[make_tool("write", False)]))
+            pool.register(Spec("asks", model=model(WORK), gate=gate("c1", None),
+                               tools=[make_tool("write", False), make_tool("look", True)]))
+            with pytest.raises(subagent.TaskTimeout):
+                await (await pool.submit("slow", "go")).wait()
+            with pytest.raises(subagent.TaskPaused):
+                await (await pool.submit("asks", "go")).wait()
+        rows = await store.rows()
+        assert [(r.run_id, r.status, r.in_flight) for r in rows] == [
+            ("slow/0001", "ended", ()), ("asks/0002", "paused", ())]
+        paused = rows[1].state
+        assert paused is not None
+        assert [a.call_id for a in paused.pending_approvals] == ["c1"]
+        assert await pool.recover() == []  # neither is unfinished
