@@ -8,6 +8,7 @@ import attrs
 
 import agentcore
 from agentcore import AgentPath, RunSummary, Usage
+from agentcore._events import wall_clock
 
 
 class EventKind(enum.StrEnum):
@@ -59,6 +60,12 @@ class LoopStall:
     stack: str
 
 
+def _event_time(event: Event) -> float:
+    # A run's event keeps the moment the run emitted it; a pool event is stamped now.
+    inner = event.event
+    return inner.time if inner is not None else wall_clock()
+
+
 @attrs.frozen(slots=True)
 class Event:
     """One event, tagged with the AgentPath of the run (or task) it concerns.
@@ -78,6 +85,9 @@ class Event:
       tree_usage: The usage of the task and all its descendants that ended before it
         resolved (``task_finished``, ``task_cancelled``, ``task_orphaned``).
       stall: What the loop watchdog saw (``event_loop_blocked``).
+      time: Wall-clock seconds since the epoch when the event was created: the
+        agentcore event's own ``time`` for a run's event, else taken now. Not part of
+        equality.
     """
 
     path: AgentPath
@@ -90,3 +100,6 @@ class Event:
     output: str | None = None
     tree_usage: Usage | None = None
     stall: LoopStall | None = None
+    time: float = attrs.field(
+        default=attrs.Factory(_event_time, takes_self=True), eq=False
+    )
