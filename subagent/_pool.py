@@ -32,6 +32,7 @@ from ._task import Task
 if TYPE_CHECKING:
     from agentcore import Tool
 
+    from ._events import Event
     from .mcp._sessions import McpSessions
 
 _T = TypeVar("_T")
@@ -94,6 +95,10 @@ class Pool:
         self._core: PoolCore[Task] = PoolCore(max_concurrent, max_queued, max_depth)
         # Runs parked taking their slot back (see _take_back), by task.
         self._parked: dict[Task, trio.lowlevel.Task] = {}
+        # Sees every event of every task (set from outside, e.g. subagent.otel): called
+        # on the trio thread before the event goes to its destination, with or without
+        # one; it must not block or raise. Read once per task when its run starts.
+        self._observer: Callable[[Event], None] | None = None
 
     def __repr__(self) -> str:
         core = self._core

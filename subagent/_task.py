@@ -18,6 +18,7 @@ from ._spec import Spec
 from ._stream import Stream
 
 if TYPE_CHECKING:
+    from ._events import Event
     from ._statistics import PoolStatistics
 
 
@@ -31,6 +32,7 @@ class Pool(Protocol):
     max_children: int
     children_timeout: float
     events: Stream | None
+    _observer: Callable[[Event], None] | None
 
     @property
     def specs(self) -> dict[str, Spec]: ...
