@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 import trio
@@ -38,6 +38,10 @@ from ._safe_text import one_line, safe_text
 from ._stream import Stream
 from ._terminal import Screen, TerminalAnswers, TerminalApproval
 from ._view import TreeView, render_lines, render_rich
+
+if TYPE_CHECKING:
+    from ._pool import Pool
+    from .otel._environment import EnvironmentTracing
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, EXIT_LEDGER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -113,9 +117,12 @@ async def run_specs(
     ledger_path: Path,
     screen: Screen,
     rich: bool,
+    on_pool: Callable[[Pool], object] | None = None,
 ) -> int:
     """Run ``agent`` on ``task_text`` with a live tree, then print the output, the usage
-    of the whole tree and the ledger's verification. A checkpoint."""
+    of the whole tree and the ledger's verification. A checkpoint.
+
+    ``on_pool`` is called with the pool once it is open (``--otel`` instruments it)."""
     import ledger
 
     names = tuple(sorted(spec.name for spec in specs.specs))
@@ -140,6 +147,8 @@ async def run_specs(
                 async with open_pool(
                     **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp  # type: ignore[arg-type]
                 ) as pool:
+                    if on_pool is not None:
+                        on_pool(pool)
                     pool_tools: dict[str, Tool] = {
                         "subagent": SubagentTool(pool),
                         "subagent_results": SubagentResultsTool(pool),
@@ -205,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     gates = run.add_mutually_exclusive_group()
     gates.add_argument("--approve", action="store_true", help="ask on the terminal per tool call")
     gates.add_argument("--yes", action="store_true", help="allow every tool call")
+    run.add_argument("--otel", action="store_true",
+                     help="export OpenTelemetry traces as the OTEL_* environment variables "
+                          "say (needs opentelemetry-sdk and an exporter)")
     return parser
 
 
@@ -238,16 +250,39 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             serve_specs_file(specs, gate=serve_gate, ledger_path=ledger_path)
             return EXIT_OK
         gate = choose_gate(args, screen)
-        return trio.run(
-            lambda: run_specs(specs, args.agent, args.task, gate=gate,
-                              ledger_path=ledger_path, screen=screen, rich=rich)
-        )
+        tracing = _tracing() if args.otel else None
+        try:
+            return trio.run(
+                lambda: run_specs(specs, args.agent, args.task, gate=gate,
+                                  ledger_path=ledger_path, screen=screen, rich=rich,
+                                  on_pool=tracing.instrument if tracing else None)
+            )
+        finally:
+            if tracing is not None and not tracing.shutdown():
+                print("subagent: --otel: the exporter did not finish in time; "
+                      "the last spans may be lost", file=sys.stderr)
     except SubagentError as exc:
         print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("subagent: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _tracing() -> EnvironmentTracing:
+    # The --otel setup, said on standard error; SubagentError (exit 2) when it cannot export.
+    import os
+
+    try:
+        from .otel._environment import tracing_from_environment
+    except ImportError:
+        raise SubagentError(
+            "--otel needs the otel extra: pip install 'subagent[otel]' opentelemetry-sdk"
+        ) from None
+    tracing = tracing_from_environment(os.environ)
+    print(f"subagent: --otel: exporting traces to {', '.join(tracing.exporters)}",
+          file=sys.stderr)
+    return tracing
 
 
 async def run_demo(ledger_path: Path, screen: Screen, rich: bool) -> int:
