@@ -76,3 +76,13 @@ def test_audit_cost_runs() -> None:
         "MemorySink x1", "MemorySink x1, entries read", "JsonlSink x1", "JsonlSink x8",
         "W1, 20 runs:", "no sink", "a sink that records nothing", "MemorySink",
     ]
+
+
+def test_quick_bench_runs_w1_traced() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "w1otel"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    (line,) = [line for line in out.stdout.splitlines() if line.startswith("W1 traced")]
+    assert "traced (subagent.otel, SDK, batch processor)" in line

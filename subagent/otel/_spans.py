@@ -70,6 +70,7 @@ class _TaskSpans:
     tools: dict[str, Span] = attrs.Factory(dict)
     # Delegating calls of this task: call id -> (that call's span, whether background).
     calls: dict[str, tuple[SpanContext, bool]] = attrs.Factory(dict)
+    # The last completion, kept only when content is captured.
     output: str = ""
 
 
@@ -294,12 +295,9 @@ class SpanBuilder:
             attributes["gen_ai.usage.input_tokens"] = usage.input_tokens
             attributes["gen_ai.usage.output_tokens"] = usage.output_tokens
         message = inner.message if inner is not None else None
-        if message is not None:
+        if message is not None and self._content:
             spans.output = message.content
-            if self._content:
-                attributes["gen_ai.output.messages"] = self._messages(
-                    "assistant", message.content
-                )
+            attributes["gen_ai.output.messages"] = self._messages("assistant", message.content)
         parent = trace.set_span_in_context(spans.span)
         name = f"chat {model}" if model else "chat"
         span = self._start(name, parent, start, attributes, kind=SpanKind.CLIENT)
