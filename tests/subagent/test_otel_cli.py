@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -121,3 +123,61 @@ def test_no_exporter_exits_2_saying_what_to_install(
 ) -> None:
     done = subagent(tmp_path, environment(**env), blocked=blocked)
     assert (done.returncode, done.stderr, done.stdout) == (2, message, "")
+
+
+class Receiver(http.server.BaseHTTPRequestHandler):
+    """A small OTLP/HTTP trace receiver: keeps each request's spans, answers 200."""
+
+    received: ClassVar[list[tuple[str, str, dict[str, Any]]]] = []
+
+    def do_POST(self) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+            ExportTraceServiceResponse,
+        )
+
+        size = int(self.headers["Content-Length"])
+        assert size < 1 << 20
+        request = ExportTraceServiceRequest.FromString(self.rfile.read(size))
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    attributes = {a.key: a.value.string_value or a.value.int_value
+                                  for a in span.attributes}
+                    self.received.append((self.path, span.name, attributes))
+        body = ExportTraceServiceResponse().SerializeToString()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_otlp_http_exports_to_the_endpoint_of_the_environment(tmp_path: Path) -> None:
+    Receiver.received = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        done = subagent(tmp_path, environment(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "subagent: --otel: exporting traces to otlp\n"
+    assert sorted((path, name) for path, name, _ in Receiver.received) == [
+        ("/v1/traces", "chat"), ("/v1/traces", "chat"),
+        ("/v1/traces", "execute_tool read_file"), ("/v1/traces", "invoke_agent helper"),
+    ]
+    (tool,) = [a for _, name, a in Receiver.received if name == "execute_tool read_file"]
+    assert tool == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "read_file",
+        "gen_ai.tool.call.id": "c1",
+        "gen_ai.tool.type": "function",
+        "subagent.path": "helper/0001",
+    }
