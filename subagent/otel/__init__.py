@@ -18,6 +18,9 @@ except ImportError as exc:  # pragma: no cover - the extra is in dev
         "subagent.otel needs the otel extra: pip install 'subagent[otel]'"
     ) from exc
 
+from ._environment import EnvironmentTracing as EnvironmentTracing
+from ._environment import TracingSetupError as TracingSetupError
+from ._environment import tracing_from_environment as tracing_from_environment
 from ._instrument import Instrumentation as Instrumentation
 from ._instrument import InstrumentationError as InstrumentationError
 from ._instrument import OtelStatistics as OtelStatistics

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 #: The instrumentation scope name of the spans.
 TRACER_NAME = "subagent"
 
+#: ``gen_ai.provider.name`` of agentcore's adapters, by class name (wrapped models,
+#: such as a rate limiter's, name none).
+_PROVIDERS = {"AnthropicChatModel": "anthropic", "OpenAIChatModel": "openai"}
+
 
 class InstrumentationError(SubagentError):
     """The pool already has an observer (it is instrumented already)."""
@@ -123,10 +127,13 @@ def instrument(
     tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
     specs = pool._specs
 
-    def model_of(name: str) -> str:
+    def model_of(name: str) -> tuple[str, str]:
         spec = specs.get(name)
-        model = getattr(spec.model, "model", None) if spec is not None else None
-        return model if isinstance(model, str) else ""
+        if spec is None:
+            return "", ""
+        model = getattr(spec.model, "model", None)
+        provider = _PROVIDERS.get(type(spec.model).__name__, "")
+        return (model if isinstance(model, str) else "", provider)
 
     builder = SpanBuilder(
         tracer, model_of, capture_content=capture_content, limits=limits or SpanLimits()

@@ -55,9 +55,9 @@ class SpanLimits:
         result when content capture is on (after redaction).
     """
 
-    max_open_spans: int = 10_000
-    max_attribute_length: int = 1_024
-    max_content_length: int = 16_384
+    max_open_spans: int = attrs.field(default=10_000, validator=attrs.validators.ge(1))
+    max_attribute_length: int = attrs.field(default=1_024, validator=attrs.validators.ge(1))
+    max_content_length: int = attrs.field(default=16_384, validator=attrs.validators.ge(1))
 
 
 @attrs.define(eq=False)
@@ -66,6 +66,7 @@ class _TaskSpans:
     span: Span | None
     name: str
     model: str
+    provider: str
     chat_start: int | None = None
     tools: dict[str, Span] = attrs.Factory(dict)
     # Delegating calls of this task: call id -> (that call's span, whether background).
@@ -95,14 +96,15 @@ def _agent_name(path: AgentPath) -> str:
 class SpanBuilder:
     """The state of one instrumentation: the open spans of the live tasks.
 
-    ``model_of(name)`` gives the model name the agent ``name`` is configured with
-    (``""`` when unknown). Not thread-safe: call it from the pool's trio thread.
+    ``model_of(name)`` gives the model name and the provider name the agent ``name``
+    is configured with (each ``""`` when unknown). Not thread-safe: call it from the
+    pool's trio thread.
     """
 
     def __init__(
         self,
         tracer: trace.Tracer,
-        model_of: Callable[[str], str],
+        model_of: Callable[[str], tuple[str, str]],
         *,
         capture_content: bool,
         limits: SpanLimits,
@@ -189,8 +191,9 @@ class SpanBuilder:
     def _task_queued(self, event: Event) -> None:
         path = event.path
         name = _agent_name(path)
-        model = self._cap(self._model_of(name))
-        spans = _TaskSpans(None, name, model)
+        model, provider = self._model_of(name)
+        model = self._cap(model)
+        spans = _TaskSpans(None, name, model, provider)
         self._tasks[path] = spans
         if not self._room():
             return
@@ -215,6 +218,8 @@ class SpanBuilder:
         }
         if model:
             attributes["gen_ai.request.model"] = model
+        if provider:
+            attributes["gen_ai.provider.name"] = provider
         spans.span = self._start(
             self._cap(f"invoke_agent {name}"), parent_ctx, _ns(event), attributes, links=links
         )
@@ -289,6 +294,8 @@ class SpanBuilder:
         }
         if spans.model:
             attributes["gen_ai.request.model"] = spans.model
+        if spans.provider:
+            attributes["gen_ai.provider.name"] = spans.provider
         if usage is not None:
             if usage.model:
                 attributes["gen_ai.response.model"] = self._cap(usage.model)
