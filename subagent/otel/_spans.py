@@ -67,6 +67,8 @@ class _TaskSpans:
     name: str
     model: str
     provider: str
+    path: str  # subagent.path, capped
+    context: otel_context.Context | None = None  # the span's, parent of its own spans
     chat_start: int | None = None
     tools: dict[str, Span] = attrs.Factory(dict)
     # Delegating calls of this task: call id -> (that call's span, whether background).
@@ -193,7 +195,7 @@ class SpanBuilder:
         name = _agent_name(path)
         model, provider = self._model_of(name)
         model = self._cap(model)
-        spans = _TaskSpans(None, name, model, provider)
+        spans = _TaskSpans(None, name, model, provider, self._cap("/".join(path)))
         self._tasks[path] = spans
         if not self._room():
             return
@@ -203,7 +205,7 @@ class SpanBuilder:
         if above is not None and above.span is not None:
             call = above.calls.get(event.call_id) if event.call_id is not None else None
             if call is None or call[1]:
-                parent_ctx = trace.set_span_in_context(above.span)
+                parent_ctx = above.context
                 if call is not None:
                     links = [Link(call[0], {"subagent.link": "started_by"})]
             else:
@@ -214,7 +216,7 @@ class SpanBuilder:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": self._cap(name),
-            "subagent.path": self._cap("/".join(path)),
+            "subagent.path": spans.path,
         }
         if model:
             attributes["gen_ai.request.model"] = model
@@ -223,6 +225,7 @@ class SpanBuilder:
         spans.span = self._start(
             self._cap(f"invoke_agent {name}"), parent_ctx, _ns(event), attributes, links=links
         )
+        spans.context = trace.set_span_in_context(spans.span)
         self._open += 1
 
     def _task_end(self, event: Event, spans: _TaskSpans) -> None:
@@ -290,7 +293,7 @@ class SpanBuilder:
         model = spans.model or (self._cap(usage.model) if usage is not None else "")
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
-            "subagent.path": self._cap("/".join(event.path)),
+            "subagent.path": spans.path,
         }
         if spans.model:
             attributes["gen_ai.request.model"] = spans.model
@@ -305,20 +308,19 @@ class SpanBuilder:
         if message is not None and self._content:
             spans.output = message.content
             attributes["gen_ai.output.messages"] = self._messages("assistant", message.content)
-        parent = trace.set_span_in_context(spans.span)
         name = f"chat {model}" if model else "chat"
-        span = self._start(name, parent, start, attributes, kind=SpanKind.CLIENT)
+        span = self._start(name, spans.context, start, attributes, kind=SpanKind.CLIENT)
         if error_type is not None:
             self._fail(span, error_type, error)
         span.end(_ns(event))
 
-    def _tool_attributes(self, event: Event, call: agentcore.ToolCall) -> dict[str, Any]:
+    def _tool_attributes(self, spans: _TaskSpans, call: agentcore.ToolCall) -> dict[str, Any]:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": self._cap(call.name),
             "gen_ai.tool.call.id": self._cap(call.id),
             "gen_ai.tool.type": "function",
-            "subagent.path": self._cap("/".join(event.path)),
+            "subagent.path": spans.path,
         }
         if self._content:
             attributes["gen_ai.tool.call.arguments"] = self._content_text(call.arguments)
@@ -329,10 +331,9 @@ class SpanBuilder:
         call = inner.call if inner is not None else None
         if call is None or spans.span is None or call.id in spans.tools or not self._room():
             return
-        parent = trace.set_span_in_context(spans.span)
         span = self._start(
-            self._cap(f"execute_tool {call.name}"), parent, _ns(event),
-            self._tool_attributes(event, call),
+            self._cap(f"execute_tool {call.name}"), spans.context, _ns(event),
+            self._tool_attributes(spans, call),
         )
         spans.tools[call.id] = span
         self._open += 1
@@ -369,10 +370,9 @@ class SpanBuilder:
         if span is not None:
             self._open -= 1
         else:
-            parent = trace.set_span_in_context(spans.span)
             span = self._start(
-                self._cap(f"execute_tool {call.name}"), parent, _ns(event),
-                self._tool_attributes(event, call),
+                self._cap(f"execute_tool {call.name}"), spans.context, _ns(event),
+                self._tool_attributes(spans, call),
             )
         self._fail(span, "skipped", None)
         span.end(_ns(event))
