@@ -10,6 +10,7 @@ from ._errors import AuditError as AuditError
 from ._errors import ConfigurationError as ConfigurationError
 from ._errors import ContextTooLongError as ContextTooLongError
 from ._errors import ModelError as ModelError
+from ._errors import OutputValidationError as OutputValidationError
 from ._errors import TransientModelError as TransientModelError
 from ._events import Event as Event
 from ._events import EventKind as EventKind
@@ -43,6 +44,9 @@ from ._messages import Usage as Usage
 from ._models import ChatModel as ChatModel
 from ._models import DeltaSink as DeltaSink
 from ._models import StreamingChatModel as StreamingChatModel
+from ._output import FINAL_RESULT as FINAL_RESULT
+from ._output import OutputSchema as OutputSchema
+from ._output import TypedOutput as TypedOutput
 from ._retry import RetryPolicy as RetryPolicy
 from ._run import Run as Run
 from ._run import current_run as current_run

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -14,6 +14,7 @@ from ._history import MessageCounter, count_chars
 from ._hookset import NO_HOOKS, HookSet
 from ._messages import AgentPath, Message, ToolSpec
 from ._models import ChatModel
+from ._output import DEFAULT_OUTPUT_RETRIES, FINAL_RESULT, OutputSchema, output_schema
 from ._retry import DEFAULT_RETRY, RetryPolicy
 from ._tools import Liveness, Tool, check_liveness, is_read_only, tool_spec
 
@@ -63,11 +64,18 @@ class Agent:
       history_counter: Measures one message for ``history_limit`` (default:
         characters, :func:`count_chars`; or :func:`estimate_tokens`).
       retry: How model calls are retried (:class:`RetryPolicy`).
+      output_type: The type a run must answer with (any type ``@tool`` takes as a
+        parameter, or an :class:`OutputSchema`); ``None`` for a text answer. The
+        run offers a ``final_result`` tool whose arguments are the answer; see
+        ``RunResult.structured``.
+      output_retries: Invalid answers a typed run may follow with another try; the
+        next one ends the run ``error`` with :class:`OutputValidationError`.
 
     Raises:
       ConfigurationError: a duplicate tool name, a tool whose declared liveness
-        class and contract disagree (see :class:`SelfMonitoring`), or a limit
-        that is not positive.
+        class and contract disagree (see :class:`SelfMonitoring`), a limit
+        that is not positive, an ``output_type`` msgspec does not support, or a
+        tool named ``final_result`` beside an ``output_type``.
     """
 
     model: ChatModel
@@ -87,6 +95,8 @@ class Agent:
     history_limit: int | None
     history_counter: MessageCounter
     retry: RetryPolicy
+    output: OutputSchema | None
+    output_retries: int
     tools_by_name: dict[str, Tool]
     tool_specs: tuple[ToolSpec, ...]
     streams: bool
@@ -115,6 +125,8 @@ class Agent:
         history_limit: int | None = None,
         history_counter: MessageCounter = count_chars,
         retry: RetryPolicy = DEFAULT_RETRY,
+        output_type: Any = None,
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
     ) -> None:
         if max_turns < 1:
             raise ConfigurationError(f"Agent max_turns must be at least 1, not {max_turns!r}")
@@ -127,6 +139,13 @@ class Agent:
             _positive("max_messages", max_messages)
         if history_limit is not None:
             _positive("history_limit", history_limit)
+        if isinstance(output_retries, bool) or not isinstance(output_retries, int) or (
+            output_retries < 0
+        ):
+            raise ConfigurationError(
+                f"Agent output_retries must be an integer of at least 0, not {output_retries!r}"
+            )
+        output = None if output_type is None else output_schema(output_type)
         by_name: dict[str, Tool] = {}
         monitoring: set[str] = set()
         for tool in tools:
@@ -147,6 +166,15 @@ class Agent:
         self.end_timeout = end_timeout
         self.tools_by_name = by_name
         self.tool_specs = tuple(tool_spec(t) for t in self.tools)
+        if output is not None:
+            if FINAL_RESULT in by_name:
+                raise ConfigurationError(
+                    f"Agent has a tool named {FINAL_RESULT!r} and an output_type: the "
+                    "run offers its own final_result tool; rename the tool"
+                )
+            self.tool_specs += (output.tool_spec,)
+        self.output = output
+        self.output_retries = output_retries
         self.streams = callable(getattr(model, "stream", None))
         self.hooks = tuple(hooks)
         self.hook_timeout = hook_timeout

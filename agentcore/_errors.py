@@ -21,6 +21,14 @@ class AuditError(AgentCoreError):
     """
 
 
+class OutputValidationError(AgentCoreError):
+    """A run that must answer with typed output (``Agent(output_type=...)``) gave no
+    valid ``final_result`` within ``output_retries`` retries; the run ends ``error``.
+
+    The message says how many attempts were invalid and what was wrong with the last.
+    """
+
+
 class ModelError(AgentCoreError):
     """A model call failed in a way the model adapter understood.
 

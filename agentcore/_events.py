@@ -31,6 +31,7 @@ class EventKind(enum.StrEnum):
     follow_up_queued = "follow_up_queued"
     interrupt_received = "interrupt_received"
     context_compressed = "context_compressed"
+    output_validation = "output_validation"
     agent_end = "agent_end"
 
 
@@ -56,12 +57,14 @@ class Event:
         (tool_end, tool_skipped), an error or retry reason, the injected or
         follow-up text (steering_injected, follow_up_queued), ``interrupt`` or
         ``abort: <reason>`` (interrupt_received), what was dropped
-        (context_compressed).
+        (context_compressed), ``ok`` or the problem (output_validation).
       message: The assistant message (model_response) or the injected message
         (steering_injected).
-      call: The tool call (tool_start, gate_decision, tool_end, tool_skipped).
+      call: The tool call (tool_start, gate_decision, tool_end, tool_skipped; the
+        ``final_result`` call of output_validation, None for a text answer).
       decision: The gate's decision (gate_decision).
-      is_error: Whether a tool result (tool_end) is an error.
+      is_error: Whether a tool result (tool_end) is an error, or an attempt at
+        typed output invalid (output_validation).
       usage: Tokens of a model call (model_response).
       summary: The run summary (agent_end).
       attempt: The retry's number, 1 for the first retry of a model call (retry).

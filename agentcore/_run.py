@@ -17,6 +17,7 @@ from ._events import Event, EventKind, EventSink
 from ._hookcall import call_hook
 from ._messages import AgentPath, Message, Usage
 from ._modelcall import complete
+from ._output import OutputCheck
 from ._runend import RunEnd
 from ._state import Phase, RunState
 from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED, Pending, RunEndedError
@@ -81,6 +82,9 @@ class Run:
         messages.extend(history)
         messages.append(Message("user", input))
         self._state = RunState.begin(messages)
+        self._output = (
+            None if agent.output is None else OutputCheck(agent.output, agent.output_retries)
+        )
 
     def __repr__(self) -> str:
         state = self._state
@@ -338,8 +342,10 @@ class Run:
             reason = end.summary.end_reason
         if reason is EndReason.aborted and error is not None:
             raise error
+        checked = self._output
         return RunResult(
-            output, end.summary, tuple(state.messages), error, tuple(state.follow_ups)
+            output, end.summary, tuple(state.messages), error, tuple(state.follow_ups),
+            checked.value if checked is not None and reason is EndReason.stop else None,
         )
 
     async def _report_follow_ups(self) -> None:
@@ -375,6 +381,13 @@ class Run:
                 await self._report_follow_ups()
             message = (await complete(self, agent.tool_specs)).message
             last_text = message.content
+            checked = self._output
+            if checked is not None and (message.tool_calls or not state.interrupt_requested):
+                # Typed output: the answer must be a valid final_result call.
+                if await checked.answer(self, message):
+                    state.close()
+                    return checked.text, EndReason.stop
+                continue
             if message.tool_calls:
                 await run_tools(self, message.tool_calls)
                 continue

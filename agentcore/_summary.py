@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import attrs
 
@@ -65,6 +66,8 @@ class RunResult:
       exception: The exception that ended the run ``error`` (for chaining), else None.
       follow_ups: Messages for the caller to run next, in the order received:
         those sent with :meth:`Run.follow_up`, then steering the run did not read.
+      structured: The decoded answer of a typed run (``Agent(output_type=...)``)
+        that a valid ``final_result`` call ended (its JSON is ``output``); else None.
     """
 
     output: str
@@ -72,3 +75,4 @@ class RunResult:
     messages: tuple[Message, ...]
     exception: BaseException | None = None
     follow_ups: tuple[str, ...] = ()
+    structured: Any = None

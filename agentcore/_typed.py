@@ -249,11 +249,30 @@ def decode_arguments(
     Raises:
       ToolArgumentsError: see :meth:`TypedTool.decode`.
     """
+    value = decode_checked(decoder, text)
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for p in params:
+        if p.positional:
+            args.append(getattr(value, p.name))
+        else:
+            kwargs[p.name] = getattr(value, p.name)
+    return args, kwargs
+
+
+def decode_checked(decoder: msgspec.json.Decoder[Any], text: str) -> Any:
+    """Decode and validate ``text`` with ``decoder``, within agentcore's argument
+    bounds. Not a checkpoint.
+
+    Raises:
+      ToolArgumentsError: the text is past a bound of :func:`agentcore.load_arguments`,
+        is not JSON, or does not fit the decoder's type (the message names the path).
+    """
     if not isinstance(text, str):
         raise ToolArgumentsError(f"arguments must be JSON text, not {type(text).__name__}")
     _check_bounds(text)
     try:
-        value = decoder.decode(text)
+        return decoder.decode(text)
     except msgspec.ValidationError as exc:
         raise ToolArgumentsError(f"invalid arguments: {_located(str(exc))}") from None
     except msgspec.DecodeError as exc:
@@ -269,14 +288,6 @@ def decode_arguments(
             f"arguments nested too deeply (more than {MAX_ARGUMENT_DEPTH} levels of "
             "arrays and objects)"
         ) from None
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    for p in params:
-        if p.positional:
-            args.append(getattr(value, p.name))
-        else:
-            kwargs[p.name] = getattr(value, p.name)
-    return args, kwargs
 
 
 def _check_bounds(text: str) -> None:

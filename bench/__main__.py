@@ -10,8 +10,8 @@ from pathlib import Path
 from . import _memory, _peers, _workloads
 from ._timing import compare, compare_latency
 
-FULL = {"w1": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500}
-QUICK = {"w1": 100, "w2": 5_000, "w3": 50, "w4": 20, "w5": 20}
+FULL = {"w1": 2000, "w1t": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500}
+QUICK = {"w1": 100, "w1t": 100, "w2": 5_000, "w3": 50, "w4": 20, "w5": 20}
 
 
 def _load() -> str:
@@ -24,8 +24,9 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (for CI)")
-    parser.add_argument("--only", default="w1,w2,w3,w4,w5", help="comma-separated workloads "
-                        "(w1otel: W1 traced by subagent.otel, needs opentelemetry-sdk)")
+    parser.add_argument("--only", default="w1,w1t,w2,w3,w4,w5",
+                        help="comma-separated workloads (w1t: W1-typed; "
+                        "w1otel: W1 traced by subagent.otel, needs opentelemetry-sdk)")
     parser.add_argument("--repeat", type=int, help="runs of each case, best kept (default 5)")
     parser.add_argument("--peers", action="store_true",
                         help="W1 and W3 on the peer libraries too (medians, ratios)")
@@ -66,6 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"W1 traced, {n} runs: subagent {plain.per_op_us:.0f} us/run, "
               f"traced (subagent.otel, SDK, batch processor) {traced.per_op_us:.0f} us/run, "
               f"traced/plain {traced.seconds / plain.seconds:.2f}x")
+    if "w1t" in only:
+        n = sizes["w1t"]
+        untyped, typed = compare(
+            _workloads.w1_pool(n), _workloads.w1_typed_pool(n), repeat=repeat
+        )
+        print(f"W1-typed fan-out, {n} runs (@tool echo, typed output through final_result): "
+              f"{typed.per_op_us:.0f} us/run, W1 untyped {untyped.per_op_us:.0f} us/run, "
+              f"typed/untyped {typed.seconds / untyped.seconds:.2f}x")
     if "w2" in only:
         n = sizes["w2"]
         stream, chan, fast = compare(

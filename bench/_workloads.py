@@ -11,11 +11,21 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterable, Callable
 
+import attrs
 import trio
 import trio.testing
 
 import subagent
-from agentcore import FunctionTool, Message, ModelRequest, ModelResponse, ToolCall, Usage
+from agentcore import (
+    FINAL_RESULT,
+    FunctionTool,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    Usage,
+    tool,
+)
 from ledger import MemorySink
 
 from ._timing import Body, Latency
@@ -136,6 +146,73 @@ def _traced(pool: subagent.Pool) -> Callable[[], None]:
         provider.shutdown()
 
     return finish
+
+
+@tool(name="echo", read_only=True)
+async def typed_echo(x: int) -> int:
+    """Echo the argument."""
+    return x
+
+
+@attrs.frozen
+class Answer:
+    """W1-typed's answer."""
+
+    text: str
+    count: int
+
+
+CALL_TYPED_FINAL = Message(
+    "assistant", "", tool_calls=(ToolCall("c2", FINAL_RESULT, '{"text": "done", "count": 1}'),)
+)
+
+
+class TypedTwoStepModel:
+    """W1-typed's model: a call of the typed tool, then the typed answer."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        await trio.lowlevel.checkpoint()
+        if request.messages[-1].role == "user":
+            return ModelResponse(CALL_ECHO, "tool_calls", Usage(10, 5))
+        return ModelResponse(CALL_TYPED_FINAL, "tool_calls", Usage(10, 5))
+
+
+#: Audit entries a W1-typed run records: W1's, plus its answer's output_validation.
+W1_TYPED_ENTRIES = W1_ENTRIES + 1
+
+
+def w1_typed_pool(runs: int, *, read: bool = False) -> Body:
+    """W1 with a ``@tool`` echo and typed output (``Spec(output_type=Answer)``): the
+    second model call answers through ``final_result``; audited, events streamed
+    (``read=True`` checks the entries at the end, as :func:`w1_pool`)."""
+
+    async def main() -> int:
+        stream: subagent.Stream = subagent.Stream(64)
+        counter = Counter()
+        sink = MemorySink()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(counter.consume, stream)
+            async with subagent.open_pool(
+                max_concurrent=8,
+                max_queued=runs,
+                events=stream,
+                defaults=subagent.Defaults(model=TypedTwoStepModel(), audit=sink),
+            ) as pool:
+                pool.register(
+                    subagent.Spec("worker", tools=(typed_echo,), output_type=Answer)
+                )
+                tasks = [await pool.submit("worker", f"task {i}") for i in range(runs)]
+            stats = pool.statistics()
+            assert stats.finished == runs, stats
+            stream.close()
+        assert counter.seen >= runs * 6
+        assert (await tasks[-1].wait()).structured == Answer("done", 1)
+        if read:
+            assert len(sink.entries) == runs * W1_TYPED_ENTRIES
+        return runs
+
+    return main
 
 
 def w1_bare(runs: int) -> Body:

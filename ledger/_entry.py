@@ -63,6 +63,9 @@ class EntryKind(enum.StrEnum):
     """The tool gate allowed or denied a call."""
     tool_result = "tool_result"
     """A tool call's result or error."""
+    output_validation = "output_validation"
+    """An attempt at a run's typed output (``final_result`` or a text answer):
+    ``verdict`` ok or error."""
     abort = "abort"
     """A run was aborted."""
     run_end = "run_end"

@@ -7,6 +7,7 @@ from ._declarative import load_specs as load_specs
 from ._declarative import specs_from_mapping as specs_from_mapping
 from ._delegation import SubagentTool as SubagentTool
 from ._errors import InvalidArgumentsError as InvalidArgumentsError
+from ._errors import InvalidHistoryError as InvalidHistoryError
 from ._errors import MaxChildrenError as MaxChildrenError
 from ._errors import MaxDepthError as MaxDepthError
 from ._errors import PoolClosedError as PoolClosedError
@@ -20,7 +21,10 @@ from ._errors import UnknownAgentError as UnknownAgentError
 from ._events import Event as Event
 from ._events import EventKind as EventKind
 from ._events import LoopStall as LoopStall
+from ._history_input import MAX_HISTORY_BYTES as MAX_HISTORY_BYTES
+from ._history_input import MAX_HISTORY_MESSAGES as MAX_HISTORY_MESSAGES
 from ._open import open_pool as open_pool
+from ._outputschema import JsonSchemaOutput as JsonSchemaOutput
 from ._pool import Pool as Pool
 from ._results import SubagentResultsTool as SubagentResultsTool
 from ._spec import Defaults as Defaults

@@ -21,6 +21,7 @@ from agentcore import AuditError, Message, Pending
 from agentcore._audit import record_within
 
 from ._events import Event, EventKind
+from ._reply import with_output
 
 if TYPE_CHECKING:
     from ledger import Sink
@@ -49,9 +50,9 @@ def result_message(task: Task) -> Message:
     output, error = outcome(task)
     body: dict[str, object] = {"agent": task.name, "path": list(task.path)}
     if error is None:
-        body["output"] = output
-    else:
-        body["error"] = error
+        assert output is not None
+        return Message("user", RESULT_PREFIX + with_output(body, task, output))
+    body["error"] = error
     return Message("user", RESULT_PREFIX + json.dumps(body))
 
 

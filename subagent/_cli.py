@@ -217,7 +217,37 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--otel", action="store_true",
                      help="export OpenTelemetry traces as the OTEL_* environment variables "
                           "say (needs opentelemetry-sdk and an exporter)")
+    _add_temporal(commands)
     return parser
+
+
+def _add_temporal(commands: Any) -> None:
+    """``subagent temporal dev|worker|run`` (needs the ``temporal`` extra to run)."""
+    temporal = commands.add_parser("temporal", help="run agents on Temporal (extra 'temporal')")
+    subs = temporal.add_subparsers(dest="temporal_command", required=True)
+    dev = subs.add_parser("dev", help="the Temporal dev server on 127.0.0.1 and a worker")
+    dev.add_argument("--port", type=int, default=7233, help="gRPC port (default 7233)")
+    dev.add_argument("--db", type=Path, default=None,
+                     help="SQLite file keeping the server's state (default: in memory)")
+    worker = subs.add_parser("worker", help="a worker for a specs file")
+    trun = subs.add_parser("run", help="submit a root workflow and follow it")
+    trun.add_argument("--agent", required=True, help="the agent to run")
+    trun.add_argument("--id", default=None, help="the workflow id (default: agent/<random>)")
+    for sub in (dev, worker, trun):
+        sub.add_argument("specs", type=Path, help="the TOML specs file")
+        sub.add_argument("--task-queue", default="subagent", help="default: subagent")
+        sub.add_argument("--workspace", type=Path, default=None,
+                         help="root of the workspace tools (default: the current directory)")
+    for sub in (worker, trun):
+        sub.add_argument("--address", default="127.0.0.1:7233", help="the Temporal frontend")
+    for sub in (dev, worker):
+        sub.add_argument("--ledger-dir", type=Path, default=None,
+                         help="one ledger per root workflow here (default: in the state "
+                              "directory)")
+        sub.add_argument("--max-roots", type=int, default=16,
+                         help="roots this worker runs at once (default 16)")
+        sub.add_argument("--yes", action="store_true", help="allow every tool call")
+    trun.add_argument("task", help="the task text")
 
 
 def _use_rich(args: argparse.Namespace, out: TextIO) -> bool:
@@ -234,6 +264,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     """The command line; returns the exit code."""
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
+    if args.command == "temporal":
+        return _temporal(args, out)
     ledger_path = args.ledger or default_ledger_path()
     rich = _use_rich(args, out)
     screen = Screen(out)
@@ -283,6 +315,22 @@ def _tracing() -> EnvironmentTracing:
     print(f"subagent: --otel: exporting traces to {', '.join(tracing.exporters)}",
           file=sys.stderr)
     return tracing
+
+
+def _temporal(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        from .temporal import _command
+    except ImportError as exc:
+        print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _command.main(args, out)
+    except SubagentError as exc:
+        print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("subagent: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 async def run_demo(ledger_path: Path, screen: Screen, rich: bool) -> int:

@@ -17,7 +17,8 @@ The format::
     model = "openai:gpt-4o-mini"
     agent_id = "my-app"
     limits = "openai"           # the defaults' model waits on [limits.openai]
-    # tool_timeout, hook_timeout, max_parallel_tools, history_limit and retry too
+    # tool_timeout, hook_timeout, max_parallel_tools, history_limit, retry and
+    # output_retries too
 
     [agents.researcher]
     description = "Finds things out."
@@ -38,11 +39,25 @@ The format::
     hook_timeout = 5.0                      # agentcore's own defaults); hooks have
     max_parallel_tools = 8                  # no textual form
     retry = { max_attempts = 5, max_delay = 30.0 }   # any of RetryPolicy's fields
+    output_retries = 2                      # invalid typed answers retried (0 or more)
+
+    [agents.researcher.output_schema]       # typed output: a JSON Schema (needs the
+    type = "object"                         # extra "schema": jsonschema); see below
+    required = ["findings"]
+    properties.findings = { type = "array", items = { type = "string" } }
 
     [mcp.time]                  # an MCP server: command/args/env (stdio) or url/headers
     command = "mcp-server-time"
     read_only = ["get_current_time", "convert_time"]   # only these count as read-only
     # start_timeout = 30.0
+
+An agent with ``output_schema`` answers by calling a ``final_result`` tool whose
+arguments must be valid against the schema (an object schema with ``properties`` is
+the arguments; any other is wrapped as ``{"result": ...}``); ``Result.structured``
+holds the decoded JSON. The schema is checked when the file is read, with the
+``jsonschema`` library (``pip install 'subagent[schema]'``): at most 64 KiB as JSON
+and 32 levels deep, references only within itself, no ``pattern``,
+``patternProperties`` or ``uniqueItems`` (see ``subagent.JsonSchemaOutput``).
 
 Tool names resolve against the caller's registry, then the workspace tools
 (``read_file``, ``list_dir``, ``grep``, ``write_file``, given a workspace root).

@@ -15,6 +15,7 @@ from agentcore import ArgumentsError, Liveness, Tool, load_arguments
 
 from ._current import current_task
 from ._errors import InvalidArgumentsError, MaxChildrenError, SubagentError, format_path
+from ._reply import with_output
 
 if TYPE_CHECKING:
     from ._pool import Pool
@@ -262,11 +263,11 @@ class SubagentTool:
             return json.dumps({"agent": agent, "path": list(path), "status": "started"})
         run = agentcore.current_run()
         parent_path = caller.path if caller is not None else run.path if run is not None else ()
-        output, path = await lend_slot(
+        child = await lend_slot(
             pool,
             caller, lambda: self._delegate(caller, parent_path, agent, text, fallback_timeout)
         )
-        return json.dumps({"agent": agent, "path": list(path), "output": output})
+        return with_output({"agent": agent, "path": list(child.path)}, child, child._output)
 
     async def _child_slot(self, caller: Task, agent: str) -> trio.Semaphore:
         # A fan-out slot of the caller's run, waiting at most children_timeout for one.
@@ -318,7 +319,8 @@ class SubagentTool:
         agent: str,
         text: str,
         fallback_timeout: float,
-    ) -> tuple[str, tuple[str, ...]]:
+    ) -> Task:
+        # The child, once it has ended with a result.
         call_id = _delegating_call() if caller is not None else None
         slots = await self._child_slot(caller, agent) if caller is not None else None
         try:
@@ -333,8 +335,8 @@ class SubagentTool:
         bound = math.inf if spec.timeout or spec.idle_timeout else fallback_timeout
         try:
             with trio.move_on_after(bound):
-                result = await child.wait()
-                return result.output, child.path
+                await child.wait()
+                return child
             child.cancel()
             with trio.CancelScope(shield=True):
                 await child._done.wait()

@@ -2,7 +2,9 @@
 
 A coordinator starts three subagents in the background (they run in parallel), waits
 for their results and merges them; the researcher delegates further to a fact
-checker; the reader uses the workspace tools on a bundled sample directory. Every
+checker; the reader uses the workspace tools on a bundled sample directory; the
+reviewer answers with typed output (a ``Review``, through ``final_result``), which the
+coordinator reads as data. Every
 model call takes a moment (real time) so the live tree can be watched. The
 run is audited to a ledger file, which is verified at the end.
 """
@@ -11,8 +13,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Literal
 
-from agentcore import Message, ModelRequest, ModelResponse, ToolCall, Usage
+import attrs
+
+from agentcore import FINAL_RESULT, Message, ModelRequest, ModelResponse, ToolCall, Usage
 from agentcore.testing import Delayed, ScriptedModel, ScriptItem
 
 from ._background import RESULT_PREFIX
@@ -30,6 +35,23 @@ SUBTASKS = {
 }
 
 
+@attrs.frozen
+class Finding:
+    """One item of the todo list, as the reviewer judges it."""
+
+    item: str
+    priority: Literal["high", "medium", "low"]
+    why: str
+
+
+@attrs.frozen
+class Review:
+    """The reviewer's typed answer: its findings, and the one that matters most."""
+
+    findings: list[Finding]
+    most_important: str
+
+
 def _reply(text: str, *, calls: tuple[ToolCall, ...] = (), tokens: int = 40) -> ScriptItem:
     message = Message("assistant", text, tool_calls=calls)
     reason = "tool_calls" if calls else "stop"
@@ -39,6 +61,17 @@ def _reply(text: str, *, calls: tuple[ToolCall, ...] = (), tokens: int = 40) -> 
 def _delegate(call_id: str, agent: str, task: str, *, wait: bool = True) -> ToolCall:
     arguments = {"agent": agent, "task": task, "wait": wait}
     return ToolCall(call_id, "subagent", json.dumps(arguments))
+
+
+def _shown(delivered: dict[str, Any]) -> str:
+    # A delivered result: a typed one (the reviewer's Review) is read as data.
+    if "error" in delivered:
+        return f"(failed) {delivered['error']}"
+    output = delivered["output"]
+    if isinstance(output, dict):
+        high = sum(f["priority"] == "high" for f in output["findings"])
+        return f"{output['most_important']} ({len(output['findings'])} findings, {high} high)"
+    return str(output)
 
 
 def _tool_results(request: ModelRequest) -> list[Message]:
@@ -54,8 +87,7 @@ def coordinator(request: ModelRequest) -> ScriptItem:
     if len(delivered) == len(SUBTASKS):
         order = list(SUBTASKS)
         delivered.sort(key=lambda d: order.index(d["agent"]))
-        lines = [f"- {d['agent']}: {d.get('output') or '(failed) ' + d['error']}"
-                 for d in delivered]
+        lines = [f"- {d['agent']}: {_shown(d)}" for d in delivered]
         return _reply("What this project cares about:\n" + "\n".join(lines), tokens=90)
     waits = len(_tool_results(request)) - len(SUBTASKS)
     if waits >= 0:  # the three are started; wait until every result is in
@@ -99,8 +131,19 @@ def reader(request: ModelRequest) -> ScriptItem:
 
 
 def reviewer(request: ModelRequest) -> ScriptItem:
-    return _reply("Verifying the ledger after every run matters most: it makes the rest "
-                  "checkable.", tokens=30)
+    review = {
+        "findings": [
+            {"item": "verify the ledger after every run", "priority": "high",
+             "why": "it makes every other claim checkable"},
+            {"item": "tag every event with its AgentPath", "priority": "medium",
+             "why": "the tree view and the audit need it"},
+            {"item": "bound the queue", "priority": "medium",
+             "why": "memory stays flat under load"},
+        ],
+        "most_important": "Verifying the ledger after every run matters most",
+    }
+    answer = ToolCall("v1", FINAL_RESULT, json.dumps(review))
+    return _reply("", calls=(answer,), tokens=30)
 
 
 def demo_specs() -> SpecFile:
@@ -114,7 +157,8 @@ def demo_specs() -> SpecFile:
         Spec("fact_checker", "Checks one claim.", model=ScriptedModel(fact_checker)),
         Spec("reader", "Reads the workspace with read-only tools.",
              model=ScriptedModel(reader), tools=(listing, grep, read)),
-        Spec("reviewer", "Reviews a plan.", model=ScriptedModel(reviewer)),
+        Spec("reviewer", "Reviews a plan; answers with a typed Review.",
+             model=ScriptedModel(reviewer), output_type=Review),
     )
     return SpecFile(
         source="<demo>",

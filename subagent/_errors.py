@@ -66,6 +66,21 @@ class InvalidArgumentsError(SubagentError):
     """The delegation tool was called with arguments that do not match its schema."""
 
 
+class InvalidHistoryError(SubagentError):
+    """A submit's ``history`` cannot start a run: a value of the wrong type, tool calls
+    and answers out of order, or more than the pool's ``max_history_messages`` or
+    ``max_history_bytes``. The message names the first fault found.
+
+    Attributes:
+      index: The position in the history of the message at fault, or None when the
+        fault is the history as a whole (its type or its number of messages).
+    """
+
+    def __init__(self, message: str, index: int | None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
 class TaskError(SubagentError):
     """Base class of the ways a task can end without a result.
 

@@ -120,6 +120,9 @@ def _record(
     data: dict[str, str | int | float | bool | None] = {"agent": task.name}
     if summary is not None:
         data["end_reason"] = str(summary.end_reason)
+    if task.history:
+        # The run starts from earlier messages (submit's history), not in its own entries.
+        data["history_messages"] = len(task.history)
     return Record(
         str(kind),
         run_id="/".join(task.path),
@@ -185,7 +188,8 @@ async def _audit(sink: Sink, entry: Record) -> AuditError | None:
 async def _execute(task: Task) -> TaskStatus:
     spec = task.spec
     run = build_agent(task).new_run(
-        task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path)
+        task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path),
+        history=task.history,
     )
     task._run = run
     task._attach(run)
@@ -205,9 +209,12 @@ async def _execute(task: Task) -> TaskStatus:
         with limits:
             result = await run.run()
             task._output = result.output
+            task._structured = result.structured
             task._summary = result.summary
             task._cause = result.exception
             task._error = result.summary.error
+            task._messages = result.messages
+            task._follow_ups_left = result.follow_ups
             return end_status(result.summary.end_reason)
     finally:
         task._limits = None

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ._history_input import MAX_HISTORY_BYTES, MAX_HISTORY_MESSAGES, HistoryLimits
 from ._lifecycle import end_task, run_task
 from ._pool import Pool
 from ._spec import Defaults
@@ -37,6 +38,8 @@ async def open_pool(
     children_timeout: float = 30.0,
     loop_watchdog: float | None = None,
     mcp: Iterable[McpServer] = (),
+    max_history_messages: int = MAX_HISTORY_MESSAGES,
+    max_history_bytes: int = MAX_HISTORY_BYTES,
 ) -> AsyncIterator[Pool]:
     """Open a :class:`Pool` whose tasks run in a nursery inside this block.
 
@@ -61,6 +64,10 @@ async def open_pool(
       mcp: MCP servers whose tools specs may name (:class:`subagent.mcp.McpServer`):
         started at once when the block opens (it waits for each at most its
         ``start_timeout``), shared by every run, closed (and reaped) when it ends.
+      max_history_messages: The most messages a submit's ``history`` may hold
+        (default 10,000).
+      max_history_bytes: The most UTF-8 bytes of text a submit's ``history`` may
+        hold (default 16 MiB); see :meth:`Pool.submit`.
     """
     _at_least_one("max_concurrent", max_concurrent)
     _at_least_one("max_queued", max_queued)
@@ -69,6 +76,7 @@ async def open_pool(
     if not (children_timeout > 0 and not math.isnan(children_timeout)):
         raise ValueError(f"open_pool children_timeout must be positive, not {children_timeout!r}")
     check_threshold(loop_watchdog)
+    history_limits = HistoryLimits(max_history_messages, max_history_bytes)
     async with open_mcp_sessions(mcp, events) as sessions:
         body_error: BaseException | None = None
         watchdog: LoopWatchdog | None = None
@@ -85,6 +93,7 @@ async def open_pool(
                     max_children=max_children,
                     children_timeout=children_timeout,
                     mcp=sessions,
+                    history_limits=history_limits,
                 )
                 if loop_watchdog is not None:
                     watchdog = LoopWatchdog(loop_watchdog, pool)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
 import agentcore
-from agentcore import AgentPath
+from agentcore import AgentPath, Message
 
 from ._core import (
     CancelRun,
@@ -24,6 +24,7 @@ from ._core import (
 )
 from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
+from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
 from ._stream import Stream
@@ -77,8 +78,11 @@ class Pool:
         max_children: int,
         children_timeout: float,
         mcp: McpSessions | None = None,
+        history_limits: HistoryLimits = DEFAULT_LIMITS,
     ) -> None:
         self.mcp = mcp
+        #: The caps on a submit's ``history`` (open_pool's max_history_messages/bytes).
+        self.history_limits = history_limits
         self.max_concurrent = max_concurrent
         self.max_queued = max_queued
         self.max_depth = max_depth
@@ -159,6 +163,7 @@ class Pool:
         *,
         parent_path: AgentPath = (),
         events: Stream | None = None,
+        history: Iterable[Message] = (),
     ) -> Task:
         """Queue a run of agent ``name`` on ``input`` and return its Task. A checkpoint.
 
@@ -171,13 +176,22 @@ class Pool:
           parent_path: The AgentPath the task runs under (its path extends it).
           events: Where the run's events go; by default the parent task's
             stream, else the pool's.
+          history: Messages the run starts from, between its system prompt and
+            ``input``: e.g. an earlier :attr:`Result.messages`, to go on with that
+            conversation. Checked and copied before anything else: user, assistant
+            and tool messages only (the pool adds the system prompt), each tool
+            call answered before the next user or assistant message, within the
+            pool's ``max_history_messages`` and ``max_history_bytes``.
 
         Raises:
+          InvalidHistoryError: ``history`` is not fit to start a run from, or is
+            over the pool's ``max_history_messages`` or ``max_history_bytes``.
           UnknownAgentError: no spec has that name.
           MaxDepthError: ``len(parent_path) >= max_depth``.
           PoolClosedError: the pool is closed, or closes while this waits.
         """
-        return await self._submit(name, input, tuple(parent_path), events, None)
+        past = check_history(history, self.history_limits)
+        return await self._submit(name, input, tuple(parent_path), events, None, history=past)
 
     async def _submit(
         self,
@@ -188,12 +202,17 @@ class Pool:
         call_id: str | None,
         fanout: trio.Semaphore | None = None,
         background: bool = False,
+        *,
+        history: tuple[Message, ...] = (),
     ) -> Task:
         await trio.lowlevel.checkpoint_if_cancelled()
         core = self._core
         while True:
             try:
-                task = self._accept(name, input, parent_path, events, call_id, fanout, background)
+                task = self._accept(
+                    name, input, parent_path, events, call_id, fanout, background,
+                    history=history,
+                )
             except trio.WouldBlock:
                 # Park until the core wakes this submit; a cancel withdraws it.
                 token = trio.lowlevel.current_task()
@@ -215,12 +234,14 @@ class Pool:
         *,
         parent_path: AgentPath = (),
         events: Stream | None = None,
+        history: Iterable[Message] = (),
     ) -> Task:
         """Like :meth:`submit`, but raise ``trio.WouldBlock`` if the queue is full.
 
         Not a checkpoint.
         """
-        return self._accept(name, input, tuple(parent_path), events, None)
+        past = check_history(history, self.history_limits)
+        return self._accept(name, input, tuple(parent_path), events, None, history=past)
 
     def _accept(
         self,
@@ -231,6 +252,8 @@ class Pool:
         call_id: str | None,
         fanout: trio.Semaphore | None = None,
         background: bool = False,
+        *,
+        history: tuple[Message, ...] = (),
     ) -> Task:
         # ``fanout``: the parent's max_children slot the task holds until it ends;
         # ``background``: deliver its result into the parent run (see _background.py).
@@ -251,7 +274,10 @@ class Pool:
         # A task started from within a run is bounded by that run's gate too.
         spec = delegated(spec, agentcore.current_run())
         path = (*parent_path, f"{name}/{next(self._numbers):04d}")
-        task = Task(path, name, input, spec, self, parent, events, call_id, core, self._apply)
+        task = Task(
+            path, name, input, spec, self, parent, events, call_id, core, self._apply,
+            history=history,
+        )
         if parent is not None and background:
             task._deliver_to = parent
             parent._background.add(task)

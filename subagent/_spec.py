@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from agentcore import ChatModel, RetryPolicy, Run, Tool, ToolGate, nested_gate
+from agentcore import (
+    ChatModel,
+    ConfigurationError,
+    OutputSchema,
+    RetryPolicy,
+    Run,
+    Tool,
+    ToolGate,
+    nested_gate,
+)
+from agentcore._output import output_schema
 
 from ._errors import SpecError, format_path
 
@@ -43,12 +53,14 @@ AGENT_SETTINGS = (
     "retry",
     "max_parallel_tools",
     "history_limit",
+    "output_retries",
 )
 
 
 def agent_settings(spec: Spec) -> dict[str, Any]:
-    """The agent settings ``spec`` sets, as ``agentcore.Agent`` keyword arguments."""
-    values = {name: getattr(spec, name) for name in AGENT_SETTINGS}
+    """The agent settings ``spec`` sets (and its ``output_type``), as
+    ``agentcore.Agent`` keyword arguments."""
+    values = {name: getattr(spec, name) for name in (*AGENT_SETTINGS, "output_type")}
     return {name: value for name, value in values.items() if value is not None}
 
 
@@ -64,7 +76,8 @@ class Defaults:
       gate: The tool gate of specs that name none.
       audit: The ``ledger.Sink`` of specs that name none.
       agent_id: The agent id of specs that name none (else the spec's name is used).
-      hooks, tool_timeout, hook_timeout, retry, max_parallel_tools, history_limit:
+      hooks, tool_timeout, hook_timeout, retry, max_parallel_tools, history_limit,
+      output_retries:
         The agent settings of specs that leave them ``None`` (see :class:`Spec`);
         ``None`` here leaves agentcore's default.
     """
@@ -79,6 +92,7 @@ class Defaults:
     retry: RetryPolicy | None = None
     max_parallel_tools: int | None = None
     history_limit: int | None = None
+    output_retries: int | None = None
 
 
 @attrs.frozen
@@ -120,9 +134,18 @@ class Spec:
       max_parallel_tools: At most this many of a turn's read-only tool calls run at once.
       history_limit: The bound on the summed size of its conversation
         (``Agent(history_limit=)``, characters by default).
+      output_type: The type its runs answer with (``Agent(output_type=)``: any type
+        ``agentcore.tool`` takes as a parameter, or an ``agentcore.OutputSchema``
+        such as :class:`JsonSchemaOutput`); ``None`` for a text answer. Not
+        inherited. Its ``Result.structured`` is the decoded value, ``Result.output``
+        its JSON, and the delegation tool hands the parent that JSON. ``inherit``
+        (at ``register``) turns a type into its ``agentcore.TypedOutput`` once.
+      output_retries: Invalid answers a typed run may follow with another try
+        (``Agent(output_retries=)``, default 2).
 
-    The last six are agent settings: ``None`` inherits the pool's
-    :class:`Defaults`, and ``None`` there leaves agentcore's own default.
+    ``hooks`` to ``history_limit`` and ``output_retries`` are agent settings:
+    ``None`` inherits the pool's :class:`Defaults`, and ``None`` there leaves
+    agentcore's own default.
 
     Delegation cannot widen permission: a task started from within a run (by the
     delegation tool, or any submit made while the run calls a tool or hook) gets
@@ -151,6 +174,8 @@ class Spec:
     retry: RetryPolicy | None = None
     max_parallel_tools: int | None = None
     history_limit: int | None = None
+    output_type: Any = None
+    output_retries: int | None = None
 
     def inherit(self, defaults: Defaults) -> Spec:
         """This spec with its unset fields taken from ``defaults``; not a checkpoint.
@@ -172,6 +197,13 @@ class Spec:
             },
         )
         resolved._check()
+        if resolved.output_type is not None and not isinstance(resolved.output_type, OutputSchema):
+            # Built once here, so each task's Agent reuses the schema and decoder.
+            try:
+                schema = output_schema(resolved.output_type)
+            except ConfigurationError as exc:
+                raise SpecError(f"spec {self.name!r}: {exc}") from None
+            resolved = attrs.evolve(resolved, output_type=schema)
         return resolved
 
     def _check(self) -> None:
@@ -194,6 +226,11 @@ class Spec:
             value = getattr(self, field)
             if value is not None and value < 1:
                 raise bad(f"{field} must be at least 1, not {value!r}")
+        retries = self.output_retries
+        if retries is not None and (
+            isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+        ):
+            raise bad(f"output_retries must be an integer of at least 0, not {retries!r}")
         if self.retry is not None and not isinstance(self.retry, RetryPolicy):
             raise bad(f"retry must be an agentcore.RetryPolicy, not {type(self.retry).__name__}")
         for agent in self.delegates_to or ():

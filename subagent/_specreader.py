@@ -17,6 +17,7 @@ from agentcore import ChatModel, RetryPolicy, Tool
 from agentcore.models import FallbackModel, RateLimited, RateLimiter
 
 from ._errors import SpecError
+from ._outputschema import read_output_schema, read_retries
 from ._spec import Defaults, Spec
 from ._speclimits import read_limits, read_retry
 from .mcp._config import NAME, McpServer, server_from_table
@@ -50,6 +51,8 @@ AGENT_KEYS = frozenset(
         "retry",
         "max_parallel_tools",
         "history_limit",
+        "output_retries",
+        "output_schema",
     }
 )
 #: The agent settings an agent table and [defaults] may set, with their kind (``retry``
@@ -60,7 +63,7 @@ SETTING_KEYS = {
     "max_parallel_tools": int,
     "history_limit": int,
 }
-DEFAULTS_KEYS = ("model", "agent_id", "limits", *SETTING_KEYS, "retry")
+DEFAULTS_KEYS = ("model", "agent_id", "limits", *SETTING_KEYS, "retry", "output_retries")
 #: RetryPolicy's fields a ``retry`` table may set: each its kind, and whether 0 is
 #: allowed (``jitter`` is also at most 1, so a delay is never negative).
 ModelResolver = Callable[[str], ChatModel]
@@ -242,6 +245,10 @@ class Reader:
                 settings[key] = self.number(field(key), table[key], kind)
         if "retry" in table:
             settings["retry"] = self.retry(field("retry"), table["retry"])
+        if "output_retries" in table:
+            settings["output_retries"] = read_retries(
+                field("output_retries"), table["output_retries"], self.error, _kind
+            )
         return settings
 
     def retry(self, where: str, table: Any) -> RetryPolicy:
@@ -296,6 +303,10 @@ class Reader:
                 )
             kwargs["delegates_to"] = tuple(names)
         kwargs.update(self.settings(field, raw))
+        if "output_schema" in raw:
+            kwargs["output_type"] = read_output_schema(
+                field("output_schema"), raw["output_schema"], self.error, _kind
+            )
         tools, pool_tools = self.tools(field("tools"), raw.get("tools", []))
         try:
             spec = Spec(name, tools=tools, **kwargs)

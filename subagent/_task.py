@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
 
 import agentcore
-from agentcore import AgentPath, EndReason, RunSummary, Usage
+from agentcore import AgentPath, EndReason, Message, RunSummary, Usage
 
 from ._core import Effect, Node, PoolCore, TaskStatus
 from ._errors import TaskCancelled, TaskError, TaskFailed, TaskTimeout, format_path
+from ._history_input import conversation
 from ._spec import Spec
 from ._stream import Stream
 
@@ -46,6 +47,7 @@ class Pool(Protocol):
         *,
         parent_path: AgentPath = (),
         events: Stream | None = None,
+        history: Iterable[Message] = (),
     ) -> Task: ...
 
     def submit_nowait(
@@ -55,6 +57,7 @@ class Pool(Protocol):
         *,
         parent_path: AgentPath = (),
         events: Stream | None = None,
+        history: Iterable[Message] = (),
     ) -> Task: ...
 
     def close(self) -> None: ...
@@ -73,18 +76,34 @@ class Result:
 
     Attributes:
       path: The task's AgentPath.
-      output: The final assistant text.
+      output: The final assistant text (the JSON of a typed run's answer).
       summary: The run's :class:`agentcore.RunSummary` (its usage is the run's own).
       tree_usage: The usage of this task and of every descendant that ended before
         it resolved (waited-for, delivered, orphaned or cancelled children alike); a
         critical child still running then is not in it (its ``task_orphaned``
         event carries its own tree usage).
+      structured: The decoded answer of a typed run (``Spec.output_type``; then
+        ``output`` is its JSON); None for a text run.
+      messages: The run's conversation at its end, without its system prompt (keyword
+        only): the history it started from, its task text, then every message the
+        run added (steering, assistant answers, tool results), as the run kept it
+        (``Spec.max_messages``, 50 by default, and ``history_limit`` drop the oldest).
+        Pass it as ``Pool.submit(..., history=result.messages)`` to go on with the
+        conversation. Not compared by ``==`` (a Result equals another of the same
+        path, output, summary, tree usage, structured value and follow-ups).
+      follow_ups: Texts for the caller to run next, in the order received (keyword
+        only): those sent with :meth:`Task.follow_up`, then steering the run did not
+        read before it ended (see :attr:`agentcore.RunResult.follow_ups`). The pool
+        does not run them.
     """
 
     path: AgentPath
     output: str
     summary: RunSummary
     tree_usage: Usage = Usage()
+    structured: Any = None
+    messages: tuple[Message, ...] = attrs.field(default=(), kw_only=True, eq=False)
+    follow_ups: tuple[str, ...] = attrs.field(default=(), kw_only=True)
 
 
 def _read_only() -> None:
@@ -98,7 +117,9 @@ class Task:
     Attributes:
       path: The task's AgentPath, an immutable tuple (read-only).
       name: The name of the Spec it runs.
-      input: The task text (the run's one user message).
+      input: The task text (the user message that starts the run).
+      history: The messages the run starts from, before ``input`` (a tuple,
+        empty unless the submit gave ``history``).
       spec: Its Spec, after inheritance.
       pool: The pool running it.
       parent: The task it was submitted under, if that is a task of this pool.
@@ -126,10 +147,14 @@ class Task:
     _core: PoolCore[Task]
     _apply: Callable[[list[Effect[Task]]], None]
     _node: Node[Task] = attrs.field(init=False)
+    # The checked history the run starts from (see _history_input.check_history).
+    _history: tuple[Message, ...] = ()
     # The agentcore Run once started (steering and interrupts go through it).
     _run: agentcore.Run | None = None
-    # Steering and an interrupt sent before the run existed, handed over by _attach.
+    # Steering, follow-ups and an interrupt sent before the run existed, handed over
+    # by _attach.
     _steering: list[str] = attrs.field(factory=list)
+    _follow_ups: list[str] = attrs.field(factory=list)
     _interrupt: bool = False
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     # While the run runs, the scope of its limits (spec.timeout and spec.idle_timeout:
@@ -142,7 +167,11 @@ class Task:
     _granted: trio.Event = attrs.field(factory=trio.Event)
     _done: trio.Event = attrs.field(factory=trio.Event)
     _output: str = ""
+    _structured: Any = None
     _summary: RunSummary | None = None
+    # The ended run's messages and follow-ups (its RunResult's), for Result.
+    _messages: tuple[Message, ...] = ()
+    _follow_ups_left: tuple[str, ...] = ()
     _cause: BaseException | None = None
     _error: str | None = None
     # Background delegation (see _background.py). Parent side: the live children of
@@ -194,6 +223,14 @@ class Task:
 
     @input.setter
     def input(self, value: str) -> None:
+        _read_only()
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        return self._history
+
+    @history.setter
+    def history(self, value: tuple[Message, ...]) -> None:
         _read_only()
 
     @property
@@ -290,11 +327,37 @@ class Task:
         else:
             self._steering.append(text)
 
+    def follow_up(self, text: str) -> None:
+        """Queue ``text`` for after the task's run; not a checkpoint.
+
+        The run does not read it: it comes back, in order, in
+        :attr:`Result.follow_ups` for the caller to run next (e.g. as a new submit
+        with ``history=result.messages``), and the run emits a
+        ``follow_up_queued`` event (see :meth:`agentcore.Run.follow_up`). Sent to a
+        queued task, it is queued when the run starts.
+
+        Raises:
+          agentcore.RunEndedError: the task's run has ended (or the task resolved
+            without running), like :meth:`steer`: a follow-up it would silently
+            drop is refused instead.
+        """
+        if self._run is not None:
+            self._run.follow_up(text)
+        elif self.done:
+            raise agentcore.RunEndedError(
+                f"cannot follow up: task {format_path(self.path)} has ended"
+            )
+        else:
+            self._follow_ups.append(text)
+
     def _attach(self, run: agentcore.Run) -> None:
         # Hand what was sent before the run existed to it, in order.
         for text in self._steering:
             run.steer(text)
         self._steering.clear()
+        for text in self._follow_ups:
+            run.follow_up(text)
+        self._follow_ups.clear()
         if self._interrupt:
             run.interrupt()
 
@@ -313,7 +376,15 @@ class Task:
         if failure is not None:
             raise failure
         assert self._summary is not None
-        return Result(self.path, self._output, self._summary, self.tree_usage)
+        return Result(
+            self.path,
+            self._output,
+            self._summary,
+            self.tree_usage,
+            self._structured,
+            messages=conversation(self._messages),
+            follow_ups=self._follow_ups_left,
+        )
 
     @property
     def tree_usage(self) -> Usage:

@@ -117,6 +117,12 @@ class TreeView:
         elif kind is K.tool_end and inner.call is not None and inner.is_error:
             node.activity = f"{_name(inner.call.name)} failed"
             return f"{node.activity}: {_clip(inner.text)}"
+        elif kind is K.output_validation:
+            if inner.is_error:
+                node.activity = _clip(f"invalid output: {inner.text}")
+            elif inner.call is not None:
+                node.activity = f"answered (typed): {_clip(inner.call.arguments)}"
+            return node.activity
         elif kind in (K.retry, K.error):
             node.activity = _clip(f"{kind}: {inner.text}")
             return node.activity

@@ -24,7 +24,8 @@ def test_quick_bench_runs_every_workload() -> None:
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    for prefix in ("W1 fan-out", "W2 stream", "W3 cancel latency", "W4 memory", "W5 nesting"):
+    for prefix in ("W1 fan-out", "W1-typed fan-out", "W2 stream", "W3 cancel latency",
+                   "W4 memory", "W5 nesting"):
         assert sum(line.startswith(prefix) for line in lines) == 1, (prefix, out.stdout)
 
 
@@ -86,3 +87,26 @@ def test_quick_bench_runs_w1_traced() -> None:
     assert out.returncode == 0, out.stderr
     (line,) = [line for line in out.stdout.splitlines() if line.startswith("W1 traced")]
     assert "traced (subagent.otel, SDK, batch processor)" in line
+
+
+def test_temporal_bench_runs() -> None:
+    pytest.importorskip("temporalio", reason="the 'temporal' extra is not installed")
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.temporal", "--runs", "2", "--concurrent", "2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    names = [line[:36].strip() for line in out.stdout.splitlines()]
+    assert names == [
+        "W1 root, median of 2 runs (wall ms):", "in-process (fresh pool per run)",
+        "on Temporal, one at a time", "on Temporal, 2 at once, per run",
+    ]
+
+
+def test_w1_typed_records_one_more_entry_per_run() -> None:
+    import trio
+
+    from bench._workloads import W1_ENTRIES, W1_TYPED_ENTRIES, w1_typed_pool
+
+    assert W1_TYPED_ENTRIES == W1_ENTRIES + 1
+    assert trio.run(w1_typed_pool(5, read=True)) == 5

@@ -300,11 +300,11 @@ def test_the_data_of_one_event_is_bounded_across_its_lines() -> None:
 
 def _feed_one_char_at_a_time(length: int) -> float:
     parser = SSEParser(max_event_chars=10 * length)
-    start = time.perf_counter()
+    start = time.thread_time()
     for _ in range(length):
         parser.feed("a")
     assert parser.feed("\n\n") == []
-    return time.perf_counter() - start
+    return time.thread_time() - start
 
 
 def test_an_open_line_is_buffered_in_linear_time() -> None:

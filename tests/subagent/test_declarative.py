@@ -131,7 +131,8 @@ def test_same_as_mapping() -> None:
          "agent 'a' field 'colour': unknown; the fields are agent_id, critical, delegates_to, "
          "description, history_limit, hook_timeout, "
          "idle_timeout, limits, max_children, max_messages, max_parallel_tools, max_turns, "
-         "model, retry, system_prompt, timeout, tool_timeout, tools"),
+         "model, output_retries, output_schema, retry, system_prompt, timeout, tool_timeout, "
+         "tools"),
         ("[agents.a]\ndescription = 'no model'\n",
          "agent 'a': spec 'a': no model: give the spec a model or the pool a default model"),
         ('[pool]\nmax_concurrent = 1.5\n[agents.a]\nmodel = "fake:x"\n',
@@ -281,7 +282,8 @@ def test_mappings_of_any_shape_give_spec_file_errors() -> None:
         ({"agents": {"a": {"model": "fake:x", 2: 1, "z": 1}}},
          "agent 'a' field 2: unknown; the fields are agent_id, critical, delegates_to, "
          "description, history_limit, hook_timeout, idle_timeout, limits, max_children, "
-         "max_messages, max_parallel_tools, max_turns, model, retry, system_prompt, timeout, "
+         "max_messages, max_parallel_tools, max_turns, model, output_retries, output_schema, "
+         "retry, system_prompt, timeout, "
          "tool_timeout, tools"),
     ]
     for data, message in cases:

@@ -71,3 +71,16 @@ async def test_events_of_a_task_carry_the_moment_they_happened(
         ("task_finished", 3.0),
     ]
     assert all(e.event.time == e.time for e in events if e.event is not None)
+
+
+def test_time_crosses_the_temporal_wire(monkeypatch: pytest.MonkeyPatch) -> None:
+    from subagent.temporal._wire import decode_event, encode_event
+
+    inner = agentcore.Event(agentcore.EventKind.tool_start, "r", time=5.25)
+    for event in (Event(("a",), EventKind.task_queued, time=4.5),
+                  Event(("a",), inner.kind, inner)):
+        monkeypatch.setattr(time, "time", lambda: 99.0)
+        decoded = decode_event(encode_event(event))
+        assert (decoded.time, decoded.event and decoded.event.time) == (
+            event.time, event.event and event.event.time
+        )

@@ -269,7 +269,8 @@ def test_toml_file_with_a_retry_table(tmp_path: Path) -> None:
         ({"agents": {"a": {"model": "m", "hooks": ["x"]}}},
          "agent 'a' field 'hooks': unknown; the fields are agent_id, critical, delegates_to, "
          "description, history_limit, hook_timeout, idle_timeout, limits, max_children, "
-         "max_messages, max_parallel_tools, max_turns, model, retry, system_prompt, timeout, "
+         "max_messages, max_parallel_tools, max_turns, model, output_retries, output_schema, "
+         "retry, system_prompt, timeout, "
          "tool_timeout, tools"),
         ({"agents": {"a": {"model": "m", "retry": 3}}},
          "agent 'a' field 'retry': must be a table, not an integer (3)"),
@@ -303,7 +304,7 @@ def test_toml_file_with_a_retry_table(tmp_path: Path) -> None:
          "[defaults] field 'retry' key 'factor': must be a number, not a string ('x')"),
         ({"defaults": {"hooks": []}, "agents": {"a": {"model": "m"}}},
          "[defaults] field 'hooks': unknown; the fields are model, agent_id, limits, "
-         "tool_timeout, hook_timeout, max_parallel_tools, history_limit, retry"),
+         "tool_timeout, hook_timeout, max_parallel_tools, history_limit, retry, output_retries"),
     ],
 )
 def test_toml_settings_reject_bad_values(data: dict[str, Any], message: str) -> None:

@@ -1,0 +1,31 @@
+"""subagent on Temporal: a root task as a workflow, its tree in an activity on a worker.
+
+Needs the ``temporal`` extra (``pip install 'subagent[temporal]'``); ``import subagent``
+never imports this package. The client side (:func:`start`, :func:`events`) is
+asyncio, as ``temporalio`` is. See ``docs/temporal.md``.
+"""
+
+from __future__ import annotations
+
+try:
+    import temporalio  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "subagent.temporal needs the 'temporal' extra: pip install 'subagent[temporal]'"
+    ) from exc
+
+from ._client import events as events
+from ._client import start as start
+from ._devserver import DevServer as DevServer
+from ._devserver import temporal_binary as temporal_binary
+from ._errors import DevServerError as DevServerError
+from ._errors import EventDecodeError as EventDecodeError
+from ._errors import EventsLost as EventsLost
+from ._errors import TemporalError as TemporalError
+from ._inputs import RootInput as RootInput
+from ._inputs import RootResult as RootResult
+from ._inputs import RunOptions as RunOptions
+from ._resume import Heartbeat as Heartbeat
+from ._worker import Worker as Worker
+from ._worker import ledger_name as ledger_name
+from ._workflow import SubagentWorkflow as SubagentWorkflow

@@ -1,0 +1,118 @@
+"""The caller's side: start a root workflow, follow its events (asyncio, like temporalio)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+from temporalio.client import Client, WorkflowHandle
+
+from .._declarative import SpecFile
+from .._errors import UnknownAgentError
+from .._events import Event
+from ._errors import EventDecodeError, EventsLost
+from ._inputs import WORKFLOW_NAME, EventPage, RootInput, RootResult, RunOptions
+from ._wire import decode_event
+
+#: Seconds between ``events`` queries when nothing new came.
+DEFAULT_POLL = 0.2
+#: Seconds one ``events`` query may take.
+QUERY_TIMEOUT = 10.0
+
+
+def new_workflow_id(agent: str) -> str:
+    """A fresh workflow id shaped like an AgentPath element: ``agent/<16 hex digits>``."""
+    return f"{agent}/{uuid.uuid4().hex[:16]}"
+
+
+async def start(
+    client: Client,
+    agent: str,
+    task: str,
+    *,
+    task_queue: str,
+    id: str | None = None,
+    options: RunOptions | None = None,
+    specs: SpecFile | None = None,
+) -> WorkflowHandle[object, RootResult]:
+    """Start a :class:`~subagent.temporal.SubagentWorkflow` for ``agent`` on ``task``.
+
+    Args:
+      id: The workflow id; by default :func:`new_workflow_id`.
+      options: How it is scheduled; by default :class:`RunOptions` with, when
+        ``specs`` is given, the agent's ``Spec.timeout`` as the timeout.
+      specs: The specs the workers hold, to check the name and take the timeout from.
+
+    The timeout is the workflow's execution timeout (and the activity's
+    start-to-close timeout).
+
+    Raises:
+      UnknownAgentError: ``specs`` is given and has no agent ``agent``.
+    """
+    options = options or RunOptions()
+    if specs is not None:
+        by_name = {spec.name: spec for spec in specs.specs}
+        if agent not in by_name:
+            raise UnknownAgentError(agent, tuple(sorted(by_name)))
+        if options.timeout is None and by_name[agent].timeout is not None:
+            options = RunOptions(by_name[agent].timeout, options.heartbeat_timeout,
+                                 options.max_attempts, options.keep_events)
+    timeout = timedelta(seconds=options.timeout) if options.timeout else None
+    return await client.start_workflow(
+        WORKFLOW_NAME,
+        RootInput(agent, task, options),
+        id=id or new_workflow_id(agent),
+        task_queue=task_queue,
+        result_type=RootResult,
+        execution_timeout=timeout,
+    )
+
+
+def _check_page(page: object) -> EventPage:
+    if not isinstance(page, EventPage):
+        raise EventDecodeError("the events query did not return an event page")
+    counts = (page.first, page.total)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        raise EventDecodeError("the events query returned invalid offsets")
+    if not isinstance(page.events, list) or not all(isinstance(e, str) for e in page.events):
+        raise EventDecodeError("the events query returned events that are not text")
+    if page.first + len(page.events) > page.total:
+        raise EventDecodeError("the events query returned more events than it counted")
+    return page
+
+
+async def events(
+    client: Client,
+    workflow_id: str,
+    *,
+    offset: int = 0,
+    poll: float = DEFAULT_POLL,
+) -> AsyncIterator[Event]:
+    """The root workflow's events from ``offset`` on, live, until its activity ended.
+
+    To resume after a break, pass the number of events already received as ``offset``.
+    The workflow keeps only the last ``RunOptions.keep_events``; events are pulled by
+    query (no backpressure reaches the run: it stops at the workflow boundary).
+
+    Raises:
+      EventsLost: events from ``offset`` on are no longer kept (``first`` says where
+        the kept ones start).
+      EventDecodeError: the workflow answered with something that is not an event.
+    """
+    handle = client.get_workflow_handle(workflow_id)
+    while True:
+        page = _check_page(await handle.query(
+            "events", offset, result_type=EventPage,
+            rpc_timeout=timedelta(seconds=QUERY_TIMEOUT),
+        ))
+        if page.first > offset:
+            raise EventsLost(offset, page.first)
+        for text in page.events:
+            yield decode_event(text)
+            offset += 1
+        if page.done and offset >= page.total:
+            return
+        if not page.events:
+            await asyncio.sleep(poll)

@@ -1,0 +1,261 @@
+"""Running one root task and its subtree on a fresh trio pool, inside an activity.
+
+:func:`run_tree` is the trio side of the activity: it opens a pool for the specs,
+submits the root (or, once issue 20 lands, resumes it: see :mod:`._resume`), and
+until the root resolves
+
+- forwards every event, encoded, to the workflow in batches (:class:`Outbox`): the
+  pool's stream is drained at once, so backpressure stops here; the outbox keeps at
+  most :data:`MAX_PENDING` unsent events and drops the oldest beyond that;
+- heartbeats a :class:`~._resume.Heartbeat` at every turn boundary and every
+  :data:`TICK` seconds (a cancel reaches an activity only through a heartbeat);
+- polls the activity's cancel flag and, once it is set, cancels the root
+  (``Task.cancel()``: the cascading hard abort of the whole tree).
+
+The Temporal side is behind a :class:`Link` (three callables), so this module
+imports no temporalio.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import attrs
+import trio
+
+import agentcore
+import ledger
+from agentcore import ToolGate
+
+from .._declarative import SpecFile
+from .._delegation import SubagentTool
+from .._errors import TaskCancelled, TaskError, TaskTimeout, UnknownAgentError
+from .._events import Event
+from .._ledgerfile import open_sink
+from .._open import open_pool
+from .._results import SubagentResultsTool
+from .._stream import Stream
+from ._inputs import ActivityInput, ActivityResult, EventBatch, RootResult
+from ._resume import Heartbeat, last_heartbeat, start_state
+from ._wire import MAX_EVENT_BYTES, encode_event
+
+#: Seconds between timer heartbeats and cancel checks.
+TICK = 0.1
+#: Unsent events the outbox keeps while the workflow cannot be reached (oldest dropped).
+MAX_PENDING = 4096
+#: Events in one signal.
+BATCH = 256
+#: Characters of encoded events in one signal, or in the activity's result (at least
+#: one event): Temporal refuses payloads over 2 MiB by default.
+MAX_BATCH_CHARS = 512 * 1024
+#: Seconds one signal may take before it is tried again.
+SEND_TIMEOUT = 10.0
+#: Seconds the last events may take to reach the workflow once the root resolved (what
+#: is still unsent then is dropped, but for the batch the activity's result carries).
+FINAL_FLUSH_TIMEOUT = 30.0
+
+
+@attrs.frozen
+class Link:
+    """The activity's ties to Temporal.
+
+    Attributes:
+      send: Signals a batch to the workflow (a checkpoint; may raise on failure).
+      heartbeat: Records a heartbeat payload (not a checkpoint; throttled by the SDK).
+      cancelled: Whether Temporal asked the activity to cancel.
+      attempt: This activity attempt (from 1).
+      details: The heartbeat details a retried attempt received.
+    """
+
+    send: Callable[[EventBatch], Awaitable[None]]
+    heartbeat: Callable[[dict[str, object]], None]
+    cancelled: Callable[[], bool]
+    attempt: int = 1
+    details: tuple[object, ...] = ()
+
+
+class Cancelled(Exception):
+    """The root was cancelled because Temporal cancelled the activity."""
+
+
+@attrs.define
+class Outbox:
+    """Encoded events not yet signalled to the workflow, sent in order, once each."""
+
+    link: Link
+    pending: list[str] = attrs.Factory(list)
+    seq: int = 0
+    sent: int = 0
+    dropped: int = 0
+    turns: int = 0
+    lock: trio.Lock = attrs.Factory(trio.Lock)
+
+    def put(self, event: Event) -> None:
+        text = encode_event(event)
+        if len(text) > MAX_EVENT_BYTES:  # a follower would refuse it: counted, not sent
+            self.dropped += 1
+            return
+        self.pending.append(text)
+        if len(self.pending) > MAX_PENDING:
+            del self.pending[0]
+            self.dropped += 1
+
+    def _batch(self) -> list[str]:
+        batch: list[str] = []
+        size = 0
+        for text in self.pending[:BATCH]:
+            if batch and size + len(text) > MAX_BATCH_CHARS:
+                break
+            batch.append(text)
+            size += len(text)
+        return batch
+
+    async def flush_once(self) -> bool:
+        """Send one batch; ``False`` if it failed (kept for the next try). A checkpoint."""
+        async with self.lock:
+            return await self._flush_once()
+
+    async def _flush_once(self) -> bool:
+        if not self.pending:
+            return True
+        batch = self._batch()
+        dropped = self.dropped
+        try:
+            with trio.fail_after(SEND_TIMEOUT):
+                await self.link.send(EventBatch(self.link.attempt, self.seq, batch))
+        except Exception:
+            return False
+        # Events dropped meanwhile (outbox full) came off the front of this batch.
+        del self.pending[: max(0, len(batch) - (self.dropped - dropped))]
+        self.seq += 1
+        self.sent += len(batch)
+        return True
+
+    def heartbeat(self, state: str | None = None) -> None:
+        self.link.heartbeat(
+            Heartbeat(self.link.attempt, self.sent + len(self.pending), self.turns, state).payload()
+        )
+
+
+def _usage_tokens(usage: agentcore.Usage) -> tuple[int, int]:
+    return usage.input_tokens, usage.output_tokens
+
+
+async def run_tree(
+    job: ActivityInput,
+    specs: SpecFile,
+    link: Link,
+    *,
+    gate: ToolGate | None,
+    ledger_path: Path | None,
+) -> ActivityResult:
+    """Run ``job``'s root and subtree to the end; return how it ended and the last
+    events. A checkpoint.
+
+    Raises:
+      Cancelled: Temporal cancelled the activity (the tree was aborted first and its
+        events were sent).
+    """
+    names = tuple(sorted(spec.name for spec in specs.specs))
+    if job.agent not in names:  # the workflow input came from any client of the cluster
+        error = str(UnknownAgentError(job.agent, names))
+        return ActivityResult(RootResult("failed", "", error), link.attempt, 0, [])
+    outbox = Outbox(link)
+    stream = Stream(256)
+    sink = open_sink(ledger_path) if ledger_path is not None else None
+    previous = last_heartbeat(link.details)
+    state = start_state(previous)
+    if sink is not None and link.attempt > 1:
+        data: dict[str, str | int | float | bool | None] = {
+            "workflow_id": job.workflow_id, "attempt": link.attempt,
+            "from_turns": previous.turns if previous else 0,
+            "resumed_state": state is not None,
+        }
+        await agentcore._audit.record(sink, ledger.Record("attempt_resumed", data=data))
+    defaults = specs.defaults
+    if gate is not None:
+        defaults = attrs.evolve(defaults, gate=gate)
+    if sink is not None:
+        defaults = attrs.evolve(defaults, audit=sink)
+    result: RootResult | None = None
+    cancelled = False
+    tail: list[str] = []
+    seq = 0
+    forwarded = trio.Event()
+    try:
+        async with trio.open_nursery() as outer:
+
+            async def forward() -> None:
+                async for event in stream:
+                    outbox.put(event)
+                    if event.kind == agentcore.EventKind.turn_start:
+                        outbox.turns += 1
+                        outbox.heartbeat()
+                forwarded.set()
+
+            async def flush() -> None:
+                while True:  # a run shorter than TICK sends no signal at all
+                    await trio.sleep(TICK)
+                    await outbox.flush_once()
+
+            outer.start_soon(forward)
+            outer.start_soon(flush)
+            async with open_pool(
+                **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp  # type: ignore[arg-type]
+            ) as pool:
+                tools: dict[str, agentcore.Tool] = {
+                    "subagent": SubagentTool(pool), "subagent_results": SubagentResultsTool(pool),
+                }
+                for spec in specs.specs_for(tools, pool.mcp_tools):
+                    pool.register(spec)
+                task = await pool.submit(job.agent, job.task)
+
+                async def watch() -> None:
+                    while not link.cancelled():
+                        outbox.heartbeat()
+                        await trio.sleep(TICK)
+                    task.cancel()
+
+                outer.start_soon(watch)
+                try:
+                    done = await task.wait()
+                except TaskCancelled as exc:
+                    cancelled = True
+                    usage = _usage_tokens(task.tree_usage)
+                    result = RootResult("cancelled", "", str(exc), *usage)
+                except TaskError as exc:
+                    status = "timed_out" if isinstance(exc, TaskTimeout) else "failed"
+                    result = RootResult(status, "", str(exc), *_usage_tokens(task.tree_usage))
+                else:
+                    result = RootResult("finished", done.output, None,
+                                        *_usage_tokens(done.tree_usage))
+            stream.close()
+            # The pool is closed: every event is in the outbox once ``forward`` ends.
+            await forwarded.wait()
+            if cancelled:  # the events go by signal: a cancelled activity has no result
+                with trio.move_on_after(FINAL_FLUSH_TIMEOUT):
+                    while outbox.pending:
+                        if not await outbox.flush_once():
+                            await trio.sleep(TICK)
+            else:  # the last batch goes in the result; what does not fit goes first
+                with trio.move_on_after(FINAL_FLUSH_TIMEOUT):
+                    while len(outbox._batch()) < len(outbox.pending):
+                        if not await outbox.flush_once():
+                            await trio.sleep(TICK)
+                async with outbox.lock:
+                    tail, seq = outbox._batch(), outbox.seq
+                    outbox.dropped += len(outbox.pending) - len(tail)  # unreachable workflow
+                    outbox.pending.clear()
+            outer.cancel_scope.cancel()
+    finally:
+        if sink is not None:
+            with trio.CancelScope(shield=True):
+                await sink.aclose()
+    assert result is not None
+    if cancelled:
+        raise Cancelled(result.error or "cancelled")
+    name = ledger_path.name if ledger_path is not None else ""
+    result = dataclasses.replace(result, events=outbox.sent + len(tail), ledger=name)
+    return ActivityResult(result, link.attempt, seq, tail)
