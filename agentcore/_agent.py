@@ -21,8 +21,9 @@ from ._tools import Liveness, Tool, check_liveness, is_read_only, tool_spec
 if TYPE_CHECKING:
     from ledger import Sink
 
+    from ._result import RunResult
     from ._run import Run
-    from ._summary import RunResult
+    from ._state import RunState
 
 
 def _positive(name: str, value: float) -> None:
@@ -232,3 +233,39 @@ class Agent:
         return await self.new_run(
             input, path=path, emit=emit, run_id=run_id, history=history
         ).run()
+
+    def new_run_from(self, state: RunState, *, emit: EventSink | None = None) -> Run:
+        """Prepare the resume of a paused run from its ``state``; not a checkpoint.
+
+        Tools, the model, the gate, hooks and the audit sink are this Agent's: the
+        state names tools, and its agent id must be this Agent's. The returned
+        :class:`Run` owns ``state`` from now on (it is no longer paused), keeps its
+        run id, path, counters and conversation; ``await run.run()`` continues it.
+
+        Raises:
+          ResumeError: the state is not paused, is another agent's, holds delegated
+            runs' states (resume those with the pool), has a deferred call not yet
+            answered, or an approved call of a tool this Agent does not have.
+        """
+        from ._resume import check_resumable
+        from ._run import Run
+
+        check_resumable(self, state)
+        return Run(self, state.input, path=state.path, emit=emit, run_id=state.run_id,
+                   history=(), resume=state)
+
+    async def resume(self, state: RunState, *, emit: EventSink | None = None) -> RunResult:
+        """Continue a paused run from its ``state`` to its end. A checkpoint.
+
+        Continues exactly where it stopped: the paused turn's calls are finished in
+        call order (approved calls run, their ``gate_decision`` being the human's;
+        denied ones get the error result ``denied: <reason>``; calls that had not
+        started are gated and run as usual), then the loop goes on. The
+        conversation, counters and events are those the run would have had if the
+        gate had answered at once; the audit chain gets an ``approval`` entry per
+        answer and a ``run_resumed`` entry first. It may pause again.
+
+        Raises:
+          ResumeError: as :meth:`new_run_from`.
+        """
+        return await self.new_run_from(state, emit=emit).run()

@@ -73,3 +73,32 @@ def describe(exc: BaseException | None) -> str | None:
     if len(text) > MAX_DESCRIBED_CHARS:
         text = f"{text[:MAX_DESCRIBED_CHARS]}... ({len(text)} characters in all)"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class RunStateError(AgentCoreError):
+    """A ``RunState`` cannot be read or answered: its JSON is malformed, too large
+    or nested too deeply, was written by an incompatible version, or does not match
+    its digest (edited by hand); or an answer names a call that is not waiting for one.
+    """
+
+
+class CallPaused(AgentCoreError):
+    """Raised by a tool whose call cannot finish before a human answers a run it
+    started (the delegation tool, when its subagent paused): the calling run pauses
+    too, keeping ``state`` as one of its ``RunState.children``. On resume the tool is
+    called again with the same arguments while ``agentcore.resumed_call_state()``
+    returns that state, and continues it instead of starting anew.
+
+    Attributes:
+      state: The paused run's state (a ``RunState``).
+    """
+
+    def __init__(self, reason: str, state: object) -> None:
+        super().__init__(reason)
+        self.state = state
+
+
+class ResumeError(AgentCoreError):
+    """A ``RunState`` does not fit what resumes it: another agent's state, a tool or
+    agent name it needs that is missing, a deferred call not yet answered, or a state
+    that is not paused."""

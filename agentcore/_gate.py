@@ -25,10 +25,22 @@ class GateRequest:
 
 @attrs.frozen(slots=True)
 class GateDecision:
-    """A gate's answer: ``allowed``, and the ``reason`` (shown to the model on a denial)."""
+    """A gate's answer: ``allowed``, and the ``reason`` (shown to the model on a denial).
+
+    A *deferred* decision (:meth:`defer`) asks a human to answer later: the run
+    pauses at its next safe point and ends ``paused`` with a ``RunState`` whose
+    ``pending_approvals`` list the call (see :meth:`agentcore.Agent.resume`). It is
+    not allowed: code that does not know about deferral treats it as a denial.
+    """
 
     allowed: bool
     reason: str = ""
+    deferred: bool = attrs.field(default=False, kw_only=True)
+
+    @classmethod
+    def defer(cls, reason: str = "") -> GateDecision:
+        """A decision that leaves the call to a human, later: the run pauses."""
+        return cls(False, reason, deferred=True)
 
 
 #: A tool gate: any async callable from a request to a decision.
@@ -68,23 +80,33 @@ Approver = Callable[[GateRequest], Awaitable[bool]]
 
 @attrs.define(eq=False)
 class ApprovalGate:
-    """A gate that asks an async approver and denies if it does not answer in time.
+    """A gate that asks an async approver and denies (or defers) if it does not answer in time.
 
     Args:
       approver: Awaited with the request; returns True to allow.
       timeout: Seconds to wait for the approver (default 60); no answer by then denies.
+      defer_after: If set, seconds after which an unanswered question is deferred
+        instead (:meth:`GateDecision.defer`): the run pauses and the call waits in
+        its ``RunState`` for a human's ``approve`` or ``deny``. It takes the place
+        of ``timeout``.
 
     Calling the gate is a checkpoint.
     """
 
     approver: Approver
     timeout: float = 60.0
+    defer_after: float | None = attrs.field(default=None, kw_only=True)
 
     async def __call__(self, request: GateRequest) -> GateDecision:
-        with trio.move_on_after(self.timeout):
+        wait = self.timeout if self.defer_after is None else self.defer_after
+        with trio.move_on_after(wait):
             if await self.approver(request):
                 return GateDecision(True, "approved")
             return GateDecision(False, f"the approver refused tool {request.tool.name!r}")
+        if self.defer_after is not None:
+            return GateDecision.defer(
+                f"no answer for tool {request.tool.name!r} within {wait:g}s: left for approval"
+            )
         return GateDecision(
             False, f"no approval for tool {request.tool.name!r} within {self.timeout:g}s"
         )
@@ -117,8 +139,13 @@ async def ask(gate: ToolGate, request: GateRequest, owner: str = "") -> GateDeci
             f"{_whose(owner)} answered a GateDecision whose allowed is "
             f"{type(decision.allowed).__name__}, not bool",
         )
+    if decision.deferred is not False and (decision.deferred is not True or decision.allowed):
+        return GateDecision(
+            False, f"{_whose(owner)} answered a GateDecision that is deferred but allowed, "
+            "or whose deferred is not bool",
+        )
     if owner and not decision.allowed:
-        return GateDecision(False, f"{_whose(owner)}: {decision.reason}")
+        return attrs.evolve(decision, reason=f"{_whose(owner)}: {decision.reason}")
     return decision
 
 

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from ._hookset import HookSet
     from ._messages import AgentPath, Message, Usage
     from ._models import ChatModel
+    from ._pending import PendingCall
     from ._retry import RetryPolicy
+    from ._state import RunState
     from ._summary import RunSummary
     from ._tools import Tool, ToolOutcome
 
@@ -100,6 +102,20 @@ class RunPort(Protocol):
     @property
     def abort_requested(self) -> bool:
         """Whether the run was aborted (hard)."""
+        ...
+
+    @property
+    def pausing(self) -> bool:
+        """Whether a gate deferred a call this turn: nothing new may start."""
+        ...
+
+    def note_deferral(self) -> None:
+        """Note that a gate deferred a call: the run pauses at the next safe point."""
+        ...
+
+    def pause_calls(self, pending: list[PendingCall], children: list[RunState]) -> None:
+        """Keep the paused turn's calls without a result, in call order, and the states
+        of the runs its delegated calls left paused."""
         ...
 
     async def emit(self, kind: EventKind, **fields: Any) -> None:

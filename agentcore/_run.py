@@ -18,15 +18,18 @@ from ._hookcall import call_hook
 from ._messages import AgentPath, Message, Usage
 from ._modelcall import complete
 from ._output import OutputCheck
+from ._result import RunResult
+from ._resume import audit_answers, finish_pending, last_answer
 from ._runend import RunEnd
 from ._state import Phase, RunState
 from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED, Pending, RunEndedError
-from ._summary import EndReason, RunResult, RunSummary
+from ._summary import EndReason, RunSummary
 from ._toolcall import run_tools, skip_calls
 from ._tools import ToolOutcome
 
 if TYPE_CHECKING:
     from ._agent import Agent
+    from ._pending import PendingCall
 
 _run_ids = itertools.count(1)
 _FAILED = frozenset({EndReason.error, EndReason.timeout})
@@ -68,6 +71,7 @@ class Run:
         emit: EventSink | None,
         run_id: str | None,
         history: Sequence[Message],
+        resume: RunState | None = None,
     ) -> None:
         self.agent = agent
         self.input = input
@@ -76,14 +80,24 @@ class Run:
         self._emit_to = emit
         self._observers = agent.hookset.on_event
         self._scope: trio.CancelScope | None = None
+        # A typed run's attempts at its answer (not part of RunState: a resumed
+        # typed run starts its count of invalid answers again).
+        self._output = (
+            None if agent.output is None else OutputCheck(agent.output, agent.output_retries)
+        )
+        self._resuming = resume is not None
+        if resume is not None:
+            # Agent.new_run_from checked it; this run owns it now.
+            resume.reopen()
+            self._state = resume
+            return
         messages: list[Message] = []
         if agent.system_prompt:
             messages.append(Message("system", agent.system_prompt))
         messages.extend(history)
         messages.append(Message("user", input))
-        self._state = RunState.begin(messages)
-        self._output = (
-            None if agent.output is None else OutputCheck(agent.output, agent.output_retries)
+        self._state = RunState.begin(
+            messages, run_id=self.run_id, agent=agent.agent_id, path=path, input=input
         )
 
     def __repr__(self) -> str:
@@ -100,6 +114,11 @@ class Run:
     def summary(self) -> RunSummary | None:
         """The :class:`RunSummary` once the run has ended, else None."""
         return self._state.summary
+
+    @property
+    def state(self) -> RunState:
+        """The run's state (its only writer is this Run; a paused run's is answered, resumed)."""
+        return self._state
 
     # -- control from other tasks ------------------------------------------------------
 
@@ -275,6 +294,20 @@ class Run:
         elif outcome.is_error:
             self._state.tool_errors += 1
 
+    @property
+    def pausing(self) -> bool:
+        """Whether a gate deferred a call this turn (the run pauses next)."""
+        return self._state.pausing
+
+    def note_deferral(self) -> None:
+        """Note that a gate deferred a call. Not a checkpoint."""
+        self._state.pausing = True
+
+    def pause_calls(self, pending: list[PendingCall], children: list[RunState]) -> None:
+        """Keep the paused turn's unanswered calls and paused subruns. Not a checkpoint."""
+        self._state.pending = pending
+        self._state.children = children
+
     def end_as(self, summary: RunSummary) -> None:
         """Set how the run ended (its end may turn it to ``error``). Not a checkpoint."""
         self._state.summary = summary
@@ -311,8 +344,11 @@ class Run:
             if self._emit_to is not None or self._observers:
                 await self._emit_start()
             with scope:
-                await self.audit("prompt", arguments=self.input)
-                output, reason = await self._loop()
+                if self._resuming:
+                    output, reason = await self._resume()
+                else:
+                    await self.audit("prompt", arguments=self.input)
+                    output, reason = await self._loop()
             if scope.cancel_called:
                 output, reason = "", EndReason.aborted
                 state.roll_back()
@@ -331,9 +367,13 @@ class Run:
                 usage=state.usage,
                 end_reason=reason,
                 error=describe(error) if reason in _FAILED else None,
-                duration=trio.current_time() - clock_start,
+                duration=state.elapsed + (trio.current_time() - clock_start),
             )
             state.summary = summary
+            state.elapsed = summary.duration
+            if reason is not EndReason.paused:
+                state.pending = []
+                state.children = []
             end = RunEnd(self, summary, error, state.abort_reason,
                          state.follow_ups[state.reported:])
             await end.finish(audited=self.agent.audit is not None,
@@ -342,10 +382,12 @@ class Run:
             reason = end.summary.end_reason
         if reason is EndReason.aborted and error is not None:
             raise error
+        paused = end.summary.end_reason is EndReason.paused
         checked = self._output
         return RunResult(
             output, end.summary, tuple(state.messages), error, tuple(state.follow_ups),
             checked.value if checked is not None and reason is EndReason.stop else None,
+            state if paused else None,
         )
 
     async def _report_follow_ups(self) -> None:
@@ -355,14 +397,25 @@ class Run:
             state.reported += 1
             await self.emit(EventKind.follow_up_queued, text=text)
 
-    async def _loop(self) -> tuple[str, EndReason]:
+    async def _resume(self) -> tuple[str, EndReason]:
+        # The answers and run_resumed entries, the paused turn's calls, then the loop.
+        state = self._state
+        pending, state.pending = state.pending, []
+        children, state.children = state.children, []
+        await audit_answers(self, pending)
+        await finish_pending(self, pending, children)
+        return await self._loop(last_answer(state.messages))
+
+    async def _loop(self, last_text: str = "") -> tuple[str, EndReason]:
         agent = self.agent
         state = self._state
-        last_text = ""
         while True:
             if state.abort_reason is not None:
                 # Stop here even if nothing since the abort was a checkpoint.
                 await trio.lowlevel.checkpoint()
+            if state.pausing:
+                state.close()
+                return "", EndReason.paused
             if state.interrupt_requested:
                 return await self._summarise()
             if state.turn >= agent.max_turns:

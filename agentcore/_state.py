@@ -6,17 +6,31 @@ one value that can later be saved and resumed. The live machinery (the cancel
 scope, the event destination, the agent) stays on the :class:`Run`, which is the
 only writer: the helpers of a turn see the state through ``RunPort``.
 No I/O here; the methods are the transitions whose rules span several fields.
+
+It is also the public value of a run that paused (``agentcore.RunState``): a
+gate deferred a call, the run ended ``paused``, and ``RunResult.state`` holds this
+value. Then a human answers its :attr:`pending_approvals` with :meth:`approve` and
+:meth:`deny`, it may be stored with :meth:`to_json` and read back (in another
+process) with :meth:`from_json`, and :meth:`Agent.resume` continues it. Between the
+end of one run and its resume, the human's answers are its only writes.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 
 import attrs
 
-from ._messages import Message, Usage
+from ._errors import RunStateError
+from ._messages import AgentPath, Message, Usage
+from ._pending import CallStatus, PendingApproval, PendingCall
+from ._statecodec import Decoded, decode_state, encode_state
 from ._steering import Pending
-from ._summary import RunSummary
+from ._summary import EndReason, RunSummary
+
+#: How many pending ids an error about an unknown call id lists.
+_LISTED = 20
 
 
 class Phase(enum.Enum):
@@ -62,11 +76,192 @@ class RunState:
     """Whether the destination took ``agent_start`` (the end is only emitted then)."""
     summary: RunSummary | None = None
     """How the run ended, once it has."""
+    run_id: str = ""
+    """The id the run's events and audit entries carry (kept on resume)."""
+    agent: str = ""
+    """The agent's id (its name in a pool): resume checks it is the same agent."""
+    path: AgentPath = ()
+    """The run's AgentPath."""
+    input: str = ""
+    """The user message the run started on."""
+    pending: list[PendingCall] = attrs.Factory(list)
+    """The calls of the paused turn without a result message yet, in call order."""
+    elapsed: float = 0.0
+    """Seconds (trio's clock) the run ran before its current start: durations add up
+    across pauses."""
+    children: list[RunState] = attrs.Factory(list)
+    """The states of the runs this run's delegated calls left paused: one per
+    ``delegated`` pending call, in the same order (see ``CallPaused``)."""
+    pausing: bool = False
+    """Whether a gate deferred a call in the current turn (the run is pausing)."""
 
     @classmethod
-    def begin(cls, messages: list[Message]) -> RunState:
+    def begin(
+        cls,
+        messages: list[Message],
+        *,
+        run_id: str = "",
+        agent: str = "",
+        path: AgentPath = (),
+        input: str = "",
+    ) -> RunState:
         """The state of a run that has not started, on the conversation ``messages``."""
-        return cls(messages, tuple(messages))
+        return cls(messages, tuple(messages), run_id=run_id, agent=agent, path=path,
+                   input=input)
+
+    def reopen(self) -> None:
+        """Make a paused state the state of a run about to resume it (the run's
+        counters, conversation and pending calls are kept)."""
+        assert self.paused
+        self.phase = Phase.new
+        self.summary = None
+        self.snapshot = tuple(self.messages)
+        self.interrupt_requested = self.interrupt_noted = False
+        self.abort_reason = None
+        self.start_delivered = False
+        self.pausing = False
+
+    # -- the paused run's public face -----------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        """Whether the run ended ``paused`` (and may be resumed)."""
+        return self.summary is not None and self.summary.end_reason is EndReason.paused
+
+    @property
+    def pending_approvals(self) -> tuple[PendingApproval, ...]:
+        """Each deferred call still waiting for an answer, here and in the children
+        (depth first, in call order). Not a checkpoint."""
+        return tuple(
+            PendingApproval(state.path, p.call.id, p.call.name, p.call.arguments, p.reason)
+            for state in self._tree()
+            for p in state.pending
+            if p.status is CallStatus.deferred
+        )
+
+    def approve(
+        self, call_id: str, *, reason: str = "approved", by: str = "",
+        path: AgentPath | None = None,
+    ) -> None:
+        """Record a human's approval of the deferred call ``call_id``: it runs on resume.
+
+        Args:
+          call_id: The call's id (``PendingApproval.call_id``).
+          reason: Why (the ``gate_decision`` reason the run records).
+          by: Who answered, recorded in the ledger as given.
+          path: The AgentPath of the run that made the call, when ids repeat in a tree.
+
+        An answered call may be answered again until the state is resumed.
+
+        Raises:
+          RunStateError: the state is not paused, or no deferred call has this id
+            (or several have and ``path`` is not given).
+        """
+        self._answer(call_id, CallStatus.approved, reason, by, path)
+
+    def deny(
+        self, call_id: str, reason: str, *, by: str = "", path: AgentPath | None = None
+    ) -> None:
+        """Record a human's denial of the deferred call ``call_id``: on resume it gets
+        the error result ``denied: <reason>``. Arguments and errors as :meth:`approve`."""
+        self._answer(call_id, CallStatus.denied, reason, by, path)
+
+    def _answer(
+        self, call_id: str, status: CallStatus, reason: str, by: str, path: AgentPath | None
+    ) -> None:
+        if not self.paused:
+            raise RunStateError("this RunState is not paused: it has no call to answer")
+        answerable = (CallStatus.deferred, CallStatus.approved, CallStatus.denied)
+        found = [
+            (state, k)
+            for state in self._tree()
+            if path is None or state.path == tuple(path)
+            for k, p in enumerate(state.pending)
+            if p.call.id == call_id and p.status in answerable
+        ]
+        if not found:
+            ids = [a.call_id for a in self.pending_approvals]
+            listed = ", ".join(repr(i) for i in ids[:_LISTED]) or "none"
+            more = f" and {len(ids) - _LISTED} more" if len(ids) > _LISTED else ""
+            raise RunStateError(
+                f"no deferred call with id {call_id[:200]!r}; waiting for an answer: "
+                f"{listed}{more}"
+            )
+        if len(found) > 1:
+            raise RunStateError(
+                f"{len(found)} deferred calls have id {call_id[:200]!r}: "
+                "give the path of the run that made it"
+            )
+        state, k = found[0]
+        state.pending[k] = attrs.evolve(state.pending[k], status=status, reason=reason, by=by)
+
+    def _tree(self) -> Iterator[RunState]:
+        # This state, then its children's, depth first (no recursion).
+        stack = [self]
+        while stack:
+            state = stack.pop()
+            yield state
+            stack.extend(reversed(state.children))
+
+    def to_json(self) -> str:
+        """This state as JSON text: a format name, its version, a SHA-256 digest of
+        the state and the state. Not a checkpoint.
+
+        Tools, models, gates, hooks and sinks are not in it: they are the Agent's,
+        bound again by name on resume. Nor are steering messages waiting in the
+        inbox, the interrupt and abort flags: only a run that is not running (new,
+        paused or ended) can be stored.
+
+        Raises:
+          RunStateError: the run is running.
+        """
+        if any(state.phase is Phase.running for state in self._tree()):
+            raise RunStateError(
+                "a running run's state cannot be stored: store it once it has paused or ended"
+            )
+        return encode_state(self)
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, max_bytes: int | None = None) -> RunState:
+        """Read a state written by :meth:`to_json`. Not a checkpoint.
+
+        ``text`` is hostile input: it is refused past ``max_bytes`` (default
+        ``MAX_STATE_BYTES``, 64 MiB) and past ``MAX_STATE_DEPTH`` levels of nested
+        children (32), before it is decoded.
+
+        Raises:
+          RunStateError: too large or too deep, not JSON, not a RunState, written by
+            an unknown version, or changed since it was written (its digest).
+        """
+        decoded = decode_state(text, max_bytes)
+        root = cls._of(decoded)
+        level = [(root, decoded)]
+        while level:
+            deeper = []
+            for state, value in level:
+                for kid in value.children:
+                    child = cls._of(kid)
+                    state.children.append(child)
+                    deeper.append((child, kid))
+            level = deeper
+        return root
+
+    @classmethod
+    def _of(cls, d: Decoded) -> RunState:
+        state = cls.begin(list(d.messages), run_id=d.run_id, agent=d.agent, path=d.path,
+                          input=d.input)
+        state.phase = Phase.new if d.summary is None else Phase.ended
+        state.turn = d.turn
+        state.tool_calls = d.tool_calls
+        state.tool_errors = d.tool_errors
+        state.denied = d.denied
+        state.usage = d.usage
+        state.follow_ups = list(d.follow_ups)
+        state.reported = d.reported
+        state.summary = d.summary
+        state.pending = list(d.pending)
+        state.elapsed = d.elapsed
+        return state
 
     def put(self, pending: Pending) -> None:
         """Add ``pending`` to the inbox (the caller checked the run has not ended)."""

@@ -1,13 +1,12 @@
-"""How a run ended: :class:`EndReason`, :class:`RunSummary` and :class:`RunResult`."""
+"""How a run ended: :class:`EndReason` and :class:`RunSummary`."""
 
 from __future__ import annotations
 
 import enum
-from typing import Any
 
 import attrs
 
-from ._messages import Message, Usage
+from ._messages import Usage
 
 
 class EndReason(enum.StrEnum):
@@ -25,6 +24,9 @@ class EndReason(enum.StrEnum):
     """The model (or the audit sink) failed."""
     interrupted = "interrupted"
     """A graceful interrupt ended the run after a summarising model call."""
+    paused = "paused"
+    """A gate deferred a tool call to a human: the run stopped at a safe point and
+    can be resumed from its ``RunState`` (:meth:`Agent.resume`)."""
 
 
 @attrs.frozen(slots=True)
@@ -52,27 +54,3 @@ class RunSummary:
     end_reason: EndReason = EndReason.stop
     error: str | None = None
     duration: float = 0.0
-
-
-@attrs.frozen(slots=True, eq=False)
-class RunResult:
-    """What a finished run produced.
-
-    Attributes:
-      output: The final assistant text ("" when the run ended without one, or aborted).
-      summary: The run's :class:`RunSummary`.
-      messages: The whole conversation, system prompt included (after a hard abort:
-        as it was at the start of the aborted turn).
-      exception: The exception that ended the run ``error`` (for chaining), else None.
-      follow_ups: Messages for the caller to run next, in the order received:
-        those sent with :meth:`Run.follow_up`, then steering the run did not read.
-      structured: The decoded answer of a typed run (``Agent(output_type=...)``)
-        that a valid ``final_result`` call ended (its JSON is ``output``); else None.
-    """
-
-    output: str
-    summary: RunSummary
-    messages: tuple[Message, ...]
-    exception: BaseException | None = None
-    follow_ups: tuple[str, ...] = ()
-    structured: Any = None

@@ -11,11 +11,13 @@ import trio
 
 from ._arguments import ArgumentsError, load_arguments
 from ._audit import batch_failure
-from ._errors import describe
+from ._errors import CallPaused, describe
 from ._events import EventKind
 from ._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
 from ._hookcall import intercept
 from ._messages import Message, ToolCall
+from ._pause import Deferred, pending_of
+from ._state import RunState
 from ._steering import SKIPPED_INTERRUPTED, SKIPPED_STEERED
 from ._tools import SelfMonitoring, Tool, ToolOutcome
 
@@ -30,7 +32,8 @@ async def run_tools(run: RunPort, calls: Sequence[ToolCall]) -> None:
     most ``max_parallel_tools`` at once); any other call runs alone. Before each
     call or batch, a pending interrupt or steering message skips the rest of the
     turn's calls: each gets a ``skipped: ...`` error result and a ``tool_skipped``
-    event.
+    event. A call its gate defers pauses the run: the calls started finish, no
+    other starts, and the turn's calls without a result go to ``run.pause_calls``.
     """
     read_only = run.agent.read_only_names
     i, n = 0, len(calls)
@@ -44,13 +47,15 @@ async def run_tools(run: RunPort, calls: Sequence[ToolCall]) -> None:
             while j < n and calls[j].name in read_only:
                 j += 1
         if j == i + 1:
-            outcome = await call_tool(run, calls[i])
-            run.add_message(_result(calls[i], outcome))
-            i = j
+            outcomes = [await call_tool(run, calls[i])]
         else:
             outcomes = await _batch(run, calls[i:j])
-            run.add_messages(_result(c, o) for c, o in zip(calls[i:j], outcomes, strict=False))
-            i += len(outcomes)
+        if run.pausing:
+            # A gate deferred a call: the started calls have finished; keep the rest.
+            run.pause_calls(*pending_of(calls[i:], outcomes))
+            return
+        run.add_messages(result_message(c, o) for c, o in zip(calls[i:j], outcomes, strict=False))
+        i += len(outcomes)
 
 
 async def skip_calls(run: RunPort, calls: Sequence[ToolCall], text: str) -> None:
@@ -67,7 +72,8 @@ async def skip_calls(run: RunPort, calls: Sequence[ToolCall], text: str) -> None
         await run.emit(EventKind.tool_skipped, call=call, text=text)
 
 
-def _result(call: ToolCall, outcome: ToolOutcome) -> Message:
+def result_message(call: ToolCall, outcome: ToolOutcome) -> Message:
+    """The tool message answering ``call`` with ``outcome``."""
     return Message("tool", outcome.text, tool_call_id=call.id, is_error=outcome.is_error)
 
 
@@ -81,7 +87,7 @@ async def _batch(run: RunPort, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
     async def one(k: int, *, task_status: trio.TaskStatus[bool]) -> None:
         try:
             # Checked in the child too: the parent's start() lets other tasks run first.
-            if run.interrupt_requested or run.has_pending:
+            if run.interrupt_requested or run.has_pending or run.pausing:
                 task_status.started(False)
                 return
             outcomes[k] = await call_tool(run, calls[k], task_status=task_status)
@@ -137,6 +143,66 @@ async def call_tool(
         outcome = ToolOutcome(f"denied: {denial.reason}", True, True)
     else:
         outcome = await _gated_execute(run, effective)
+        if isinstance(outcome, Deferred):
+            return outcome
+    return await _end_call(run, call, effective, outcome, started)
+
+
+async def answer_call(run: RunPort, call: ToolCall, decision: GateDecision) -> ToolOutcome:
+    """Finish a deferred call with a human's ``decision`` (on resume). A checkpoint.
+
+    The call's ``tool_start`` and ``before_tool`` hooks ran before the pause; this
+    records the decision, runs the tool if allowed, and ends the call as
+    :func:`call_tool` does.
+    """
+    started = trio.current_time()
+    await _record_decision(run, call, decision)
+    tool = run.agent.tools_by_name.get(call.name)
+    if not decision.allowed or tool is None:
+        outcome = ToolOutcome(f"denied: {decision.reason}", True, True)
+    else:
+        outcome = await _execute(run, tool, call)
+        if isinstance(outcome, Deferred):
+            return outcome
+    return await _end_call(run, call, call, outcome, started)
+
+
+_resumed_state: contextvars.ContextVar[RunState | None] = contextvars.ContextVar(
+    "agentcore_resumed_call_state", default=None
+)
+
+
+def resumed_call_state() -> RunState | None:
+    """While a resumed run calls a tool again for a call that raised ``CallPaused``
+    (on the same arguments), the state that call left paused; else ``None``. Not a
+    checkpoint. The delegation tool continues that run instead of starting anew."""
+    return _resumed_state.get()
+
+
+async def continue_call(run: RunPort, call: ToolCall, child: RunState) -> ToolOutcome:
+    """Finish a delegated call on resume: its tool runs again with ``child`` as
+    :func:`resumed_call_state`, then the call ends as :func:`call_tool` ends it (or
+    it is deferred again). A checkpoint."""
+    started = trio.current_time()
+    tool = run.agent.tools_by_name.get(call.name)
+    if tool is None:
+        outcome = ToolOutcome(f"unknown tool {call.name!r}: cannot continue the call", True)
+    else:
+        token = _resumed_state.set(child)
+        try:
+            outcome = await _execute(run, tool, call)
+        finally:
+            _resumed_state.reset(token)
+        if isinstance(outcome, Deferred):
+            return outcome
+    return await _end_call(run, call, call, outcome, started)
+
+
+async def _end_call(
+    run: RunPort, call: ToolCall, effective: ToolCall, outcome: ToolOutcome, started: float
+) -> ToolOutcome:
+    # The after_tool hooks, the counts, tool_end and the tool_result entry.
+    hooks = run.agent.hookset
     if hooks.after_tool:
         outcome, _ = await intercept(run, hooks.after_tool, (run, effective), outcome, ToolOutcome)
     run.count_outcome(outcome)
@@ -165,6 +231,9 @@ async def _gated_execute(run: RunPort, call: ToolCall) -> ToolOutcome:
         return ToolOutcome(problem, True)
     decision = await _decide(run, tool, call)
     await _record_decision(run, call, decision)
+    if decision.deferred:
+        run.note_deferral()
+        return Deferred(decision.reason, call=call)
     if not decision.allowed:
         return ToolOutcome(f"denied: {decision.reason}", True, True)
     return await _execute(run, tool, call)
@@ -178,7 +247,7 @@ async def _record_decision(run: RunPort, call: ToolCall, decision: GateDecision)
         "gate_decision",
         tool=call.name,
         call_id=call.id,
-        verdict="allow" if decision.allowed else "deny",
+        verdict="defer" if decision.deferred else "allow" if decision.allowed else "deny",
         reason=decision.reason,
     )
 
@@ -233,6 +302,11 @@ async def _execute_current(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutc
             return ToolOutcome(await monitored.execute_monitored(call.arguments, timeout))
         with trio.move_on_after(timeout):
             return ToolOutcome(await tool.execute(call.arguments))
+    except CallPaused as paused:
+        if isinstance(paused.state, RunState):
+            run.note_deferral()
+            return Deferred(str(paused), call=call, child=paused.state)
+        return ToolOutcome(f"tool {call.name!r} failed: {describe(paused)}", True)
     except Exception as exc:
         return ToolOutcome(f"tool {call.name!r} failed: {describe(exc)}", True)
     return ToolOutcome(f"tool {call.name!r} timed out after {timeout:g}s", True)

@@ -5,9 +5,9 @@ by its value mod 4: 1, a document nested up to 50 000 deep (arrays, inline table
 holding an integer of thousands of digits; 2, a mapping given to
 ``specs_from_mapping`` (values of any type, huge integers, keys that are not
 strings); else a TOML document built from the bytes (the real tables and fields with
-values of every TOML type, plus unknown ones), so validation past the TOML parser is
-reached too. Models include ``scripted:`` paths that are no small regular file
-(``/dev/zero``, a FIFO, a symbolic link to it, a directory, a 16 MiB + 1 sparse file)
+values of every TOML type, plus unknown ones, budget tables too), so validation past
+the TOML parser is reached too. Models include ``scripted:`` paths that are no small
+regular file (``/dev/zero``, a FIFO, a symbolic link to it, a directory, a 16 MiB + 1 sparse file)
 and one through ``..``: each bad one is refused without being read or waited on.
 Whatever the loader accepts, ``open_pool`` accepts as pool settings.
 """
@@ -24,6 +24,7 @@ import trio
 
 from subagent import SpecFileError, load_specs, open_pool, specs_from_mapping
 from subagent._declarative import AGENT_KEYS, POOL_KEYS
+from subagent._speclimits import BUDGET_KEYS
 
 from ._bytes import ByteReader
 from ._runner import main
@@ -66,6 +67,10 @@ def _toml(value: Any) -> str:
 
 def _field_value(reader: ByteReader, key: str) -> Any:
     kind = reader.below(10)
+    if key == "budget" and kind >= 3:
+        # A budget table: its keys (and an unknown one) with values of every kind.
+        keys = (*BUDGET_KEYS, "bogus")
+        return {reader.choice(keys): _field_value(reader, "x") for _ in range(reader.below(4))}
     if kind >= 6:
         # A value of the right type most of the time, so whole files get accepted.
         if key == "tools":
@@ -101,9 +106,9 @@ def document(data: bytes) -> str:
         lines.extend(f"{json.dumps(key)} = {_toml(value)}" for key, value in fields.items())
 
     if reader.below(2):
-        table("[pool]", (*POOL_KEYS, "bogus"), {})
+        table("[pool]", (*POOL_KEYS, "budget", "bogus"), {})
     if reader.below(2):
-        table("[defaults]", ("model", "agent_id", "gate"), {})
+        table("[defaults]", ("model", "agent_id", "gate", "budget"), {})
     names = {reader.choice(("w", "boss", "a/b", "", "x y")) for _ in range(reader.below(4))}
     for name in sorted(names):
         # Mostly well-formed agents (a model that resolves), so later checks are reached.
@@ -159,7 +164,7 @@ def target(data: bytes) -> None:
     assert specs.specs, specs
 
     async def check_pool() -> None:
-        async with open_pool(**specs.pool):  # type: ignore[arg-type]
+        async with open_pool(**specs.pool, budget=specs.budget):  # type: ignore[arg-type]
             pass
 
     trio.run(check_pool)

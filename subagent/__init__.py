@@ -1,11 +1,15 @@
 """subagent: run LLM subagents on trio — a bounded pool, AgentPath-tagged events, delegation."""
 
+from ._budget import Budget as Budget
+from ._budget import BudgetReport as BudgetReport
+from ._budget import Spend as Spend
 from ._core import TaskStatus as TaskStatus
 from ._declarative import SpecFile as SpecFile
 from ._declarative import SpecFileError as SpecFileError
 from ._declarative import load_specs as load_specs
 from ._declarative import specs_from_mapping as specs_from_mapping
 from ._delegation import SubagentTool as SubagentTool
+from ._errors import BudgetExceeded as BudgetExceeded
 from ._errors import InvalidArgumentsError as InvalidArgumentsError
 from ._errors import InvalidHistoryError as InvalidHistoryError
 from ._errors import MaxChildrenError as MaxChildrenError
@@ -16,6 +20,7 @@ from ._errors import SubagentError as SubagentError
 from ._errors import TaskCancelled as TaskCancelled
 from ._errors import TaskError as TaskError
 from ._errors import TaskFailed as TaskFailed
+from ._errors import TaskPaused as TaskPaused
 from ._errors import TaskTimeout as TaskTimeout
 from ._errors import UnknownAgentError as UnknownAgentError
 from ._events import Event as Event

@@ -5,6 +5,7 @@ Exit codes:
   1  the task failed, timed out or was cancelled
   2  bad usage or an invalid specs file (the message names the file, agent and field)
   3  the ledger did not verify
+  4  the run paused: calls wait for approval (``--approve-later``; see ``pending``)
   130  interrupted (Ctrl-C)
 
 Everything printed that a model or a tool wrote goes through
@@ -23,27 +24,39 @@ from typing import TYPE_CHECKING, Any, TextIO
 import attrs
 import trio
 
-from agentcore import GateDecision, GateRequest, Tool, ToolGate, Usage, allow_all, read_only
+from agentcore import (
+    GateDecision,
+    GateRequest,
+    RunState,
+    Tool,
+    ToolGate,
+    Usage,
+    allow_all,
+    read_only,
+)
 
 from ._declarative import SpecFile, load_specs
 from ._delegation import SubagentTool
+from ._demo import PRICING as DEMO_PRICING
 from ._demo import TASK as DEMO_TASK
 from ._demo import demo_specs
-from ._errors import SubagentError, TaskError, UnknownAgentError, format_path
+from ._errors import SubagentError, TaskError, TaskPaused, UnknownAgentError, format_path
 from ._events import Event
 from ._ledgerfile import default_ledger_path, open_sink
 from ._open import open_pool
 from ._results import SubagentResultsTool
 from ._safe_text import one_line, safe_text
+from ._statefile import answer, defer_changes, print_pending, read_state, write_state
 from ._stream import Stream
 from ._terminal import Screen, TerminalAnswers, TerminalApproval
-from ._view import TreeView, render_lines, render_rich
+from ._view import TreeView, dollars, left, render_lines, render_rich
 
 if TYPE_CHECKING:
     from ._pool import Pool
     from .otel._environment import EnvironmentTracing
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, EXIT_LEDGER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_PAUSED = 4
 
 
 @attrs.define
@@ -74,6 +87,8 @@ class Display:
         line = self.view.update(ev)
         if self._live is not None:
             self._live.update(render_rich(self.view))
+        elif line is not None and ev.budget is not None:
+            self.screen.line(f"budget: {line}")
         elif line is not None:
             self.screen.line(f"{one_line(format_path(ev.path))}: {one_line(line)}")
 
@@ -99,8 +114,10 @@ async def read_only_or_delegation(request: GateRequest) -> GateDecision:
 def choose_gate(args: argparse.Namespace, screen: Screen) -> ToolGate:
     """The gate the options ask for: ``--yes`` allows all, ``--approve`` asks on the
     terminal (answers from standard input), else :func:`read_only_or_delegation`."""
-    if args.yes:
+    if getattr(args, "yes", False):
         return allow_all
+    if args.command == "resume" or getattr(args, "approve_later", None) is not None:
+        return defer_changes
     if args.approve:
         # No standard input (started with it closed): every question is denied.
         fd = sys.stdin.fileno() if sys.stdin is not None else -1
@@ -117,10 +134,13 @@ async def run_specs(
     ledger_path: Path,
     screen: Screen,
     rich: bool,
+    state_file: Path | None = None,
+    resume: RunState | None = None,
     on_pool: Callable[[Pool], object] | None = None,
 ) -> int:
-    """Run ``agent`` on ``task_text`` with a live tree, then print the output, the usage
-    of the whole tree and the ledger's verification. A checkpoint.
+    """Run ``agent`` on ``task_text`` (or continue the paused run ``resume``) with a
+    live tree, then print the output, the usage of the whole tree and the ledger's
+    verification. A run that pauses is stored in ``state_file``. A checkpoint.
 
     ``on_pool`` is called with the pool once it is open (``--otel`` instruments it)."""
     import ledger
@@ -144,8 +164,10 @@ async def run_specs(
 
             nursery.start_soon(show)
             try:
+                display.view.pool_budget = specs.budget
                 async with open_pool(
-                    **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp  # type: ignore[arg-type]
+                    **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp,  # type: ignore[arg-type]
+                    budget=specs.budget,
                 ) as pool:
                     if on_pool is not None:
                         on_pool(pool)
@@ -155,11 +177,20 @@ async def run_specs(
                     }
                     for spec in specs.specs_for(pool_tools, pool.mcp_tools):
                         pool.register(spec)
-                    task = await pool.submit(agent, task_text)
+                    display.view.budgets = {
+                        name: spec.budget for name, spec in pool.specs.items() if spec.budget
+                    }
+                    if resume is not None:
+                        task = await pool.resume(resume)
+                    else:
+                        task = await pool.submit(agent, task_text)
                     try:
                         result = await task.wait()
                         output = result.output
                         usage = result.tree_usage
+                    except TaskPaused as paused:
+                        code = EXIT_PAUSED
+                        output = _paused(paused.state, state_file)
                     except TaskError as exc:
                         code = EXIT_TASK_FAILED
                         output = f"the task did not finish: {one_line(str(exc))}"
@@ -168,10 +199,15 @@ async def run_specs(
                 await sink.aclose()
         display.final()
     print("\noutput:\n" + safe_text(output, keep_newlines=True), file=out)
+    spend = display.view.spend()
     if usage is None:  # the task failed: add up what the events showed
-        usage = Usage(*display.view.total_tokens())
+        usage = Usage(spend.input_tokens, spend.output_tokens, cost=spend.cost)
+    cost = "cost unknown (no price for some of its models)" if usage.cost is None else (
+        f"cost {dollars(usage.cost)}")
     print(f"\nusage of the whole tree: {usage.input_tokens} input + {usage.output_tokens} "
-          f"output tokens over {len(display.view.nodes)} runs", file=out)
+          f"output tokens over {len(display.view.nodes)} runs; {cost}", file=out)
+    if specs.budget is not None:
+        print(f"budget left: {left(specs.budget, spend)}", file=out)
     print(f"ledger: {one_line(str(ledger_path))}", file=out)
     try:
         report = ledger.verify(ledger_path)
@@ -217,8 +253,52 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--otel", action="store_true",
                      help="export OpenTelemetry traces as the OTEL_* environment variables "
                           "say (needs opentelemetry-sdk and an exporter)")
+    gates.add_argument("--approve-later", type=Path, default=None, metavar="FILE",
+                       help="calls that may change things wait for approval: the run "
+                            "pauses and is stored in FILE")
+    resume = commands.add_parser("resume", help="continue a paused run (--approve-later)")
+    resume.add_argument("file", type=Path, help="the paused run")
+    resume.add_argument("specs", type=Path, help="the TOML specs file it ran with")
+    resume.add_argument("--workspace", type=Path, default=None,
+                        help="root of the workspace tools (default: the current directory)")
+    resume.add_argument("--ledger", type=Path, default=None,
+                        help="the ledger file the run wrote (its chain is continued)")
+    resume.add_argument("--plain", action="store_true", help="plain lines, no live tree")
+    pending = commands.add_parser("pending", help="list the calls a paused run waits on")
+    pending.add_argument("file", type=Path, help="the paused run")
+    for verb in ("approve", "deny"):
+        sub = commands.add_parser(verb, help=f"{verb} a call a paused run waits on")
+        sub.add_argument("file", type=Path, help="the paused run")
+        sub.add_argument("call_id", help="the call's id (see pending)")
+        sub.add_argument("--reason", default=None, help="why (recorded in the ledger)")
+        sub.add_argument("--by", default="", help="who answers (recorded in the ledger)")
+        sub.add_argument("--path", default=None,
+                         help="the run's path, when several deferred calls share the id")
     _add_temporal(commands)
     return parser
+
+
+def _paused(state: RunState, state_file: Path | None) -> str:
+    # Store the paused run and say how to answer it.
+    if state_file is None:
+        return f"the run paused: {len(state.pending_approvals)} calls wait for approval"
+    write_state(state_file, state)
+    shown = one_line(str(state_file))
+    return (
+        f"the run paused: {len(state.pending_approvals)} calls wait for approval, "
+        f"stored in {shown}\n  subagent pending {shown}\n"
+        f"  subagent approve {shown} CALL_ID   (or: subagent deny {shown} CALL_ID "
+        f"--reason TEXT)\n  subagent resume {shown} SPECS --ledger LEDGER"
+    )
+
+
+def _answer_command(args: argparse.Namespace, out: TextIO) -> int:
+    if args.command == "pending":
+        print_pending(read_state(args.file), out)
+        return EXIT_OK
+    answer(args.file, args.call_id, allow=args.command == "approve", reason=args.reason,
+           by=args.by, run_path=args.path)
+    return EXIT_OK
 
 
 def _add_temporal(commands: Any) -> None:
@@ -266,6 +346,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     args = build_parser().parse_args(argv)
     if args.command == "temporal":
         return _temporal(args, out)
+    try:
+        if args.command in ("pending", "approve", "deny"):
+            return _answer_command(args, out)
+    except SubagentError as exc:
+        print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
     ledger_path = args.ledger or default_ledger_path()
     rich = _use_rich(args, out)
     screen = Screen(out)
@@ -282,11 +368,19 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             serve_specs_file(specs, gate=serve_gate, ledger_path=ledger_path)
             return EXIT_OK
         gate = choose_gate(args, screen)
+        if args.command == "resume":
+            state = read_state(args.file)
+            return trio.run(
+                lambda: run_specs(specs, state.agent, state.input, gate=gate,
+                                  ledger_path=ledger_path, screen=screen, rich=rich,
+                                  state_file=args.file, resume=state)
+            )
         tracing = _tracing() if args.otel else None
         try:
             return trio.run(
                 lambda: run_specs(specs, args.agent, args.task, gate=gate,
                                   ledger_path=ledger_path, screen=screen, rich=rich,
+                                  state_file=args.approve_later,
                                   on_pool=tracing.instrument if tracing else None)
             )
         finally:
@@ -335,7 +429,7 @@ def _temporal(args: argparse.Namespace, out: TextIO) -> int:
 
 async def run_demo(ledger_path: Path, screen: Screen, rich: bool) -> int:
     """Run the demo with a live tree; returns the exit code. A checkpoint."""
-    screen.line(f"subagent demo (offline, scripted models)\ntask: {DEMO_TASK}\n")
+    screen.line(f"subagent demo (offline, scripted models)\ntask: {DEMO_TASK}\n{DEMO_PRICING}\n")
     return await run_specs(
         demo_specs(), "coordinator", DEMO_TASK, gate=read_only_or_delegation,
         ledger_path=ledger_path, screen=screen, rich=rich,

@@ -45,13 +45,17 @@ class TaskStatus(enum.StrEnum):
     """Its run exceeded the spec's ``timeout`` or ``idle_timeout``."""
     cancelled = "cancelled"
     """Cancelled, before or while running."""
+    paused = "paused"
+    """Its run paused: a gate deferred a call to a human (``Task.state``; resume it
+    with :meth:`Pool.resume`)."""
 
 
 #: Every legal move of a task's status; anything else raises IllegalTransition.
 TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
     TaskStatus.queued: frozenset({TaskStatus.running, TaskStatus.cancelled}),
     TaskStatus.running: frozenset(
-        {TaskStatus.finished, TaskStatus.failed, TaskStatus.timed_out, TaskStatus.cancelled}
+        {TaskStatus.finished, TaskStatus.failed, TaskStatus.timed_out, TaskStatus.cancelled,
+         TaskStatus.paused}
     ),
 }
 
@@ -140,12 +144,14 @@ class PoolCore(Generic[H]):
         self.max_concurrent = max_concurrent
         self.max_queued = max_queued
         self.max_depth = max_depth
-        # Invariant: accepted == len(queue) + running + finished + failed + cancelled.
+        # Invariant: accepted == len(queue) + running + finished + failed + cancelled
+        # + paused.
         self.accepted = 0
         self.running = 0
         self.finished = 0
         self.failed = 0
         self.cancelled = 0
+        self.paused = 0
         # Invariant: 0 <= holding <= max_concurrent, the nodes with holds_slot.
         self.holding = 0
         # Invariant: len(queue) <= max_queued; every node in it is queued.
@@ -171,6 +177,7 @@ class PoolCore(Generic[H]):
         assert self.running >= 0
         assert self.accepted == (
             len(self.queue) + self.running + self.finished + self.failed + self.cancelled
+            + self.paused
         )
 
     # -- accepting ---------------------------------------------------------------
@@ -352,6 +359,8 @@ class PoolCore(Generic[H]):
                 self.finished += 1
             elif status is TaskStatus.cancelled:
                 self.cancelled += 1
+            elif status is TaskStatus.paused:
+                self.paused += 1
             else:
                 self.failed += 1
         if __debug__:
@@ -430,4 +439,5 @@ class PoolCore(Generic[H]):
             max_queued=self.max_queued,
             max_depth=self.max_depth,
             closed=self.closed,
+            paused=self.paused,
         )

@@ -9,6 +9,10 @@ The format::
     max_children = 5
     children_timeout = 30.0
 
+    [pool.budget]               # optional: what all the pool's tasks may spend together
+    tokens = 200000             # any of tokens, input_tokens, output_tokens, cost (US
+    cost = 2.5                  # dollars), model_calls, tasks; warn_at (0.8), grace (30.0)
+
     [limits.openai]             # optional: rate limits agents share (RateLimiter)
     requests_per_minute = 500   # either or both
     tokens_per_minute = 200000
@@ -45,6 +49,7 @@ The format::
     type = "object"                         # extra "schema": jsonschema); see below
     required = ["findings"]
     properties.findings = { type = "array", items = { type = "string" } }
+    budget = { tokens = 50000, tasks = 10 }   # each task's subtree (also in [defaults])
 
     [mcp.time]                  # an MCP server: command/args/env (stdio) or url/headers
     command = "mcp-server-time"

@@ -14,8 +14,15 @@ import agentcore
 from agentcore import ArgumentsError, Liveness, Tool, load_arguments
 
 from ._current import current_task
-from ._errors import InvalidArgumentsError, MaxChildrenError, SubagentError, format_path
+from ._errors import (
+    InvalidArgumentsError,
+    MaxChildrenError,
+    SubagentError,
+    TaskPaused,
+    format_path,
+)
 from ._reply import with_output
+from ._resumable import Names, check_resumable
 
 if TYPE_CHECKING:
     from ._pool import Pool
@@ -263,10 +270,16 @@ class SubagentTool:
             return json.dumps({"agent": agent, "path": list(path), "status": "started"})
         run = agentcore.current_run()
         parent_path = caller.path if caller is not None else run.path if run is not None else ()
-        child = await lend_slot(
-            pool,
-            caller, lambda: self._delegate(caller, parent_path, agent, text, fallback_timeout)
-        )
+        try:
+            child = await lend_slot(
+                pool,
+                caller, lambda: self._delegate(caller, parent_path, agent, text, fallback_timeout)
+            )
+        except TaskPaused as paused:
+            # The subagent waits for a human: so does this call, and the calling run.
+            raise agentcore.CallPaused(
+                f"subagent {format_path(paused.path)} paused for approval", paused.state
+            ) from None
         return with_output({"agent": agent, "path": list(child.path)}, child, child._output)
 
     async def _child_slot(self, caller: Task, agent: str) -> trio.Semaphore:
@@ -322,9 +335,16 @@ class SubagentTool:
     ) -> Task:
         # The child, once it has ended with a result.
         call_id = _delegating_call() if caller is not None else None
+        resume = agentcore.resumed_call_state()
+        if resume is not None:
+            # A resumed run calls again for a subagent that paused: continue that run.
+            spec = self.pool.specs[agent]
+            check_resumable(Names(spec.agent_id, {t.name: t for t in spec.tools}), resume)
         slots = await self._child_slot(caller, agent) if caller is not None else None
         try:
-            child = await self.pool._submit(agent, text, parent_path, None, call_id, slots)
+            child = await self.pool._submit(
+                agent, text, parent_path, None, call_id, slots, resume=resume
+            )
         except BaseException:
             if slots is not None:
                 slots.release()

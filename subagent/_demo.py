@@ -7,20 +7,28 @@ reviewer answers with typed output (a ``Review``, through ``final_result``), whi
 coordinator reads as data. Every
 model call takes a moment (real time) so the live tree can be watched. The
 run is audited to a ledger file, which is verified at the end.
+
+Scripted calls cost nothing, so the demo prices them with its own table
+(:data:`DEMO_PRICES`, round figures that are no real model's, and the demo says so)
+through the same ``price`` the adapters use: the tree's cost and the budget left are
+computed exactly as for real models. The pool has a budget (:data:`BUDGET`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
-from agentcore import FINAL_RESULT, Message, ModelRequest, ModelResponse, ToolCall, Usage
+from agentcore import FINAL_RESULT, ChatModel, Message, ModelRequest, ModelResponse, ToolCall, Usage
+from agentcore.models import ModelPrices, PriceTable, price
 from agentcore.testing import Delayed, ScriptedModel, ScriptItem
 
 from ._background import RESULT_PREFIX
+from ._budget import Budget
 from ._declarative import SpecFile
 from ._spec import Defaults, Spec
 from .tools import workspace_tools
@@ -50,6 +58,37 @@ class Review:
 
     findings: list[Finding]
     most_important: str
+
+
+#: The demo's own prices (US dollars per million tokens), for illustration only.
+DEMO_PRICES: PriceTable = {"demo": ModelPrices(input=1.0, output=4.0)}
+PRICING = (
+    "prices: the demo's own table ($1 per million input tokens, $4 per million output), "
+    "no real model's\nbudget: 20000 tokens and $0.02 for the whole tree"
+)
+#: The pool's budget: what the whole tree may spend.
+BUDGET = Budget(tokens=20_000, cost=0.02)
+
+
+@attrs.define(eq=False)
+class DemoPriced:
+    """A scripted model whose answers are priced with :data:`DEMO_PRICES` (as model
+    ``demo``), the way the adapters price theirs with a ``prices=`` table."""
+
+    inner: ChatModel
+    model: str = "demo"
+    prices: PriceTable = DEMO_PRICES
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """The scripted answer, with its usage priced. A checkpoint."""
+        response = await self.inner.complete(request)
+        usage = attrs.evolve(response.usage, model=self.model)
+        usage = attrs.evolve(usage, cost=price(usage, self.prices))
+        return attrs.evolve(response, usage=usage)
+
+
+def _model(script: Callable[[ModelRequest], ScriptItem]) -> ChatModel:
+    return DemoPriced(ScriptedModel(script))
 
 
 def _reply(text: str, *, calls: tuple[ToolCall, ...] = (), tokens: int = 40) -> ScriptItem:
@@ -151,14 +190,14 @@ def demo_specs() -> SpecFile:
     read, listing, grep, _write = workspace_tools(SAMPLE)
     specs = (
         Spec("coordinator", "Splits a job among subagents and merges their answers.",
-             model=ScriptedModel(coordinator), system_prompt="You coordinate."),
+             model=_model(coordinator), system_prompt="You coordinate."),
         Spec("researcher", "Explains concepts; has claims fact-checked.",
-             model=ScriptedModel(researcher)),
-        Spec("fact_checker", "Checks one claim.", model=ScriptedModel(fact_checker)),
+             model=_model(researcher)),
+        Spec("fact_checker", "Checks one claim.", model=_model(fact_checker)),
         Spec("reader", "Reads the workspace with read-only tools.",
-             model=ScriptedModel(reader), tools=(listing, grep, read)),
+             model=_model(reader), tools=(listing, grep, read)),
         Spec("reviewer", "Reviews a plan; answers with a typed Review.",
-             model=ScriptedModel(reviewer), output_type=Review),
+             model=_model(reviewer), output_type=Review),
     )
     return SpecFile(
         source="<demo>",
@@ -169,4 +208,5 @@ def demo_specs() -> SpecFile:
         },
         pool={"max_concurrent": 4, "max_depth": 3},
         defaults=Defaults(agent_id="demo"),
+        budget=BUDGET,
     )

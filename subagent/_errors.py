@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import agentcore
     from agentcore import AgentPath
 
 
@@ -103,3 +104,53 @@ class TaskCancelled(TaskError):
 
 class TaskTimeout(TaskError):
     """The task's run exceeded its Spec's ``timeout`` or ``idle_timeout``."""
+
+
+class BudgetExceeded(TaskFailed):
+    """A budget was spent (see :class:`subagent.Budget`): the subtree it covers was
+    stopped, and the task that owns it failed with this error.
+
+    Raised by :meth:`Task.wait` of the task that owns the budget (a root task, for
+    the pool's budget), and by a submit that a spent budget refuses.
+
+    Attributes:
+      path: The task that failed (or, for a refused submit, the budget's owner).
+      owner: The AgentPath of the task that owns the budget; ``()`` for the pool's.
+      limit: The limit reached: ``tokens``, ``input_tokens``, ``output_tokens``,
+        ``cost``, ``model_calls`` or ``tasks``.
+      allowed: Its value in the budget.
+      spent: What the subtree had spent of it then (``None``: a cost that is unknown).
+      by: The AgentPath whose model call (or under which a submit) reached the limit.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        path: AgentPath,
+        *,
+        owner: AgentPath,
+        limit: str,
+        allowed: float,
+        spent: float | None,
+        by: AgentPath,
+    ) -> None:
+        super().__init__(message, path)
+        self.owner = owner
+        self.limit = limit
+        self.allowed = allowed
+        self.spent = spent
+        self.by = by
+
+
+class TaskPaused(TaskError):
+    """The task's run paused: a gate deferred a call to a human.
+
+    Attributes:
+      state: The run's ``agentcore.RunState``: answer its ``pending_approvals``,
+        store it (``to_json``) if the answer takes a while, and continue it with
+        :meth:`Pool.resume`.
+    """
+
+    def __init__(self, message: str, path: tuple[str, ...], state: agentcore.RunState) -> None:
+        super().__init__(message, path)
+        self.state = state

@@ -10,6 +10,8 @@ import agentcore
 from agentcore import AgentPath, RunSummary, Usage
 from agentcore._events import wall_clock
 
+from ._budget import BudgetReport
+
 
 class EventKind(enum.StrEnum):
     """The kinds of the pool's own events (a run's events keep their ``agentcore.EventKind``).
@@ -35,6 +37,12 @@ class EventKind(enum.StrEnum):
     """The trio thread reached no checkpoint for longer than the pool's
     ``loop_watchdog``; ``stall`` says how long, in which tool call (``path`` and
     ``call_id`` are the calling run's and the call's, if one was running) and where."""
+    budget_warning = "budget_warning"
+    """A budget's spend reached its ``warn_at`` fraction of one of its limits; ``path``
+    is the budget owner's (``()`` for the pool's), ``budget`` says which and how much."""
+    budget_exceeded = "budget_exceeded"
+    """A budget's limit was reached: its subtree stops (see :class:`subagent.Budget`);
+    ``path`` is the owner's, ``budget`` says which, ``error`` the message."""
     mcp_server_error = "mcp_server_error"
     """An MCP server of the pool did not start, failed or stopped answering (it is
     started again after a backoff); ``path`` is ``()``, ``error`` names the server."""
@@ -85,6 +93,7 @@ class Event:
       tree_usage: The usage of the task and all its descendants that ended before it
         resolved (``task_finished``, ``task_cancelled``, ``task_orphaned``).
       stall: What the loop watchdog saw (``event_loop_blocked``).
+      budget: The limit, spend and path concerned (``budget_warning``, ``budget_exceeded``).
       time: Wall-clock seconds since the epoch when the event was created: the
         agentcore event's own ``time`` for a run's event, else taken now. Not part of
         equality.
@@ -100,6 +109,7 @@ class Event:
     output: str | None = None
     tree_usage: Usage | None = None
     stall: LoopStall | None = None
+    budget: BudgetReport | None = None
     time: float = attrs.field(
         default=attrs.Factory(_event_time, takes_self=True), eq=False
     )

@@ -15,6 +15,8 @@ from agentcore._audit import record, record_within
 from ledger import Record, Sink
 
 from ._background import end_children, orphan, settle
+from ._budgeted import budgeted_model
+from ._budgeted import settle as settle_budget
 from ._core import TaskStatus
 from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation
@@ -56,7 +58,7 @@ def build_agent(task: Task) -> Agent:
         limits["max_turns"] = spec.max_turns
     assert spec.model is not None
     return Agent(
-        model=spec.model,
+        model=budgeted_model(task, spec.model),
         tools=tools,
         system_prompt=prompt,
         agent_id=spec.agent_id,
@@ -187,10 +189,14 @@ async def _audit(sink: Sink, entry: Record) -> AuditError | None:
 
 async def _execute(task: Task) -> TaskStatus:
     spec = task.spec
-    run = build_agent(task).new_run(
-        task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path),
-        history=task.history,
-    )
+    if task._resume is not None:
+        # Pool.resume checked the state against the spec.
+        run = build_agent(task).new_run_from(task._resume, emit=_emitter(task))
+    else:
+        run = build_agent(task).new_run(
+            task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path),
+            history=task.history,
+        )
     task._run = run
     task._attach(run)
     token = current_task.set(task)
@@ -215,7 +221,7 @@ async def _execute(task: Task) -> TaskStatus:
             task._error = result.summary.error
             task._messages = result.messages
             task._follow_ups_left = result.follow_ups
-            return end_status(result.summary.end_reason)
+            return settle_budget(task, end_status(result.summary.end_reason))
     finally:
         task._limits = None
         current_task.reset(token)

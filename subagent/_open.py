@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from agentcore.models import load_prices
+
+from ._budget import Budget
 from ._history_input import MAX_HISTORY_BYTES, MAX_HISTORY_MESSAGES, HistoryLimits
 from ._lifecycle import end_task, run_task
 from ._pool import Pool
@@ -40,6 +43,7 @@ async def open_pool(
     mcp: Iterable[McpServer] = (),
     max_history_messages: int = MAX_HISTORY_MESSAGES,
     max_history_bytes: int = MAX_HISTORY_BYTES,
+    budget: Budget | None = None,
 ) -> AsyncIterator[Pool]:
     """Open a :class:`Pool` whose tasks run in a nursery inside this block.
 
@@ -68,6 +72,10 @@ async def open_pool(
         (default 10,000).
       max_history_bytes: The most UTF-8 bytes of text a submit's ``history`` may
         hold (default 16 MiB); see :meth:`Pool.submit`.
+      budget: What all the pool's tasks together may spend (a :class:`subagent.Budget`);
+        once spent, every running task is stopped and every root task that was
+        running fails with :class:`subagent.BudgetExceeded`, and submits are refused.
+        With a ``cost`` limit, genai-prices' snapshot is loaded (in a thread) first.
     """
     _at_least_one("max_concurrent", max_concurrent)
     _at_least_one("max_queued", max_queued)
@@ -77,6 +85,11 @@ async def open_pool(
         raise ValueError(f"open_pool children_timeout must be positive, not {children_timeout!r}")
     check_threshold(loop_watchdog)
     history_limits = HistoryLimits(max_history_messages, max_history_bytes)
+    if budget is not None and not isinstance(budget, Budget):
+        raise ValueError(f"open_pool budget must be a subagent.Budget, not {type(budget).__name__}")
+    inherited = defaults.budget if defaults is not None else None
+    if any(b is not None and b.cost is not None for b in (budget, inherited)):
+        await load_prices()
     async with open_mcp_sessions(mcp, events) as sessions:
         body_error: BaseException | None = None
         watchdog: LoopWatchdog | None = None
@@ -94,6 +107,7 @@ async def open_pool(
                     children_timeout=children_timeout,
                     mcp=sessions,
                     history_limits=history_limits,
+                    budget=budget,
                 )
                 if loop_watchdog is not None:
                     watchdog = LoopWatchdog(loop_watchdog, pool)

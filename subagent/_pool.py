@@ -12,6 +12,7 @@ import trio
 import agentcore
 from agentcore import AgentPath, Message
 
+from ._budgeted import Budgets
 from ._core import (
     CancelRun,
     Effect,
@@ -25,6 +26,8 @@ from ._core import (
 from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
+from ._resumable import Names as _Names
+from ._resumable import check_resumable
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
 from ._stream import Stream
@@ -33,6 +36,7 @@ from ._task import Task
 if TYPE_CHECKING:
     from agentcore import Tool
 
+    from ._budget import Budget
     from ._events import Event
     from .mcp._sessions import McpSessions
 
@@ -79,6 +83,7 @@ class Pool:
         children_timeout: float,
         mcp: McpSessions | None = None,
         history_limits: HistoryLimits = DEFAULT_LIMITS,
+        budget: Budget | None = None,
     ) -> None:
         self.mcp = mcp
         #: The caps on a submit's ``history`` (open_pool's max_history_messages/bytes).
@@ -97,6 +102,8 @@ class Pool:
         # The rules and the state of slots, queue and task tree; this class only
         # carries out the effects its methods return (see _apply).
         self._core: PoolCore[Task] = PoolCore(max_concurrent, max_queued, max_depth)
+        # The budgets over its tasks (the pool's own, and each spec's).
+        self._budgets = Budgets(budget, nursery.start_soon, defaults.audit, events)
         # Runs parked taking their slot back (see _take_back), by task.
         self._parked: dict[Task, trio.lowlevel.Task] = {}
         # Sees every event of every task (set from outside, e.g. subagent.otel): called
@@ -131,7 +138,8 @@ class Pool:
         Its unset fields inherit the pool's defaults now.
 
         Raises:
-          SpecError: it has no model after inheritance, or a bad name or limit.
+          SpecError: it has no model after inheritance, or a bad name or limit, or a
+            cost budget (its own or the pool's) covers it and its model has no price.
         """
         from agentcore import Agent, ConfigurationError
 
@@ -141,6 +149,7 @@ class Pool:
             Agent(model=resolved.model, tools=resolved.tools)
         except ConfigurationError as exc:
             raise SpecError(f"spec {spec.name!r}: {exc}") from exc
+        self._budgets.check_spec(resolved)
         self._specs[spec.name] = resolved
 
     def mcp_tools(self, server: str, *names: str) -> tuple[Tool, ...]:
@@ -204,6 +213,7 @@ class Pool:
         background: bool = False,
         *,
         history: tuple[Message, ...] = (),
+        resume: agentcore.RunState | None = None,
     ) -> Task:
         await trio.lowlevel.checkpoint_if_cancelled()
         core = self._core
@@ -211,7 +221,7 @@ class Pool:
             try:
                 task = self._accept(
                     name, input, parent_path, events, call_id, fanout, background,
-                    history=history,
+                    history=history, resume=resume,
                 )
             except trio.WouldBlock:
                 # Park until the core wakes this submit; a cancel withdraws it.
@@ -226,6 +236,38 @@ class Pool:
             else:
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return task
+
+    async def resume(
+        self, state: agentcore.RunState, *, name: str | None = None, events: Stream | None = None
+    ) -> Task:
+        """Queue the continuation of a paused run from its ``state`` and return its
+        Task. A checkpoint (it waits only while the queue is full).
+
+        The run is re-bound by name: to the spec ``name``, by default the one spec
+        whose agent id is the state's (its name, unless the spec or the defaults set
+        ``agent_id``); its tools, model, gate and sink are that spec's. The task gets
+        a new path in this pool; the run keeps its run id and AgentPath (its events
+        and audit entries continue the paused run's). It continues as
+        :meth:`agentcore.Agent.resume` does, and may pause again.
+
+        Raises:
+          agentcore.ResumeError: the state is not paused, has an unanswered call, an
+            approved call of a tool the spec does not have, or the states of
+            delegated runs (not supported by the pool yet).
+          UnknownAgentError: no spec has that name (or that agent id); or several
+            specs share the agent id and ``name`` is not given.
+          PoolClosedError: the pool is closed.
+        """
+        if name is None:
+            found = [s.name for s in self._specs.values() if s.agent_id == state.agent]
+            if len(found) != 1:
+                raise UnknownAgentError(state.agent, tuple(sorted(self._specs)))
+            name = found[0]
+        spec = self._specs.get(name)
+        if spec is None:
+            raise UnknownAgentError(name, tuple(sorted(self._specs)))
+        check_resumable(_Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
+        return await self._submit(name, state.input, (), events, None, resume=state)
 
     def submit_nowait(
         self,
@@ -254,9 +296,11 @@ class Pool:
         background: bool = False,
         *,
         history: tuple[Message, ...] = (),
+        resume: agentcore.RunState | None = None,
     ) -> Task:
         # ``fanout``: the parent's max_children slot the task holds until it ends;
-        # ``background``: deliver its result into the parent run (see _background.py).
+        # ``background``: deliver its result into the parent run (see _background.py);
+        # ``resume``: the paused run's state the task continues (Pool.resume).
         spec = self._specs.get(name)
         if spec is None:
             raise UnknownAgentError(name, tuple(sorted(self._specs)))
@@ -273,15 +317,19 @@ class Pool:
             events = parent.events if parent is not None else self.events
         # A task started from within a run is bounded by that run's gate too.
         spec = delegated(spec, agentcore.current_run())
+        budget = self._budgets.admit(spec, parent, parent_path)
         path = (*parent_path, f"{name}/{next(self._numbers):04d}")
         task = Task(
             path, name, input, spec, self, parent, events, call_id, core, self._apply,
             history=history,
         )
+        if budget is not None:
+            budget.join(task)
         if parent is not None and background:
             task._deliver_to = parent
             parent._background.add(task)
         task._fanout_slot = fanout
+        task._resume = resume
         self._apply(core.accept(task._node))
         return task
 

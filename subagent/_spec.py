@@ -20,6 +20,7 @@ from agentcore import (
 )
 from agentcore._output import output_schema
 
+from ._budget import Budget
 from ._errors import SpecError, format_path
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ class Defaults:
       output_retries:
         The agent settings of specs that leave them ``None`` (see :class:`Spec`);
         ``None`` here leaves agentcore's default.
+      budget: The :class:`Budget` of specs that name none (each task owns its own).
     """
 
     model: ChatModel | None = None
@@ -93,6 +95,7 @@ class Defaults:
     max_parallel_tools: int | None = None
     history_limit: int | None = None
     output_retries: int | None = None
+    budget: Budget | None = None
 
 
 @attrs.frozen
@@ -142,6 +145,8 @@ class Spec:
         (at ``register``) turns a type into its ``agentcore.TypedOutput`` once.
       output_retries: Invalid answers a typed run may follow with another try
         (``Agent(output_retries=)``, default 2).
+      budget: What each of its tasks' subtree may spend (a :class:`Budget`: tokens,
+        cost, model calls, tasks); ``None`` inherits the defaults'.
 
     ``hooks`` to ``history_limit`` and ``output_retries`` are agent settings:
     ``None`` inherits the pool's :class:`Defaults`, and ``None`` there leaves
@@ -176,6 +181,7 @@ class Spec:
     history_limit: int | None = None
     output_type: Any = None
     output_retries: int | None = None
+    budget: Budget | None = None
 
     def inherit(self, defaults: Defaults) -> Spec:
         """This spec with its unset fields taken from ``defaults``; not a checkpoint.
@@ -190,6 +196,7 @@ class Spec:
             gate=self.gate if self.gate is not None else defaults.gate,
             audit=self.audit if self.audit is not None else defaults.audit,
             agent_id=self.agent_id or defaults.agent_id or self.name,
+            budget=self.budget if self.budget is not None else defaults.budget,
             **{
                 name: getattr(defaults, name)
                 for name in AGENT_SETTINGS
@@ -233,6 +240,8 @@ class Spec:
             raise bad(f"output_retries must be an integer of at least 0, not {retries!r}")
         if self.retry is not None and not isinstance(self.retry, RetryPolicy):
             raise bad(f"retry must be an agentcore.RetryPolicy, not {type(self.retry).__name__}")
+        if self.budget is not None and not isinstance(self.budget, Budget):
+            raise bad(f"budget must be a subagent.Budget, not {type(self.budget).__name__}")
         for agent in self.delegates_to or ():
             if not isinstance(agent, str) or not agent or "/" in agent:
                 raise bad(

@@ -1,5 +1,5 @@
-"""The ``[limits.NAME]`` tables of a specs file (shared rate limits agents name) and
-the ``retry`` tables of its agents (their retry policy)."""
+"""The ``[limits.NAME]`` tables of a specs file (shared rate limits agents name), the
+``retry`` tables of its agents (their retry policy) and its ``budget`` tables."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 from agentcore import RetryPolicy
 from agentcore.models import RateLimiter
+
+from ._budget import LIMITS, Budget
 
 #: The fields of a ``[limits.NAME]`` table.
 LIMIT_KEYS = ("requests_per_minute", "tokens_per_minute")
@@ -110,3 +112,63 @@ def read_retry(
             raise error(at, f"must be at most 1, not {shown(value)}")
         values[key] = value
     return RetryPolicy(**values)
+
+
+#: The keys of a ``budget`` table (Budget's fields), each an integer or a number.
+BUDGET_KEYS: dict[str, type] = {
+    "tokens": int,
+    "input_tokens": int,
+    "output_tokens": int,
+    "cost": float,
+    "model_calls": int,
+    "tasks": int,
+    "warn_at": float,
+    "grace": float,
+}
+
+
+def read_budget(
+    where: str,
+    table: Any,
+    error: Callable[[str, str], Exception],
+    kind: Callable[[Any], str],
+    shown: Callable[[object], str],
+) -> Budget:
+    """The :class:`~subagent.Budget` of a ``budget`` table (an agent's, ``[defaults]``'s
+    or ``[pool.budget]``); not a checkpoint.
+
+    Raises:
+      What ``error(where, text)`` makes, for a value that is not a table, an unknown
+      key, a limit that is not a positive integer (a positive finite number for
+      ``cost`` and ``grace``), a ``warn_at`` outside (0, 1], or a table with no limit.
+    """
+    if not isinstance(table, Mapping):
+        raise error(where, f"must be a table, not {kind(table)}")
+    unknown = sorted(set(table) - set(BUDGET_KEYS), key=str)
+    if unknown:
+        raise error(
+            f"{where} key {shown(unknown[0])}", f"unknown; the keys are {', '.join(BUDGET_KEYS)}"
+        )
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        at = f"{where} key {key!r}"
+        if BUDGET_KEYS[key] is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise error(at, f"must be an integer, not {kind(value)}")
+            if value < 1:
+                raise error(at, f"must be at least 1, not {shown(value)}")
+        else:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise error(at, f"must be a number, not {kind(value)}")
+            try:
+                value = float(value)
+            except OverflowError:  # an integer beyond any float
+                value = math.inf
+            if not (value > 0 and math.isfinite(value)):
+                raise error(at, f"must be positive and finite, not {shown(value)}")
+            if key == "warn_at" and value > 1:
+                raise error(at, f"must be at most 1, not {shown(value)}")
+        values[key] = value
+    if not any(key in values for key in LIMITS):
+        raise error(where, f"names no limit; give {', '.join(LIMITS)}")
+    return Budget(**values)

@@ -16,10 +16,11 @@ import attrs
 from agentcore import ChatModel, RetryPolicy, Tool
 from agentcore.models import FallbackModel, RateLimited, RateLimiter
 
+from ._budget import Budget
 from ._errors import SpecError
 from ._outputschema import read_output_schema, read_retries
 from ._spec import Defaults, Spec
-from ._speclimits import read_limits, read_retry
+from ._speclimits import read_budget, read_limits, read_retry
 from .mcp._config import NAME, McpServer, server_from_table
 
 #: Tools that belong to a pool, added by :meth:`SpecFile.specs_for`.
@@ -53,6 +54,7 @@ AGENT_KEYS = frozenset(
         "history_limit",
         "output_retries",
         "output_schema",
+        "budget",
     }
 )
 #: The agent settings an agent table and [defaults] may set, with their kind (``retry``
@@ -63,7 +65,7 @@ SETTING_KEYS = {
     "max_parallel_tools": int,
     "history_limit": int,
 }
-DEFAULTS_KEYS = ("model", "agent_id", "limits", *SETTING_KEYS, "retry", "output_retries")
+DEFAULTS_KEYS = ("model", "agent_id", "limits", *SETTING_KEYS, "retry", "output_retries", "budget")
 #: RetryPolicy's fields a ``retry`` table may set: each its kind, and whether 0 is
 #: allowed (``jitter`` is also at most 1, so a delay is never negative).
 ModelResolver = Callable[[str], ChatModel]
@@ -85,6 +87,7 @@ class SpecFile:
       defaults: The defaults agents inherit.
       mcp: The MCP servers (``[mcp.NAME]``), for ``open_pool(mcp=...)``.
       mcp_tools: Per agent, the MCP tools it listed (``"NAME"`` or ``"NAME/TOOL"``).
+      budget: The pool's budget (``[pool.budget]``), for ``open_pool(budget=...)``.
     """
 
     source: str
@@ -94,6 +97,7 @@ class SpecFile:
     defaults: Defaults
     mcp: tuple[McpServer, ...] = ()
     mcp_tools: Mapping[str, tuple[str, ...]] = attrs.Factory(dict)
+    budget: Budget | None = None
 
     def specs_for(
         self,
@@ -143,6 +147,7 @@ class Reader:
         self._workspace_tools: dict[str, Tool] | None = None
         self.limiters: dict[str, RateLimiter] = {}
         self.default_model: ChatModel | None = None
+        self.pool_budget: Budget | None = None
 
     def error(self, where: str, text: str) -> SpecFileError:
         return SpecFileError(f"{self.source}: {where}: {text}")
@@ -176,7 +181,8 @@ class Reader:
             specs.append(spec)
             listed[name] = pool_tools
         return SpecFile(
-            self.source, tuple(specs), listed, pool, defaults, tuple(servers.values()), mcp_listed
+            self.source, tuple(specs), listed, pool, defaults, tuple(servers.values()), mcp_listed,
+            self.pool_budget,
         )
 
     def mcp_servers(self, table: Mapping[str, Any]) -> dict[str, McpServer]:
@@ -212,10 +218,14 @@ class Reader:
     def pool(self, table: Mapping[str, Any]) -> dict[str, int | float]:
         settings: dict[str, int | float] = {}
         for key, value in table.items():
+            if key == "budget":
+                self.pool_budget = read_budget("[pool.budget]", value, self.error, _kind, _shown)
+                continue
             kind = POOL_KEYS.get(key)
             if kind is None:
                 raise self.error(
-                    f"[pool] field {key!r}", f"unknown; the fields are {', '.join(POOL_KEYS)}"
+                    f"[pool] field {key!r}",
+                    f"unknown; the fields are {', '.join(POOL_KEYS)}, budget",
                 )
             settings[key] = self.number(f"[pool] field {key!r}", value, kind)
         return settings
@@ -249,6 +259,9 @@ class Reader:
             settings["output_retries"] = read_retries(
                 field("output_retries"), table["output_retries"], self.error, _kind
             )
+        if "budget" in table:
+            settings["budget"] = read_budget(field("budget"), table["budget"], self.error, _kind,
+                                             _shown)
         return settings
 
     def retry(self, where: str, table: Any) -> RetryPolicy:

@@ -8,7 +8,7 @@ import attrs
 @attrs.frozen
 class PoolStatistics:
     """A snapshot of a :class:`Pool`. ``accepted == queued + running + finished + failed +
-    cancelled`` at every instant."""
+    cancelled + paused`` at every instant."""
 
     running: int
     """Tasks started and not ended (a parent waiting for its subagent counts)."""
@@ -34,3 +34,5 @@ class PoolStatistics:
     """The longest AgentPath a task may have."""
     closed: bool
     """Whether the pool accepts no new task from outside."""
+    paused: int = 0
+    """Tasks whose run paused for a human's approval (``accepted`` counts them too)."""

@@ -13,12 +13,20 @@ import agentcore
 from agentcore import AgentPath, EndReason, Message, RunSummary, Usage
 
 from ._core import Effect, Node, PoolCore, TaskStatus
-from ._errors import TaskCancelled, TaskError, TaskFailed, TaskTimeout, format_path
+from ._errors import (
+    TaskCancelled,
+    TaskError,
+    TaskFailed,
+    TaskPaused,
+    TaskTimeout,
+    format_path,
+)
 from ._history_input import conversation
 from ._spec import Spec
 from ._stream import Stream
 
 if TYPE_CHECKING:
+    from ._budget import TaskBudget
     from ._events import Event
     from ._statistics import PoolStatistics
 
@@ -156,6 +164,8 @@ class Task:
     _steering: list[str] = attrs.field(factory=list)
     _follow_ups: list[str] = attrs.field(factory=list)
     _interrupt: bool = False
+    # The paused run's state this task resumes (Pool.resume), if it does.
+    _resume: agentcore.RunState | None = None
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     # While the run runs, the scope of its limits (spec.timeout and spec.idle_timeout:
     # its deadline is the earlier of the two) and its wall deadline (inf for none);
@@ -188,6 +198,8 @@ class Task:
     # Child side: the parent run to deliver its result to, and the fan-out slot it holds.
     _deliver_to: Task | None = None
     _fanout_slot: trio.Semaphore | None = None
+    # The budgets over it (see _budgeted.py), if any.
+    _budget: TaskBudget | None = None
 
     def __attrs_post_init__(self) -> None:
         parent = self._parent._node if self._parent is not None else None
@@ -366,8 +378,10 @@ class Task:
 
         Raises:
           TaskFailed: its run ended ``error`` (the run's exception is the cause).
+          BudgetExceeded: (a TaskFailed) it owns a budget that was spent.
           TaskTimeout: it exceeded the spec's ``timeout`` or ``idle_timeout``.
           TaskCancelled: it was cancelled.
+          TaskPaused: its run paused for a human's approval (the error holds its state).
         """
         await self._done.wait()
         failure = self._failure()
@@ -399,9 +413,13 @@ class Task:
         if self.status is TaskStatus.finished:
             return None
         if self.status is TaskStatus.failed:
+            if self._budget is not None and self._budget.failure is not None:
+                return self._budget.failure
             return TaskFailed(f"task {where} failed: {self._error}", self.path)
         if self.status is TaskStatus.timed_out:
             return TaskTimeout(f"task {where} {self._error}", self.path)
+        if self.status is TaskStatus.paused and self._run is not None:
+            return TaskPaused(f"task {where} paused for approval", self.path, self._run.state)
         return TaskCancelled(f"task {where} was cancelled", self.path)
 
     def _progress(self) -> None:
@@ -424,4 +442,6 @@ def end_status(reason: EndReason) -> TaskStatus:
         return TaskStatus.timed_out
     if reason is EndReason.error:
         return TaskStatus.failed
+    if reason is EndReason.paused:
+        return TaskStatus.paused
     return TaskStatus.cancelled

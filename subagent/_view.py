@@ -1,7 +1,8 @@
 """The live tree of a pool's tasks: a pure model fed by events, and two renderers.
 
-:class:`TreeView` keeps, per AgentPath, the task's status, latest activity, turns and
-tokens. :func:`render_lines` draws it as indented plain text; :func:`render_rich` as a
+:class:`TreeView` keeps, per AgentPath, the task's status, latest activity, turns,
+tokens and cost, and, given the budgets, what is left of them.
+:func:`render_lines` draws it as indented plain text; :func:`render_rich` as a
 ``rich`` tree (the optional ``view`` extra).
 
 Everything a model or a tool wrote (answers, tool names and arguments, error texts)
@@ -16,9 +17,10 @@ from typing import Any
 
 import attrs
 
-from agentcore import EndReason
+from agentcore import EndReason, Usage
 from agentcore import EventKind as K
 
+from ._budget import Budget, Spend, show
 from ._events import Event
 from ._events import EventKind as P
 from ._safe_text import one_line
@@ -30,6 +32,7 @@ _END_STATUS = {
     EndReason.error: "failed",
     EndReason.timeout: "timed out",
     EndReason.aborted: "cancelled",
+    EndReason.paused: "paused",
 }
 
 
@@ -43,10 +46,23 @@ class Node:
     turns: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    #: US dollars; None once a call with tokens came without a cost (unknown).
+    cost: float | None = 0.0
+    calls: int = 0
 
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    def add(self, usage: Usage) -> None:
+        """Count one model call's usage."""
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.calls += 1
+        if usage.cost is not None and self.cost is not None:
+            self.cost += usage.cost
+        elif usage.input_tokens or usage.output_tokens:
+            self.cost = None
 
 
 def _clip(text: str, width: int = 48) -> str:
@@ -64,6 +80,10 @@ class TreeView:
     """The state of every task seen in an event stream; ``update`` is sync and cheap."""
 
     nodes: dict[tuple[str, ...], Node] = attrs.Factory(dict)
+    #: The budget of each agent's tasks, by spec name (those with one).
+    budgets: dict[str, Budget] = attrs.Factory(dict)
+    #: The pool's budget, over every task.
+    pool_budget: Budget | None = None
 
     def node(self, path: tuple[str, ...]) -> Node:
         found = self.nodes.get(path)
@@ -73,8 +93,10 @@ class TreeView:
 
     def update(self, ev: Event) -> str | None:
         """Take in one event; return a one-line description when it is worth printing."""
-        node = self.node(ev.path)
         kind = ev.kind
+        if kind in (P.budget_warning, P.budget_exceeded) and ev.budget is not None:
+            return one_line(ev.budget.message())
+        node = self.node(ev.path)
         if kind is P.task_queued:
             node.status = "queued"
             return None
@@ -102,8 +124,7 @@ class TreeView:
             node.activity = "writing"
         elif kind is K.model_response and inner.message is not None:
             if inner.usage is not None:
-                node.input_tokens += inner.usage.input_tokens
-                node.output_tokens += inner.usage.output_tokens
+                node.add(inner.usage)
             if not inner.message.tool_calls:
                 node.activity = f"answered: {_clip(inner.message.content)}"
                 return node.activity
@@ -137,29 +158,88 @@ class TreeView:
         nodes = self.nodes.values()
         return sum(n.input_tokens for n in nodes), sum(n.output_tokens for n in nodes)
 
+    def spend(self, path: tuple[str, ...] = ()) -> Spend:
+        """What the tasks at and below ``path`` spent (``()``: every task seen)."""
+        nodes = [n for p, n in self.nodes.items() if p[: len(path)] == path]
+        costs = [n.cost for n in nodes]
+        inputs, outputs = sum(n.input_tokens for n in nodes), sum(n.output_tokens for n in nodes)
+        return Spend(
+            inputs + outputs, inputs, outputs,
+            None if None in costs else sum(c for c in costs if c is not None),
+            sum(n.calls for n in nodes), len(nodes),
+        )
 
-def describe(node: Node) -> str:
-    """One line about ``node``: name, status, turns, tokens, latest activity."""
-    parts = [_name(node.path[-1]), node.status, f"turn {node.turns}", f"{node.tokens} tok"]
-    if node.activity:
-        parts.append(node.activity)
-    return "  ".join(parts)
+    def budget_of(self, node: Node) -> Budget | None:
+        """The budget the task of ``node`` owns, if its agent has one."""
+        return self.budgets.get(node.path[-1].rsplit("/", 1)[0])
+
+    def describe(self, node: Node) -> str:
+        """One line about ``node``: name, status, turns, tokens, cost (when known), what
+        is left of its budget (when it has one), latest activity."""
+        parts = [_name(node.path[-1]), node.status, f"turn {node.turns}", f"{node.tokens} tok"]
+        if node.cost is not None and node.tokens:
+            parts.append(dollars(node.cost))
+        budget = self.budget_of(node)
+        if budget is not None:
+            parts.append(f"budget left {left(budget, self.spend(node.path))}")
+        if node.activity:
+            parts.append(node.activity)
+        return "  ".join(parts)
+
+
+def dollars(value: float) -> str:
+    """A cost as the view shows it."""
+    return f"${value:.6f}" if value < 1 else f"${value:,.2f}"
+
+
+_UNITS = {
+    "tokens": "tokens",
+    "input_tokens": "input tokens",
+    "output_tokens": "output tokens",
+    "model_calls": "model calls",
+    "tasks": "tasks",
+}
+
+
+def left(budget: Budget, spend: Spend) -> str:
+    """What is left of each limit of ``budget`` after ``spend`` (never below 0)."""
+    parts = []
+    for name, allowed in budget.limits():
+        spent = getattr(spend, name)
+        if name != "cost":
+            parts.append(f"{max(0, int(allowed) - spent)} of {int(allowed)} {_UNITS[name]}")
+        elif spent is None:
+            parts.append(f"unknown of {show(name, allowed)} (a cost is unknown)")
+        else:
+            parts.append(f"{dollars(max(0.0, allowed - spent))} of {show(name, allowed)}")
+    return ", ".join(parts)
 
 
 def render_lines(view: TreeView) -> list[str]:
     """The tree as indented plain text lines."""
-    return ["  " * (len(n.path) - 1) + describe(n) for n in view.ordered()]
+    return ["  " * (len(n.path) - 1) + view.describe(n) for n in view.ordered()]
 
 
 def render_rich(view: TreeView, title: str = "subagents") -> Any:
-    """The tree as a ``rich.tree.Tree`` of ``Text`` labels, no markup (needs rich)."""
+    """The tree as a ``rich.tree.Tree`` of ``Text`` labels, no markup (needs rich); the
+    title line adds the tree's tokens, cost and the pool budget left."""
     from rich.text import Text
     from rich.tree import Tree
 
-    root = Tree(Text(one_line(title), style="bold"))
+    root = Tree(Text(f"{one_line(title)}  {totals(view)}", style="bold"))
     branches: dict[tuple[str, ...], Any] = {}
     for node in view.ordered():
         parent = branches.get(node.path[:-1], root)
         style = {"running": "yellow", "done": "green", "queued": "dim"}.get(node.status, "red")
-        branches[node.path] = parent.add(Text(describe(node), style=style))
+        branches[node.path] = parent.add(Text(view.describe(node), style=style))
     return root
+
+
+def totals(view: TreeView) -> str:
+    """The whole tree's tokens and cost, and what is left of the pool's budget."""
+    spend = view.spend()
+    cost = "cost unknown" if spend.cost is None else dollars(spend.cost)
+    text = f"{spend.tokens} tok  {cost}"
+    if view.pool_budget is not None:
+        text += f"  budget left {left(view.pool_budget, spend)}"
+    return text

@@ -17,6 +17,7 @@ HARNESSES = [
     "fuzz.fuzz_workspace",
     "fuzz.fuzz_redact",
     "fuzz.fuzz_typed_tool",
+    "fuzz.fuzz_run_state",
     "fuzz.fuzz_history",
     "fuzz.fuzz_temporal_wire",
     "fuzz.fuzz_output_schema",

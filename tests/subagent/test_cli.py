@@ -326,3 +326,62 @@ def test_the_live_tree_on_a_terminal_shows_model_text_neutralised(tmp_path: Path
         assert raw not in text
     tree = text.split("output:")[0]
     assert "[blue]tree[/blue]\\x1b]0;pwned\\x07" in tree  # shown, not applied
+
+
+# -- cost and budgets (issue 22 item 5) -----------------------------------------------
+
+
+def test_demo_shows_the_cost_of_the_tree_and_the_budget_left(tmp_path: Path) -> None:
+    done = run("demo", "--ledger", str(tmp_path / "demo.jsonl"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert ("prices: the demo's own table ($1 per million input tokens, $4 per million "
+            "output), no real model's\nbudget: 20000 tokens and $0.02 for the whole tree\n") in out
+    # each run's line: its tokens and cost at the demo's prices (10 input per output token)
+    assert re.search(r"\n      fact_checker/000[2-5]  done  turn 1  220 tok  \$0\.000280  ", out)
+    found = re.search(r"usage of the whole tree: (\d+) input \+ (\d+) output tokens over 5 runs; "
+                      r"cost \$(\d\.\d{6})\nbudget left: (\d+) of 20000 tokens, "
+                      r"\$(\d\.\d{6}) of \$0\.02\n", out)
+    assert found, out
+    inputs, outputs, cost, tokens_left, cost_left = found.groups()
+    expected = (int(inputs) * 1.0 + int(outputs) * 4.0) / 1_000_000
+    assert cost == f"{expected:.6f}"
+    assert int(tokens_left) == 20000 - int(inputs) - int(outputs)
+    assert cost_left == f"{0.02 - expected:.6f}"
+
+
+def test_a_spent_pool_budget_stops_the_run_and_is_shown(tmp_path: Path) -> None:
+    reply: dict[str, object] = {
+        "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "notes.txt"}}],
+        "usage": {"input_tokens": 7, "output_tokens": 3},
+    }
+    specs = write_specs(tmp_path, [reply, reply, {"content": "never"}],
+                        "\n[pool.budget]\ntokens = 15\n")
+    done = run("run", str(specs), "--agent", "helper", "read", "--plain",
+               "--ledger", str(tmp_path / "l.jsonl"), "--workspace", str(tmp_path),
+               cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    spent = "tokens 20 of 15, reached by a model call of helper/0001"
+    lines = done.stdout.splitlines()
+    assert f"budget: the pool used 80% of its budget: {spent}" in lines
+    assert f"budget: the pool spent its budget: {spent}" in lines
+    assert (f"the task did not finish: task helper/0001 stopped: the pool spent its budget: "
+            f"{spent}") in lines
+    assert ("usage of the whole tree: 14 input + 6 output tokens over 1 runs; "
+            "cost unknown (no price for some of its models)") in lines
+    assert "budget left: 0 of 15 tokens" in lines
+    assert "ledger verified: " in done.stdout
+
+
+def test_an_agents_budget_is_shown_on_its_line(tmp_path: Path) -> None:
+    specs = write_specs(tmp_path, [
+        {"tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "notes.txt"}}],
+         "usage": {"input_tokens": 7, "output_tokens": 3}},
+        {"content": "read it", "usage": {"input_tokens": 7, "output_tokens": 3}},
+    ], "budget = { tokens = 100, model_calls = 5 }\n")
+    done = run("run", str(specs), "--agent", "helper", "read", "--plain",
+               "--ledger", str(tmp_path / "l.jsonl"), "--workspace", str(tmp_path),
+               cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert ("  helper/0001  done  turn 2  20 tok  budget left 80 of 100 tokens, 3 of 5 model "
+            "calls  answered: read it") in done.stdout.splitlines()

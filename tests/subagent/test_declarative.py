@@ -128,7 +128,8 @@ def test_same_as_mapping() -> None:
         ('[agents.a]\nmodel = "nope:x"\n',
          "agent 'a' field 'model': Unknown model spec 'nope:x'"),
         ('[agents.a]\nmodel = "fake:x"\ncolour = "red"\n',
-         "agent 'a' field 'colour': unknown; the fields are agent_id, critical, delegates_to, "
+         "agent 'a' field 'colour': unknown; the fields are agent_id, budget, critical, "
+         "delegates_to, "
          "description, history_limit, hook_timeout, "
          "idle_timeout, limits, max_children, max_messages, max_parallel_tools, max_turns, "
          "model, output_retries, output_schema, retry, system_prompt, timeout, tool_timeout, "
@@ -139,7 +140,7 @@ def test_same_as_mapping() -> None:
          "[pool] field 'max_concurrent': must be an integer, not a number (1.5)"),
         ('[pool]\nworkers = 3\n[agents.a]\nmodel = "fake:x"\n',
          "[pool] field 'workers': unknown; the fields are max_concurrent, max_queued, "
-         "max_depth, max_children, children_timeout"),
+         "max_depth, max_children, children_timeout, budget"),
         ("[pool]\n", "[agents]: no agents are defined"),
         ('agents = 3\n', "[agents]: must be a table, not an integer (3)"),
         ('[agents.a]\nmodel = "fake:x"\n[extra]\n',
@@ -280,7 +281,8 @@ def test_mappings_of_any_shape_give_spec_file_errors() -> None:
          "agent 'a' field 'system_prompt': must be a string, not an integer "
          "((an integer too long to show))"),
         ({"agents": {"a": {"model": "fake:x", 2: 1, "z": 1}}},
-         "agent 'a' field 2: unknown; the fields are agent_id, critical, delegates_to, "
+         "agent 'a' field 2: unknown; the fields are agent_id, budget, critical, "
+         "delegates_to, "
          "description, history_limit, hook_timeout, idle_timeout, limits, max_children, "
          "max_messages, max_parallel_tools, max_turns, model, output_retries, output_schema, "
          "retry, system_prompt, timeout, "

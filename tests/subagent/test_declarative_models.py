@@ -126,7 +126,8 @@ model = "fake:d"
          "agent 'a' field 'model' [1]: Unknown model spec 'nope:b'"),
         ({"defaults": {"model": "fake:a", "colour": 1}},
          "[defaults] field 'colour': unknown; the fields are model, agent_id, limits, "
-         "tool_timeout, hook_timeout, max_parallel_tools, history_limit, retry, output_retries"),
+         "tool_timeout, hook_timeout, max_parallel_tools, history_limit, retry, output_retries, "
+         "budget"),
     ],
 )
 def test_bad_models_and_limits_name_the_field(data: dict[str, Any], message: str) -> None:

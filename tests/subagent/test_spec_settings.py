@@ -267,7 +267,8 @@ def test_toml_file_with_a_retry_table(tmp_path: Path) -> None:
         ({"agents": {"a": {"model": "m", "history_limit": 2.5}}},
          "agent 'a' field 'history_limit': must be an integer, not a number (2.5)"),
         ({"agents": {"a": {"model": "m", "hooks": ["x"]}}},
-         "agent 'a' field 'hooks': unknown; the fields are agent_id, critical, delegates_to, "
+         "agent 'a' field 'hooks': unknown; the fields are agent_id, budget, critical, "
+         "delegates_to, "
          "description, history_limit, hook_timeout, idle_timeout, limits, max_children, "
          "max_messages, max_parallel_tools, max_turns, model, output_retries, output_schema, "
          "retry, system_prompt, timeout, "
@@ -304,7 +305,8 @@ def test_toml_file_with_a_retry_table(tmp_path: Path) -> None:
          "[defaults] field 'retry' key 'factor': must be a number, not a string ('x')"),
         ({"defaults": {"hooks": []}, "agents": {"a": {"model": "m"}}},
          "[defaults] field 'hooks': unknown; the fields are model, agent_id, limits, "
-         "tool_timeout, hook_timeout, max_parallel_tools, history_limit, retry, output_retries"),
+         "tool_timeout, hook_timeout, max_parallel_tools, history_limit, retry, output_retries, "
+         "budget"),
     ],
 )
 def test_toml_settings_reject_bad_values(data: dict[str, Any], message: str) -> None:

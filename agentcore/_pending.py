@@ -1,0 +1,78 @@
+"""The tool calls a paused run left to finish: :class:`PendingCall` and the human's
+view of those waiting for an answer, :class:`PendingApproval`.
+
+When a gate defers a call (``GateDecision.defer``) the run stops at its next safe
+point; the calls of that turn that have no result message yet are kept in order in
+its ``RunState``, each with what is known about it. On resume they are finished in
+the same order, so the conversation is the one the run would have had without the
+pause. Values only; no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from ._messages import AgentPath, ToolCall
+
+
+class CallStatus(enum.StrEnum):
+    """Where one of a paused turn's calls is."""
+
+    done = "done"
+    """It ran (or was refused) before the pause; its result is kept."""
+    deferred = "deferred"
+    """Its gate deferred it: it waits for a human's answer."""
+    approved = "approved"
+    """A human approved it: it runs on resume."""
+    denied = "denied"
+    """A human denied it: it gets an error result on resume."""
+    waiting = "waiting"
+    """It had not started when the run paused: on resume it is gated and run as usual."""
+    delegated = "delegated"
+    """Its tool started a run that paused (``CallPaused``): that run's state is the
+    next of ``RunState.children``; on resume the tool continues it."""
+
+
+@attrs.frozen(slots=True)
+class PendingCall:
+    """One call of the turn a run paused in, not yet answered in the conversation.
+
+    Attributes:
+      call: The call (as the ``before_tool`` hooks left it, for a deferred one).
+      status: Where it is.
+      reason: Why the gate deferred it, then the human's reason once answered.
+      by: Who answered (as given to ``approve`` / ``deny``).
+      result: Its result text (``done`` only).
+      is_error: Whether that result is an error (``done`` only).
+      denied: Whether that result is a denial (``done`` only).
+    """
+
+    call: ToolCall
+    status: CallStatus
+    reason: str = ""
+    by: str = ""
+    result: str = ""
+    is_error: bool = False
+    denied: bool = False
+
+
+@attrs.frozen(slots=True)
+class PendingApproval:
+    """A deferred tool call waiting for a human (``RunState.pending_approvals``).
+
+    Attributes:
+      path: The AgentPath of the run that made the call.
+      call_id: The call's id (what ``approve`` and ``deny`` take).
+      tool: The tool's name.
+      arguments: The call's JSON argument text, as the model wrote it (hostile:
+        escape it before showing it on a terminal).
+      reason: Why the gate deferred it.
+    """
+
+    path: AgentPath
+    call_id: str
+    tool: str
+    arguments: str
+    reason: str

@@ -1,0 +1,114 @@
+"""The command line's paused-run files: ``subagent run --approve-later FILE`` writes
+one, ``pending`` / ``approve`` / ``deny`` read and answer it, ``resume`` continues it.
+
+A file holds exactly ``RunState.to_json()``. It is read as hostile input: a regular
+file only, at most ``MAX_STATE_BYTES``, decoded by ``RunState.from_json`` (version and
+digest checked). It is written whole (a temporary file, then a rename) with mode 0600.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+from agentcore import (
+    MAX_STATE_BYTES,
+    GateDecision,
+    GateRequest,
+    RunState,
+    RunStateError,
+    is_read_only,
+)
+from agentcore.models._replay import read_regular_file
+
+from ._errors import SubagentError
+from ._safe_text import one_line
+
+#: How much of a deferred call's arguments ``subagent pending`` shows.
+SHOWN_ARGUMENTS = 500
+
+
+class StateFileError(SubagentError):
+    """A paused-run file cannot be read, is not a RunState, or cannot be written."""
+
+
+def read_state(path: Path) -> RunState:
+    """The paused run stored at ``path``. Not a checkpoint (blocking file I/O).
+
+    Raises:
+      StateFileError: unreadable, not a regular file, too large, or not a valid
+        RunState (the reason is given; the path is the user's own).
+    """
+    try:
+        data = read_regular_file(path, MAX_STATE_BYTES)
+        return RunState.from_json(data)
+    except (ValueError, RunStateError) as exc:
+        raise StateFileError(f"cannot read the paused run {path}: {exc}") from None
+
+
+def write_state(path: Path, state: RunState) -> None:
+    """Store ``state`` at ``path`` whole (0600). Not a checkpoint (blocking file I/O)."""
+    text = state.to_json().encode()
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".paused-", dir=folder)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, text)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except OSError as exc:
+        raise StateFileError(f"cannot write the paused run {path}: {exc.strerror}") from None
+
+
+async def defer_changes(request: GateRequest) -> GateDecision:
+    """The gate of ``--approve-later``: read-only tools and delegation run, any other
+    call waits for a human (deferred). A checkpoint."""
+    from trio.lowlevel import checkpoint
+
+    await checkpoint()
+    if request.tool.name == "subagent" or is_read_only(request.tool):
+        return GateDecision(True, "read-only" if request.tool.name != "subagent" else
+                            "delegation")
+    return GateDecision.defer(f"tool {request.tool.name!r} may change things: approve it later")
+
+
+def print_pending(state: RunState, out: TextIO) -> int:
+    """List the deferred calls of ``state`` on ``out`` (escaped); returns how many."""
+    waiting = state.pending_approvals
+    for p in waiting:
+        arguments = p.arguments
+        if len(arguments) > SHOWN_ARGUMENTS:
+            arguments = arguments[:SHOWN_ARGUMENTS] + f"... ({len(p.arguments)} characters)"
+        print(f"{one_line(p.call_id)}  {one_line('/'.join(p.path) or '(root)')}  "
+              f"{one_line(p.tool)} {one_line(arguments)}  ({one_line(p.reason)})", file=out)
+    if not waiting:
+        print("no call waits for an answer", file=out)
+    return len(waiting)
+
+
+def answer(path: Path, call_id: str, *, allow: bool, reason: str | None, by: str,
+           run_path: str | None) -> None:
+    """Record an answer in the paused run at ``path``. Not a checkpoint.
+
+    Raises:
+      StateFileError: the file cannot be read or written, or no deferred call has
+        that id (the message lists those waiting).
+    """
+    state = read_state(path)
+    where = tuple(run_path.split("/")) if run_path else None
+    where = None if where is None else tuple(
+        "/".join(where[i:i + 2]) for i in range(0, len(where), 2)
+    )
+    try:
+        if allow:
+            state.approve(call_id, reason=reason or "approved", by=by, path=where)
+        else:
+            state.deny(call_id, reason or "denied", by=by, path=where)
+    except RunStateError as exc:
+        raise StateFileError(str(exc)) from None
+    write_state(path, state)

@@ -1,0 +1,88 @@
+"""``subagent run --approve-later``, ``pending``, ``approve``, ``deny``, ``resume``
+(issue 20 item 4), run as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import ledger
+
+from .test_cli import run, write_specs
+
+WRITE: dict[str, object] = {"tool_calls": [{"id": "c1", "name": "write_file",
+                         "arguments": {"path": "out.txt", "content": "x"}}]}
+
+
+def test_pause_approve_resume(tmp_path: Path) -> None:
+    specs = write_specs(tmp_path, [WRITE, {"content": "never reached"}])
+    paused = tmp_path / "paused.json"
+    log = tmp_path / "l.jsonl"
+    done = run("run", str(specs), "--agent", "helper", "write it", "--approve-later",
+               str(paused), "--ledger", str(log), "--workspace", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 4, done.stderr
+    assert "the run paused: 1 calls wait for approval, stored in " in done.stdout
+    assert f"  subagent approve {paused} CALL_ID" in done.stdout
+    assert stat.S_IMODE(paused.stat().st_mode) == 0o600
+    assert not (tmp_path / "out.txt").exists()
+
+    listed = run("pending", str(paused), cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == (
+        'c1  helper/0001  write_file {"path": "out.txt", "content": "x"}  '
+        "(tool 'write_file' may change things: approve it later)\n"
+    )
+    wrong = run("approve", str(paused), "c9", cwd=tmp_path)
+    assert (wrong.returncode, wrong.stderr) == (
+        2, "subagent: no deferred call with id 'c9'; waiting for an answer: 'c1'\n"
+    )
+    assert run("approve", str(paused), "c1", "--by", "alice", cwd=tmp_path).returncode == 0
+    assert run("pending", str(paused), cwd=tmp_path).stdout == "no call waits for an answer\n"
+
+    # A new process replays its file from the start: the reply after the write.
+    (tmp_path / "replies.json").write_text(json.dumps([{"content": "wrote it"}]))
+    done = run("resume", str(paused), str(specs), "--ledger", str(log),
+               "--workspace", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "output:\nwrote it\n" in done.stdout
+    assert (tmp_path / "out.txt").read_text() == "x"
+    assert ledger.verify(log).ok
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    approval = next(e for e in entries if e["kind"] == "approval")
+    assert (approval["call_id"], approval["verdict"], approval["data"]) == (
+        "c1", "allow", {"by": "alice"}
+    )
+    assert [e["kind"] for e in entries].count("run_resumed") == 1
+
+
+def test_deny_and_a_damaged_file(tmp_path: Path) -> None:
+    specs = write_specs(tmp_path, [WRITE])
+    paused = tmp_path / "paused.json"
+    done = run("run", str(specs), "--agent", "helper", "write it", "--approve-later",
+               str(paused), "--ledger", str(tmp_path / "l.jsonl"),
+               "--workspace", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 4, done.stderr
+    assert run("deny", str(paused), "c1", "--reason", "not today",
+               cwd=tmp_path).returncode == 0
+    (tmp_path / "replies.json").write_text(json.dumps([{"content": "left it"}]))
+    done = run("resume", str(paused), str(specs), "--ledger", str(tmp_path / "l.jsonl"),
+               "--workspace", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "denied write_file: not today" in done.stdout
+    assert not (tmp_path / "out.txt").exists()
+
+    paused.write_text(paused.read_text().replace("helper", "helpex"))
+    broken = run("pending", str(paused), cwd=tmp_path)
+    assert broken.returncode == 2
+    assert broken.stderr == (
+        f"subagent: cannot read the paused run {paused}: RunState does not match its "
+        "digest: it was changed after it was written (edited by hand or damaged); "
+        "refusing to resume it\n"
+    )
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert run("pending", str(fifo), cwd=tmp_path).stderr == (
+        f"subagent: cannot read the paused run {fifo}: it is a FIFO, not a regular file\n"
+    )
