@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (for CI)")
     parser.add_argument("--only", default="w1,w1t,w2,w3,w4,w5",
-                        help="comma-separated workloads (w1t: W1-typed)")
+                        help="comma-separated workloads (w1t: W1-typed; "
+                        "w1otel: W1 traced by subagent.otel, needs opentelemetry-sdk)")
     parser.add_argument("--repeat", type=int, help="runs of each case, best kept (default 5)")
     parser.add_argument("--peers", action="store_true",
                         help="W1 and W3 on the peer libraries too (medians, ratios)")
@@ -58,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
               f"audit off {off.per_op_us:.0f}: audit on/off {pool.seconds / off.seconds:.2f}x, "
               "target <= 1.15x), "
               f"bare trio {bare.per_op_us:.0f} us/run, ratio {pool.seconds / bare.seconds:.2f}x")
+    if "w1otel" in only:
+        n = sizes["w1"]
+        plain, traced = compare(
+            _workloads.w1_pool(n), _workloads.w1_pool(n, otel=True), repeat=repeat
+        )
+        print(f"W1 traced, {n} runs: subagent {plain.per_op_us:.0f} us/run, "
+              f"traced (subagent.otel, SDK, batch processor) {traced.per_op_us:.0f} us/run, "
+              f"traced/plain {traced.seconds / plain.seconds:.2f}x")
     if "w1t" in only:
         n = sizes["w1t"]
         untyped, typed = compare(

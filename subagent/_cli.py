@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 import trio
@@ -50,6 +50,10 @@ from ._statefile import answer, defer_changes, print_pending, read_state, write_
 from ._stream import Stream
 from ._terminal import Screen, TerminalAnswers, TerminalApproval
 from ._view import TreeView, dollars, left, render_lines, render_rich
+
+if TYPE_CHECKING:
+    from ._pool import Pool
+    from .otel._environment import EnvironmentTracing
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, EXIT_LEDGER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_PAUSED = 4
@@ -132,10 +136,13 @@ async def run_specs(
     rich: bool,
     state_file: Path | None = None,
     resume: RunState | None = None,
+    on_pool: Callable[[Pool], object] | None = None,
 ) -> int:
     """Run ``agent`` on ``task_text`` (or continue the paused run ``resume``) with a
     live tree, then print the output, the usage of the whole tree and the ledger's
-    verification. A run that pauses is stored in ``state_file``. A checkpoint."""
+    verification. A run that pauses is stored in ``state_file``. A checkpoint.
+
+    ``on_pool`` is called with the pool once it is open (``--otel`` instruments it)."""
     import ledger
 
     names = tuple(sorted(spec.name for spec in specs.specs))
@@ -162,6 +169,8 @@ async def run_specs(
                     **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp,  # type: ignore[arg-type]
                     budget=specs.budget,
                 ) as pool:
+                    if on_pool is not None:
+                        on_pool(pool)
                     pool_tools: dict[str, Tool] = {
                         "subagent": SubagentTool(pool),
                         "subagent_results": SubagentResultsTool(pool),
@@ -241,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     gates = run.add_mutually_exclusive_group()
     gates.add_argument("--approve", action="store_true", help="ask on the terminal per tool call")
     gates.add_argument("--yes", action="store_true", help="allow every tool call")
+    run.add_argument("--otel", action="store_true",
+                     help="export OpenTelemetry traces as the OTEL_* environment variables "
+                          "say (needs opentelemetry-sdk and an exporter)")
     gates.add_argument("--approve-later", type=Path, default=None, metavar="FILE",
                        help="calls that may change things wait for approval: the run "
                             "pauses and is stored in FILE")
@@ -363,17 +375,40 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
                                   ledger_path=ledger_path, screen=screen, rich=rich,
                                   state_file=args.file, resume=state)
             )
-        return trio.run(
-            lambda: run_specs(specs, args.agent, args.task, gate=gate,
-                              ledger_path=ledger_path, screen=screen, rich=rich,
-                              state_file=args.approve_later)
-        )
+        tracing = _tracing() if args.otel else None
+        try:
+            return trio.run(
+                lambda: run_specs(specs, args.agent, args.task, gate=gate,
+                                  ledger_path=ledger_path, screen=screen, rich=rich,
+                                  state_file=args.approve_later,
+                                  on_pool=tracing.instrument if tracing else None)
+            )
+        finally:
+            if tracing is not None and not tracing.shutdown():
+                print("subagent: --otel: the exporter did not finish in time; "
+                      "the last spans may be lost", file=sys.stderr)
     except SubagentError as exc:
         print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("subagent: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _tracing() -> EnvironmentTracing:
+    # The --otel setup, said on standard error; SubagentError (exit 2) when it cannot export.
+    import os
+
+    try:
+        from .otel._environment import tracing_from_environment
+    except ImportError:
+        raise SubagentError(
+            "--otel needs the otel extra: pip install 'subagent[otel]' opentelemetry-sdk"
+        ) from None
+    tracing = tracing_from_environment(os.environ)
+    print(f"subagent: --otel: exporting traces to {', '.join(tracing.exporters)}",
+          file=sys.stderr)
+    return tracing
 
 
 def _temporal(args: argparse.Namespace, out: TextIO) -> int:

@@ -76,7 +76,8 @@ def _emitter(task: Task) -> agentcore.EventSink | None:
     # call it runs in from agentcore.current_tool_call(), not from events). The run
     # then skips its start and end emits.
     destination = task.events
-    if destination is None:
+    observe = task.pool._observer
+    if destination is None and observe is None:
         above: Task | None = task
         while above is not None and above.spec.idle_timeout is None:
             above = above.parent
@@ -93,19 +94,24 @@ def _emitter(task: Task) -> agentcore.EventSink | None:
         task._progress()
         kind = event.kind
         if destination is None:
+            if observe is not None:
+                observe(Event(path, kind, event, call_id))
             return
+        tagged = Event(path, kind, event, call_id)
+        if observe is not None:
+            observe(tagged)
         run = task._run
         if run is not None and run.summary is not None:
             if start_dropped and kind is agentcore.EventKind.agent_end:
-                destination._drop_unpaired(Event(path, kind, event, call_id))
+                destination._drop_unpaired(tagged)
             else:
-                destination._send_reserved(Event(path, kind, event, call_id))
+                destination._send_reserved(tagged)
         elif kind is agentcore.EventKind.agent_start:
             dropped = destination._dropped
-            await destination.send(Event(path, kind, event, call_id))
+            await destination.send(tagged)
             start_dropped = destination._dropped != dropped
         else:
-            await destination.send(Event(path, kind, event, call_id))
+            await destination.send(tagged)
 
     return emit
 
@@ -139,8 +145,13 @@ async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
         failure = await _audit(sink, _record(task, kind, None, None))
         if failure is not None:
             return failure
-    if task.events is not None:
-        task.events._send_reserved(Event(task.path, kind, None, task.call_id))
+    observe = task.pool._observer
+    if task.events is not None or observe is not None:
+        tagged = Event(task.path, kind, None, task.call_id)
+        if observe is not None:
+            observe(tagged)
+        if task.events is not None:
+            task.events._send_reserved(tagged)
     return None
 
 
@@ -156,12 +167,15 @@ async def _report_end(task: Task, kind: EventKind) -> None:
             await record_within(sink, entry, END_TIMEOUT, shield=True)
         except AuditError as failure:
             error = error or f"AuditError: {failure}"
-    if task.events is not None:
+    observe = task.pool._observer
+    if task.events is not None or observe is not None:
         summary = task._summary
         usage = task.tree_usage if summary is not None else None
-        task.events._send_reserved(
-            Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
-        )
+        tagged = Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
+        if observe is not None:
+            observe(tagged)
+        if task.events is not None:
+            task.events._send_reserved(tagged)
 
 
 async def _audit(sink: Sink, entry: Record) -> AuditError | None:
@@ -270,7 +284,7 @@ async def end_task(task: Task, status: TaskStatus) -> None:
         task.cancel()
     kind = EventKind.task_cancelled if hard else EventKind.task_finished
     task._usage_sealed = True
-    if task.spec.audit is not None or task.events is not None:
+    if task.spec.audit is not None or task.events is not None or task.pool._observer is not None:
         await _report_end(task, kind)
     if not settle(task):
         with trio.move_on_after(2 * END_TIMEOUT, shield=True):

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from agentcore import Tool
 
     from ._budget import Budget
+    from ._events import Event
     from .mcp._sessions import McpSessions
 
 _T = TypeVar("_T")
@@ -105,6 +106,10 @@ class Pool:
         self._budgets = Budgets(budget, nursery.start_soon, defaults.audit, events)
         # Runs parked taking their slot back (see _take_back), by task.
         self._parked: dict[Task, trio.lowlevel.Task] = {}
+        # Sees every event of every task (set from outside, e.g. subagent.otel): called
+        # on the trio thread before the event goes to its destination, with or without
+        # one; it must not block or raise. Read once per task when its run starts.
+        self._observer: Callable[[Event], None] | None = None
 
     def __repr__(self) -> str:
         core = self._core

@@ -27,6 +27,7 @@ from ._stream import Stream
 
 if TYPE_CHECKING:
     from ._budget import TaskBudget
+    from ._events import Event
     from ._statistics import PoolStatistics
 
 
@@ -40,6 +41,7 @@ class Pool(Protocol):
     max_children: int
     children_timeout: float
     events: Stream | None
+    _observer: Callable[[Event], None] | None
 
     @property
     def specs(self) -> dict[str, Spec]: ...

@@ -79,6 +79,16 @@ def test_audit_cost_runs() -> None:
     ]
 
 
+def test_quick_bench_runs_w1_traced() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "w1otel"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    (line,) = [line for line in out.stdout.splitlines() if line.startswith("W1 traced")]
+    assert "traced (subagent.otel, SDK, batch processor)" in line
+
+
 def test_temporal_bench_runs() -> None:
     pytest.importorskip("temporalio", reason="the 'temporal' extra is not installed")
     out = subprocess.run(
