@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import weakref
 from typing import Any
 
 import attrs
@@ -20,7 +21,8 @@ from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation
 from ._events import Event, EventKind
 from ._results import SubagentResultsTool
-from ._spec import agent_settings
+from ._spec import Spec, agent_settings
+from ._stream import Stream
 from ._task import Task, end_status
 
 #: Appended to every subagent's system prompt (SPEC 3.4, isolation).
@@ -38,15 +40,47 @@ END_TIMEOUT = 5.0
 
 
 def build_agent(task: Task) -> Agent:
-    """A fresh Agent for ``task``: its spec's configuration plus the subagent framing.
+    """The Agent for ``task``: its spec's configuration plus the subagent framing.
 
     At the depth limit the delegation tools (:class:`SubagentTool`,
     :class:`SubagentResultsTool`) are left out, so the model is not offered them;
     with ``Spec.delegates_to`` the delegation tool offers only those agents.
+
+    An Agent is configuration only and depends on nothing but the spec and whether
+    the task is at the depth limit, so the tasks of one spec share it (one Agent per
+    spec and depth class, dropped with the spec): building one per task cost each
+    run about a kilobyte and its validation.
     """
     spec = task.spec
+    at_limit = len(task.path) >= task.pool.max_depth
+    key = id(spec)
+    cached = _agents.get(key)
+    if cached is not None and cached[0]() is spec:
+        agent = cached[2] if at_limit else cached[1]
+        if agent is None:
+            agent = _new_agent(spec, at_limit)
+            cached[2 if at_limit else 1] = agent
+        return agent
+    agent = _new_agent(spec, at_limit)
+    ref = weakref.ref(spec, lambda ref: _forget(key, ref))
+    _agents[key] = [ref, None, agent] if at_limit else [ref, agent, None]
+    return agent
+
+
+# id(spec) -> [a weak reference to the spec, its Agent below the depth limit, its
+# Agent at the limit]; an entry goes when its spec is collected (ids are reused).
+_agents: dict[int, list[Any]] = {}
+
+
+def _forget(key: int, ref: weakref.ref[Spec]) -> None:
+    cached = _agents.get(key)
+    if cached is not None and cached[0] is ref:
+        del _agents[key]
+
+
+def _new_agent(spec: Spec, at_limit: bool) -> Agent:
     tools = spec.tools
-    if len(task.path) >= task.pool.max_depth:
+    if at_limit:
         tools = tuple(t for t in tools if not isinstance(t, SubagentTool | SubagentResultsTool))
     elif spec.delegates_to is not None:
         tools = limit_delegation(tools, spec.delegates_to)
@@ -80,32 +114,43 @@ def _emitter(task: Task) -> agentcore.EventSink | None:
             above = above.parent
         if above is None:
             return None
-    path = task.path
-    call_id = task.call_id
-    start_dropped = False
+    return _Emitter(task, destination)
 
-    async def emit(event: agentcore.Event) -> None:
+
+class _Emitter:
+    """A run's event sink in the pool: pushes back the idle watchdogs, then sends
+    the event to the task's stream, if any. (A slotted object rather than a
+    closure: a closure and its cells cost a parked run about twice the bytes.)"""
+
+    __slots__ = ("task", "destination", "start_dropped")
+
+    def __init__(self, task: Task, destination: Stream | None) -> None:
+        self.task = task
+        self.destination = destination
+        self.start_dropped = False
+
+    async def __call__(self, event: agentcore.Event) -> None:
         # The run's events wait for room within the task's limits; once the run has
         # ended (its summary is set), its end never waits: see Stream.
-        nonlocal start_dropped
+        task = self.task
         task._progress()
-        kind = event.kind
+        destination = self.destination
         if destination is None:
             return
+        kind = event.kind
+        wrapped = Event(task.path, kind, event, task.call_id)
         run = task._run
         if run is not None and run.summary is not None:
-            if start_dropped and kind is agentcore.EventKind.agent_end:
-                destination._drop_unpaired(Event(path, kind, event, call_id))
+            if self.start_dropped and kind is agentcore.EventKind.agent_end:
+                destination._drop_unpaired(wrapped)
             else:
-                destination._send_reserved(Event(path, kind, event, call_id))
+                destination._send_reserved(wrapped)
         elif kind is agentcore.EventKind.agent_start:
             dropped = destination._dropped
-            await destination.send(Event(path, kind, event, call_id))
-            start_dropped = destination._dropped != dropped
+            await destination.send(wrapped)
+            self.start_dropped = destination._dropped != dropped
         else:
-            await destination.send(Event(path, kind, event, call_id))
-
-    return emit
+            await destination.send(wrapped)
 
 
 def _record(
