@@ -45,8 +45,9 @@ def _rss_bytes() -> int:
 class _Meter:
     """The two readings around the parking: RSS, and tracemalloc's when tracing."""
 
-    def __init__(self, trace: bool) -> None:
+    def __init__(self, trace: bool, top: int = 12) -> None:
         self.trace = trace
+        self.top_sites = top
         self.before: tuple[int, int] = (0, 0)
         self.after: tuple[int, int] = (0, 0)
         self.snapshot: tracemalloc.Snapshot | None = None
@@ -66,9 +67,8 @@ class _Meter:
         self.after = self._read()
         if self.snapshot is not None:
             diff = tracemalloc.take_snapshot().compare_to(self.snapshot, "lineno")
-            self.top = [
-                (str(stat.traceback[0]), stat.size_diff / runs) for stat in diff[:int(__import__("os").environ.get("TOPN","12"))]
-            ]
+            sites = diff[: self.top_sites]
+            self.top = [(str(stat.traceback[0]), stat.size_diff / runs) for stat in sites]
 
 
 async def _pool(runs: int, meter: _Meter, *, observed: bool) -> None:
@@ -113,9 +113,10 @@ async def _bare(runs: int, meter: _Meter) -> None:
         nursery.cancel_scope.cancel()
 
 
-def measure(case: str, runs: int, *, trace: bool = False) -> dict[str, object]:
-    """Park ``runs`` runs of ``case`` in this process; the figures per run."""
-    meter = _Meter(trace)
+def measure(case: str, runs: int, *, trace: bool = False, top: int = 12) -> dict[str, object]:
+    """Park ``runs`` runs of ``case`` in this process; the figures per run (with
+    ``trace``, the ``top`` allocation sites too)."""
+    meter = _Meter(trace, top)
     if trace:
         tracemalloc.start()
     body: Callable[[], Awaitable[None]]

@@ -35,7 +35,7 @@ def freeze_data(data: Mapping[str, Scalar]) -> Mapping[str, Scalar]:
         kind = type(value)
         if type(key) is not str or not (
             kind is str or kind is int or value is None or kind is bool
-            or (kind is float and math.isfinite(value))
+            or (kind is float and math.isfinite(value))  # type: ignore[arg-type]
         ):
             break
     else:

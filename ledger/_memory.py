@@ -91,10 +91,10 @@ class MemorySink:
         link = self._chain.link
         append = self._entries.append
         for item, when in zip(pending, times, strict=True):
-            record = item.record if type(item) is _Redacted else redact_record(item)
+            record = item.record if isinstance(item, _Redacted) else redact_record(item)
             # Cannot fail: record() checked each record with check_content, and
             # redaction only replaces text with text.
-            entry, _ = link(record, when if type(when) is str else utc_from_ns(when))
+            entry, _ = link(record, when if isinstance(when, str) else utc_from_ns(when))
             append(entry)
 
     async def record(self, record: Record) -> None:

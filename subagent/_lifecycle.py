@@ -56,7 +56,7 @@ def build_agent(task: Task) -> Agent:
     key = id(spec)
     cached = _agents.get(key)
     if cached is not None and cached[0]() is spec:
-        agent = cached[2] if at_limit else cached[1]
+        agent: Agent | None = cached[2] if at_limit else cached[1]
         if agent is None:
             agent = _new_agent(spec, at_limit)
             cached[2 if at_limit else 1] = agent
@@ -122,7 +122,7 @@ class _Emitter:
     the event to the task's stream, if any. (A slotted object rather than a
     closure: a closure and its cells cost a parked run about twice the bytes.)"""
 
-    __slots__ = ("task", "destination", "start_dropped")
+    __slots__ = ("destination", "start_dropped", "task")
 
     def __init__(self, task: Task, destination: Stream | None) -> None:
         self.task = task
@@ -213,38 +213,32 @@ async def _audit(sink: Sink, entry: Record) -> AuditError | None:
     return None
 
 
-async def _execute(task: Task) -> TaskStatus:
+def _prepare(task: Task) -> agentcore.Run:
+    # The task's run, and its limits scope (task._limits; none without limits).
     spec = task.spec
     run = build_agent(task).new_run(
         task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path)
     )
     task._run = run
     task._attach(run)
-    token = current_task.set(task)
     # One scope for both limits: its deadline is the earlier of the wall deadline and
     # the idle one (Task._progress pushes the latter back); which fired is told by
     # the wall deadline. A run with neither limit runs without one.
-    now = trio.current_time()
-    wall = now + spec.timeout if spec.timeout is not None else math.inf
-    limits: trio.CancelScope | contextlib.nullcontext[None] = _NO_LIMITS
     if spec.timeout is not None or spec.idle_timeout is not None:
-        limits = task._limits = trio.CancelScope(
+        now = trio.current_time()
+        wall = now + spec.timeout if spec.timeout is not None else math.inf
+        task._limits = trio.CancelScope(
             deadline=wall if spec.idle_timeout is None else min(wall, now + spec.idle_timeout)
         )
         task._wall_deadline = wall
-    try:
-        with limits:
-            result = await run.run()
-            task._output = result.output
-            task._summary = result.summary
-            task._cause = result.exception
-            task._error = result.summary.error
-            return end_status(result.summary.end_reason)
-    finally:
-        task._limits = None
-        current_task.reset(token)
+    return run
+
+
+def _timed_out(task: Task, run: agentcore.Run) -> TaskStatus:
+    # The run ended by its limits scope: which limit fired is told by the wall deadline.
+    spec = task.spec
     assert run.summary is not None
-    if trio.current_time() >= wall:
+    if trio.current_time() >= task._wall_deadline:
         text = f"timed out after {spec.timeout:g}s"
     else:
         text = f"was idle for {spec.idle_timeout:g}s: no event within its idle_timeout"
@@ -275,7 +269,23 @@ async def run_task(task: Task) -> TaskStatus:
         if failure is None:
             failure = await _report_start(task, EventKind.task_started)
         if failure is None:
-            status = await _execute(task)
+            # Inline rather than a coroutine of its own: one frame fewer per parked run.
+            run = _prepare(task)
+            limits = task._limits
+            token = current_task.set(task)
+            try:
+                with limits if limits is not None else _NO_LIMITS:
+                    result = await run.run()
+                    task._output = result.output
+                    task._summary = result.summary
+                    task._cause = result.exception
+                    task._error = result.summary.error
+                    status = end_status(result.summary.end_reason)
+            finally:
+                task._limits = None
+                current_task.reset(token)
+            if limits is not None and limits.cancelled_caught:
+                status = _timed_out(task, run)
         else:
             # Fail closed: a task whose queueing or start cannot be audited does not run.
             task._cause = failure
