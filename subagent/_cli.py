@@ -25,16 +25,22 @@ import attrs
 import trio
 
 from agentcore import (
-    GateDecision,
-    GateRequest,
     RunState,
     Tool,
     ToolGate,
     Usage,
     allow_all,
-    read_only,
 )
 
+from ._clibase import (
+    EXIT_INTERRUPTED,
+    EXIT_LEDGER,
+    EXIT_OK,
+    EXIT_PAUSED,
+    EXIT_TASK_FAILED,
+    EXIT_USAGE,
+    read_only_or_delegation,
+)
 from ._declarative import SpecFile, load_specs
 from ._delegation import SubagentTool
 from ._demo import PRICING as DEMO_PRICING
@@ -55,8 +61,6 @@ if TYPE_CHECKING:
     from ._pool import Pool
     from .otel._environment import EnvironmentTracing
 
-EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, EXIT_LEDGER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_PAUSED = 4
 
 
 @attrs.define
@@ -97,18 +101,6 @@ class Display:
             self.screen.line("final tree:")
             for line in render_lines(self.view):
                 self.screen.line("  " + one_line(line))
-
-
-async def read_only_or_delegation(request: GateRequest) -> GateDecision:
-    """The command's default gate: read-only tools and delegation are allowed.
-
-    Delegating changes nothing by itself, and each subagent's own tool calls pass
-    this same gate. A checkpoint.
-    """
-    if request.tool.name == "subagent":
-        await trio.lowlevel.checkpoint()
-        return GateDecision(True, "delegation")
-    return await read_only(request)
 
 
 def choose_gate(args: argparse.Namespace, screen: Screen) -> ToolGate:
