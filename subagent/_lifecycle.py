@@ -108,9 +108,7 @@ def _emitter(task: Task) -> agentcore.EventSink | None:
     return emit
 
 
-def _record(
-    task: Task, kind: EventKind, summary: RunSummary | None, error: str | None
-) -> Record:
+def _record(task: Task, kind: EventKind, summary: RunSummary | None, error: str | None) -> Record:
     data: dict[str, str | int | float | bool | None] = {"agent": task.name}
     if summary is not None:
         data["end_reason"] = str(summary.end_reason)
@@ -173,7 +171,6 @@ async def _execute(task: Task) -> TaskStatus:
     run = build_agent(task).new_run(
         task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path)
     )
-    task._run = run
     task._attach(run)
     token = current_task.set(task)
     # One scope for both limits: its deadline is the earlier of the wall deadline and
@@ -183,28 +180,25 @@ async def _execute(task: Task) -> TaskStatus:
     wall = now + spec.timeout if spec.timeout is not None else math.inf
     limits: trio.CancelScope | contextlib.nullcontext[None] = _NO_LIMITS
     if spec.timeout is not None or spec.idle_timeout is not None:
-        limits = task._limits = trio.CancelScope(
-            deadline=wall if spec.idle_timeout is None else min(wall, now + spec.idle_timeout)
+        limits = task._limit(
+            wall if spec.idle_timeout is None else min(wall, now + spec.idle_timeout), wall
         )
-        task._wall_deadline = wall
     try:
         with limits:
             result = await run.run()
-            task._output = result.output
-            task._summary = result.summary
-            task._cause = result.exception
-            task._error = result.summary.error
+            task._conclude(result.output, result.summary, result.exception, result.summary.error)
             return end_status(result.summary.end_reason)
     finally:
-        task._limits = None
+        task._unlimit()
         current_task.reset(token)
     assert run.summary is not None
     if trio.current_time() >= wall:
         text = f"timed out after {spec.timeout:g}s"
     else:
         text = f"was idle for {spec.idle_timeout:g}s: no event within its idle_timeout"
-    task._summary = attrs.evolve(run.summary, end_reason=EndReason.timeout, error=text)
-    task._error = text
+    task._conclude(
+        "", attrs.evolve(run.summary, end_reason=EndReason.timeout, error=text), None, text
+    )
     return TaskStatus.timed_out
 
 
@@ -233,8 +227,7 @@ async def run_task(task: Task) -> TaskStatus:
             status = await _execute(task)
         else:
             # Fail closed: a task whose queueing or start cannot be audited does not run.
-            task._cause = failure
-            task._error = f"AuditError: {failure}"
+            task._conclude("", None, failure, f"AuditError: {failure}")
             status = TaskStatus.failed
     return status
 
@@ -245,18 +238,18 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     end, and hand a background task's result to its parent run (or report it
     orphaned). A checkpoint; the pool resolves the task after it.
     """
-    run = task._run
-    if task._summary is None and run is not None:
-        task._summary = run.summary
+    task._end_summary()
     hard = status is TaskStatus.cancelled
-    if task._unread or task._background or (hard and task.children):
+    node = task._node
+    if node.unread or node.background or (hard and node.children):
         with trio.CancelScope(shield=True):
             await end_children(task, hard=hard, bound=END_TIMEOUT)
     elif hard:
         # All that end_children does for a task with no children and nothing unread.
         task.cancel()
     kind = EventKind.task_cancelled if hard else EventKind.task_finished
-    task._usage_sealed = True
+    summary = task._summary
+    task._core.seal(node, summary.usage if summary is not None else None)
     if task.spec.audit is not None or task.events is not None:
         await _report_end(task, kind)
     if not settle(task):

@@ -86,7 +86,7 @@ class CoreMachine(RuleBasedStateMachine):
         caller = parent if inside else None
         before = core.statistics()
         try:
-            found = core.admit("a", path, caller)
+            found, depth = core.admit("a", path, caller)
         except (MaxDepthError, PoolClosedError, QueueFull) as exc:
             assert core.statistics() == before
             if isinstance(exc, MaxDepthError):
@@ -100,7 +100,7 @@ class CoreMachine(RuleBasedStateMachine):
             return
         assert found is (parent if parent is not None and not parent.resolved else None)
         self.number += 1
-        node: Node[int] = Node((*path, f"a/{self.number}"), found, self.number)
+        node: Node[int] = Node((*path, f"a/{self.number}"), found, self.number, depth=depth)
         self.nodes.append(node)
         self.apply(core.accept(node))
         assert node.handle in self.started
