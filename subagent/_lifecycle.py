@@ -46,7 +46,7 @@ def build_agent(task: Task) -> Agent:
     """
     spec = task.spec
     tools = spec.tools
-    if len(task.path) >= task.pool.max_depth:
+    if task._node.depth >= task.pool.max_depth:
         tools = tuple(t for t in tools if not isinstance(t, SubagentTool | SubagentResultsTool))
     elif spec.delegates_to is not None:
         tools = limit_delegation(tools, spec.delegates_to)
