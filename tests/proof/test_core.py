@@ -448,3 +448,30 @@ class CoreMachine(RuleBasedStateMachine):
 
 
 TestCore = CoreMachine.TestCase
+
+
+def test_the_core_imports_no_trio_and_no_io() -> None:
+    # The core's modules, and every module of the package they import, import only
+    # the standard library's pure parts and attrs (outside TYPE_CHECKING blocks).
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "subagent"
+    allowed = {"__future__", "attrs", "collections", "enum", "typing", "weakref"}
+    seen: set[str] = set()
+    todo = ["_core"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        tree = ast.parse((root / f"{name}.py").read_text())
+        for node in tree.body:  # top level only: TYPE_CHECKING imports are in an `if`
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                todo.append(str(node.module))
+            elif isinstance(node, ast.ImportFrom):
+                assert str(node.module).split(".")[0] in allowed, (name, node.module)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert alias.name.split(".")[0] in allowed, (name, alias.name)
+    assert seen == {"_core", "_errors", "_family", "_node", "_statistics"}
