@@ -137,23 +137,29 @@ class TracedCore(PoolCore[Task]):
     """A PoolCore whose public mutators log their calls in ``trace``."""
 
     trace: Trace
+    nested: bool = False
 
 
 def _traced(name: str) -> Any:
     method = getattr(PoolCore, name)
 
     def call(self: TracedCore, *args: Any, **kwargs: Any) -> Any:
+        if self.nested:  # a core method calling another (abort calls close)
+            return method(self, *args, **kwargs)
         trace = self.trace
         shape = trace.norm(args) + tuple(sorted(kwargs.items()))
         if name == "accept":
             node = args[0]
             parent = node.parent.path if node.parent is not None else None
             shape += ((parent, node.depth, node.fanout_limit),)
+        self.nested = True
         try:
             result = method(self, *args, **kwargs)
         except Exception as exc:
             trace.add("call", name, shape, ("raise", type(exc).__name__))
             raise
+        finally:
+            self.nested = False
         trace.add("call", name, shape, trace.norm(result))
         return result
 
