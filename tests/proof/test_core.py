@@ -40,6 +40,10 @@ from subagent._core import (
 END = (TaskStatus.finished, TaskStatus.failed, TaskStatus.timed_out, TaskStatus.cancelled)
 
 
+def found_parent(core: PoolCore[int], path: tuple[str, ...]) -> Node[int] | None:
+    return core.live.get(path) if path else None
+
+
 class CoreMachine(RuleBasedStateMachine):
     """Random workloads on one core; ``nodes`` are every node ever accepted."""
 
@@ -50,6 +54,8 @@ class CoreMachine(RuleBasedStateMachine):
         self.parked: list[object] = []
         self.started: set[int] = set()
         self.number = 0
+        # Submits parked after the pool closed (a running parent delegating).
+        self.parked_closed: set[object] = set()
         # Fan-out claims taken and not yet given to a child, and claims parked, by node.
         self.claims: dict[Node[int], int] = {}
         self.fan_parked: dict[object, Node[int]] = {}
@@ -113,6 +119,10 @@ class CoreMachine(RuleBasedStateMachine):
                     token = object()
                     core.park_submitter(token)
                     self.parked.append(token)
+                    if core.closed:
+                        # Only a running task submitting under its own path gets here.
+                        assert caller is not None and caller is found_parent(core, path)
+                        self.parked_closed.add(token)
             return
         assert found is (parent if parent is not None and not parent.resolved else None)
         assert depth == max(len(path), caller.depth if caller else 0) + 1
@@ -406,8 +416,9 @@ class CoreMachine(RuleBasedStateMachine):
         core = self.core
         if core.holding < core.max_concurrent:
             assert not core.queue and not core.returning
-        if core.submitters:
-            assert not core.closed
+        if core.closed:
+            # close() woke every parked submit; only delegations parked since remain.
+            assert set(core.submitters) <= self.parked_closed
         for node in core.returning:
             assert node.status is TaskStatus.running and not node.holds_slot
 
