@@ -55,7 +55,7 @@ def build_agent(task: Task) -> Agent:
     run about a kilobyte and its validation.
     """
     spec = task.spec
-    at_limit = len(task.path) >= task.pool.max_depth
+    at_limit = task._node.depth >= task.pool.max_depth
     assert spec.model is not None
     model = budgeted_model(task, spec.model)
     if model is not spec.model:
@@ -170,9 +170,7 @@ class _Emitter:
             await destination.send(wrapped)
 
 
-def _record(
-    task: Task, kind: EventKind, summary: RunSummary | None, error: str | None
-) -> Record:
+def _record(task: Task, kind: EventKind, summary: RunSummary | None, error: str | None) -> Record:
     data: dict[str, str | int | float | bool | None] = {"agent": task.name}
     if summary is not None:
         data["end_reason"] = str(summary.end_reason)
@@ -252,7 +250,6 @@ def _prepare(task: Task) -> agentcore.Run:
             task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path),
             history=task.history,
         )
-    task._run = run
     task._attach(run)
     # One scope for both limits: its deadline is the earlier of the wall deadline and
     # the idle one (Task._progress pushes the latter back); which fired is told by
@@ -260,10 +257,9 @@ def _prepare(task: Task) -> agentcore.Run:
     if spec.timeout is not None or spec.idle_timeout is not None:
         now = trio.current_time()
         wall = now + spec.timeout if spec.timeout is not None else math.inf
-        task._limits = trio.CancelScope(
-            deadline=wall if spec.idle_timeout is None else min(wall, now + spec.idle_timeout)
+        task._limit(
+            wall if spec.idle_timeout is None else min(wall, now + spec.idle_timeout), wall
         )
-        task._wall_deadline = wall
     return run
 
 
@@ -275,8 +271,9 @@ def _timed_out(task: Task, run: agentcore.Run) -> TaskStatus:
         text = f"timed out after {spec.timeout:g}s"
     else:
         text = f"was idle for {spec.idle_timeout:g}s: no event within its idle_timeout"
-    task._summary = attrs.evolve(run.summary, end_reason=EndReason.timeout, error=text)
-    task._error = text
+    task._conclude(
+        "", attrs.evolve(run.summary, end_reason=EndReason.timeout, error=text), None, text
+    )
     return TaskStatus.timed_out
 
 
@@ -309,23 +306,16 @@ async def run_task(task: Task) -> TaskStatus:
             try:
                 with limits if limits is not None else _NO_LIMITS:
                     result = await run.run()
-                    task._output = result.output
-                    task._summary = result.summary
-                    task._cause = result.exception
-                    task._error = result.summary.error
-                    task._structured = result.structured
-                    task._messages = result.messages
-                    task._follow_ups_left = result.follow_ups
+                    task._conclude_run(result)
                     status = settle_budget(task, end_status(result.summary.end_reason))
             finally:
-                task._limits = None
+                task._unlimit()
                 current_task.reset(token)
             if limits is not None and limits.cancelled_caught:
                 status = _timed_out(task, run)
         else:
             # Fail closed: a task whose queueing or start cannot be audited does not run.
-            task._cause = failure
-            task._error = f"AuditError: {failure}"
+            task._conclude("", None, failure, f"AuditError: {failure}")
             status = TaskStatus.failed
     return status
 
@@ -336,18 +326,18 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     end, and hand a background task's result to its parent run (or report it
     orphaned). A checkpoint; the pool resolves the task after it.
     """
-    run = task._run
-    if task._summary is None and run is not None:
-        task._summary = run.summary
+    task._end_summary()
     hard = status is TaskStatus.cancelled
-    if task._unread or task._background or (hard and task.children):
+    node = task._node
+    if node.unread or node.background or (hard and node.children):
         with trio.CancelScope(shield=True):
             await end_children(task, hard=hard, bound=END_TIMEOUT)
     elif hard:
         # All that end_children does for a task with no children and nothing unread.
         task.cancel()
     kind = EventKind.task_cancelled if hard else EventKind.task_finished
-    task._usage_sealed = True
+    summary = task._summary
+    task._core.seal(node, summary.usage if summary is not None else None)
     if task.spec.audit is not None or task.events is not None or task.pool._observer is not None:
         await _report_end(task, kind)
     if not settle(task):
