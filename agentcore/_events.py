@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import time as _time
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -34,6 +35,15 @@ class EventKind(enum.StrEnum):
     agent_end = "agent_end"
 
 
+def wall_clock() -> float:
+    """Seconds since the epoch, the default of every event's ``time``.
+
+    It looks ``time.time`` up on each call, so a test can pin the wall clock with
+    ``monkeypatch.setattr(time, "time", ...)``.
+    """
+    return _time.time()
+
+
 @attrs.frozen(slots=True)
 class Event:
     """One thing a run did, in the order it did it.
@@ -58,6 +68,9 @@ class Event:
       usage: Tokens of a model call (model_response).
       summary: The run summary (agent_end).
       attempt: The retry's number, 1 for the first retry of a model call (retry).
+      time: Wall-clock seconds since the epoch, taken when the event was created (so
+        an exporter that reads it late still has the moment it happened). Not part of
+        equality: two events that report the same thing compare equal.
     """
 
     kind: EventKind
@@ -72,6 +85,7 @@ class Event:
     usage: Usage | None = None
     summary: RunSummary | None = None
     attempt: int = 0
+    time: float = attrs.field(factory=wall_clock, eq=False)
 
 
 #: Where a run sends its events; awaiting it may block (backpressure).

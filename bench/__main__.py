@@ -7,11 +7,11 @@ import os
 import platform
 from pathlib import Path
 
-from . import _memory, _peers, _workloads
+from . import _memory, _parked, _peers, _workloads
 from ._timing import compare, compare_latency
 
-FULL = {"w1": 2000, "w1t": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500}
-QUICK = {"w1": 100, "w1t": 100, "w2": 5_000, "w3": 50, "w4": 20, "w5": 20}
+FULL = {"w1": 2000, "w1t": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500, "w6": 10_000}
+QUICK = {"w1": 100, "w1t": 100, "w2": 5_000, "w3": 50, "w4": 20, "w5": 20, "w6": 100}
 
 
 def _load() -> str:
@@ -24,8 +24,9 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (for CI)")
-    parser.add_argument("--only", default="w1,w1t,w2,w3,w4,w5",
-                        help="comma-separated workloads (w1t: W1-typed)")
+    parser.add_argument("--only", default="w1,w1t,w2,w3,w4,w5,w6",
+                        help="comma-separated workloads (w1t: W1-typed; w6: parked-run "
+                        "memory; w1otel: W1 traced by subagent.otel, needs opentelemetry-sdk)")
     parser.add_argument("--repeat", type=int, help="runs of each case, best kept (default 5)")
     parser.add_argument("--peers", action="store_true",
                         help="W1 and W3 on the peer libraries too (medians, ratios)")
@@ -58,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
               f"audit off {off.per_op_us:.0f}: audit on/off {pool.seconds / off.seconds:.2f}x, "
               "target <= 1.15x), "
               f"bare trio {bare.per_op_us:.0f} us/run, ratio {pool.seconds / bare.seconds:.2f}x")
+    if "w1otel" in only:
+        n = sizes["w1"]
+        plain, traced = compare(
+            _workloads.w1_pool(n), _workloads.w1_pool(n, otel=True), repeat=repeat
+        )
+        print(f"W1 traced, {n} runs: subagent {plain.per_op_us:.0f} us/run, "
+              f"traced (subagent.otel, SDK, batch processor) {traced.per_op_us:.0f} us/run, "
+              f"traced/plain {traced.seconds / plain.seconds:.2f}x")
     if "w1t" in only:
         n = sizes["w1t"]
         untyped, typed = compare(
@@ -100,6 +109,15 @@ def main(argv: list[str] | None = None) -> int:
               f"subagent {pool.per_op_us:.0f} us/top run, "
               f"bare trio {bare.per_op_us:.0f} us/top run, "
               f"ratio {pool.seconds / bare.seconds:.2f}x")
+    if "w6" in only:
+        n = sizes["w6"]
+        sizes_kib = {
+            case: int(_parked.run_case(case, n)["rss_bytes_per_run"])  # type: ignore[call-overload]
+            for case in _parked.CASES
+        }
+        print(f"W6 parked runs, {n} blocked in their model call: "
+              + ", ".join(f"{case} {size / 1024:.1f} KiB/run" for case, size in sizes_kib.items())
+              + " (RSS growth; target <= 5 KiB/run)")
     return 0
 
 

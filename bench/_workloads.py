@@ -9,7 +9,7 @@ cancellation themselves.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Callable
 
 import attrs
 import trio
@@ -80,11 +80,15 @@ class BlockingModel:
 W1_ENTRIES = 10
 
 
-def w1_pool(runs: int, *, audit: bool = True, read: bool = False) -> Body:
+def w1_pool(
+    runs: int, *, audit: bool = True, read: bool = False, otel: bool = False
+) -> Body:
     """W1 on the pool; ``audit=False`` runs it without an audit sink (the ablation
     the audit's cost is measured against); ``read=True`` reads the sink's entries
     at the end, so that the time includes building the chain (a
-    :class:`~ledger.MemorySink` chains on read)."""
+    :class:`~ledger.MemorySink` chains on read); ``otel=True`` traces the pool
+    (:func:`subagent.otel.instrument`, the SDK with a ``BatchSpanProcessor`` and an
+    exporter that discards), needing ``opentelemetry-sdk``."""
 
     async def main() -> int:
         stream: subagent.Stream = subagent.Stream(64)
@@ -100,11 +104,14 @@ def w1_pool(runs: int, *, audit: bool = True, read: bool = False) -> Body:
                 defaults=subagent.Defaults(model=TwoStepModel(), audit=sink),
             ) as pool:
                 pool.register(subagent.Spec("worker", tools=(ECHO,)))
+                tracing = _traced(pool) if otel else None
                 for i in range(runs):
                     await pool.submit("worker", f"task {i}")
             stats = pool.statistics()
             assert stats.finished == runs, stats
             stream.close()
+        if tracing is not None:
+            tracing()
         assert counter.seen >= runs * 6
         if read:
             assert sink is not None
@@ -112,6 +119,33 @@ def w1_pool(runs: int, *, audit: bool = True, read: bool = False) -> Body:
         return runs
 
     return main
+
+
+def _traced(pool: subagent.Pool) -> Callable[[], None]:
+    # Instrument ``pool``; returns what checks and shuts the tracing down at the end.
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    from subagent.otel import instrument
+
+    class Discard(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Discard()))
+    handle = instrument(pool, tracer_provider=provider)
+
+    def finish() -> None:
+        stats = handle.statistics()
+        assert stats.spans_dropped == stats.observer_errors == stats.open_spans == 0, stats
+        provider.shutdown()
+
+    return finish
 
 
 @tool(name="echo", read_only=True)

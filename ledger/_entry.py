@@ -29,6 +29,17 @@ def freeze_data(data: Mapping[str, Scalar]) -> Mapping[str, Scalar]:
     if not data:
         return _EMPTY
     copy = dict(data)
+    # The common case in exact types first (every entry of a run holds a few str
+    # and int values); anything else takes the checks below, which say what is wrong.
+    for key, value in copy.items():
+        kind = type(value)
+        if type(key) is not str or not (
+            kind is str or kind is int or value is None or kind is bool
+            or (kind is float and math.isfinite(value))  # type: ignore[arg-type]
+        ):
+            break
+    else:
+        return types.MappingProxyType(copy)
     for key, value in copy.items():
         if not isinstance(key, str):
             raise TypeError(f"entry data keys must be str, not {type(key).__name__}")

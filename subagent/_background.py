@@ -57,32 +57,24 @@ def result_message(task: Task) -> Message:
 
 
 def settle(task: Task) -> bool:
-    """Account for a task that has ended: free its fan-out slot, add its tree usage to
-    its parent (unless the parent has reported its own end), and offer a background task's result
-    to its parent run's inbox. Not a checkpoint.
+    """Account for a task that has ended and reported its end (see
+    ``PoolCore.settle``: its fan-out slot, its tree usage, and a background task's
+    result offered to its parent run's inbox). Not a checkpoint.
 
     Returns False when the result is an orphan (the parent run has ended): the caller
     then reports it with :func:`orphan`.
     """
-    if task._fanout_slot is not None:
-        task._fanout_slot.release()
-        task._fanout_slot = None
-    parent = task.parent
-    if parent is not None and not parent._usage_sealed:
-        parent._child_usage = parent._child_usage + task.tree_usage
-    target = task._deliver_to
-    if target is None:
-        return True
-    target._background.discard(task)
-    if target._arrivals is not None:
-        target._arrivals.unpark_all()
-    run = target._run
-    if run is None or run.ended:
-        return False
-    read = functools.partial(_delivered, target, task)
-    run.put(Pending(result_message(task), None, on_read=read, preempts=False))
-    target._unread.append(task)
-    return True
+    target = task._node.deliver_to
+    run = target.handle._run if target is not None else None
+    inbox_open = run is not None and not run.ended
+    kept, effects = task._core.settle(task._node, inbox_open)
+    task._apply(effects)
+    if target is not None and inbox_open:
+        assert run is not None
+        parent = target.handle
+        read = functools.partial(_delivered, parent, task)
+        run.put(Pending(result_message(task), None, on_read=read, preempts=False))
+    return kept
 
 
 async def _audit(sink: Sink, kind: EventKind, bound: float, **fields: Any) -> AuditError | None:
@@ -118,11 +110,18 @@ async def _delivered(parent: Task, task: Task) -> None:
         )
         if failure is not None:
             raise failure
-    parent._unread.remove(task)
+    parent._core.read(parent._node, task._node)
     if parent.events is not None:
         await parent.events.send(
-            Event(parent.path, EventKind.result_delivered, None, parent.call_id,
-                  error=error, child=task.path, output=output)
+            Event(
+                parent.path,
+                EventKind.result_delivered,
+                None,
+                parent.call_id,
+                error=error,
+                child=task.path,
+                output=output,
+            )
         )
 
 
@@ -142,7 +141,8 @@ async def orphan(task: Task, *, bound: float) -> AuditError | None:
     sink = task.spec.audit
     failure: AuditError | None = None
     if sink is not None:
-        parent = task._deliver_to
+        target = task._node.deliver_to
+        parent = target.handle if target is not None else None
         failure = await _audit(
             sink,
             EventKind.task_orphaned,
@@ -165,8 +165,16 @@ async def orphan(task: Task, *, bound: float) -> AuditError | None:
         # A lifecycle event: it never waits (see Stream), so an orphan is never lost
         # while the stream is open.
         task.events._send_reserved(
-            Event(task.path, EventKind.task_orphaned, None, task.call_id, task._summary,
-                  reported, output=output, tree_usage=task.tree_usage)
+            Event(
+                task.path,
+                EventKind.task_orphaned,
+                None,
+                task.call_id,
+                task._summary,
+                reported,
+                output=output,
+                tree_usage=task.tree_usage,
+            )
         )
     return failure
 
@@ -180,8 +188,8 @@ async def end_children(task: Task, *, hard: bool, bound: float) -> None:
     other end cancels the background children that are not critical, waits for them
     at most ``bound`` seconds, and leaves critical ones running.
     """
-    unread, task._unread = task._unread, []
-    for child in unread:
+    for node in task._core.take_unread(task._node):
+        child = node.handle
         # The entry and the event are bounded apart: a hung sink cannot hold back the event.
         with trio.move_on_after(2 * bound):
             await orphan(child, bound=bound)
@@ -190,7 +198,7 @@ async def end_children(task: Task, *, hard: bool, bound: float) -> None:
         for child in list(task.children):
             await child._done.wait()
         return
-    stopped = [child for child in task._background if not child.spec.critical]
+    stopped = [node.handle for node in task._node.background if not node.handle.spec.critical]
     for child in stopped:
         child.cancel()
     with trio.move_on_after(bound):

@@ -17,26 +17,32 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import attrs
 import trio
 
 import ledger
 from agentcore import (
-    GateDecision,
-    GateRequest,
     RunState,
     Tool,
     ToolGate,
     Usage,
     allow_all,
-    read_only,
 )
 
 from ._checkpoints import SqliteCheckpoints
+from ._clibase import (
+    EXIT_INTERRUPTED,
+    EXIT_LEDGER,
+    EXIT_OK,
+    EXIT_PAUSED,
+    EXIT_TASK_FAILED,
+    EXIT_USAGE,
+    read_only_or_delegation,
+)
 from ._declarative import SpecFile, load_specs
 from ._delegation import SubagentTool
 from ._demo import PRICING as DEMO_PRICING
@@ -53,8 +59,10 @@ from ._stream import Stream
 from ._terminal import Screen, TerminalAnswers, TerminalApproval
 from ._view import TreeView, dollars, left, render_lines, render_rich
 
-EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, EXIT_LEDGER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_PAUSED = 4
+if TYPE_CHECKING:
+    from ._pool import Pool
+    from .otel._environment import EnvironmentTracing
+
 
 
 @attrs.define
@@ -97,18 +105,6 @@ class Display:
                 self.screen.line("  " + one_line(line))
 
 
-async def read_only_or_delegation(request: GateRequest) -> GateDecision:
-    """The command's default gate: read-only tools and delegation are allowed.
-
-    Delegating changes nothing by itself, and each subagent's own tool calls pass
-    this same gate. A checkpoint.
-    """
-    if request.tool.name == "subagent":
-        await trio.lowlevel.checkpoint()
-        return GateDecision(True, "delegation")
-    return await read_only(request)
-
-
 def choose_gate(args: argparse.Namespace, screen: Screen) -> ToolGate:
     """The gate the options ask for: ``--yes`` allows all, ``--approve`` asks on the
     terminal (answers from standard input), else :func:`read_only_or_delegation`."""
@@ -134,6 +130,7 @@ async def run_specs(
     rich: bool,
     state_file: Path | None = None,
     resume: RunState | None = None,
+    on_pool: Callable[[Pool], object] | None = None,
     checkpoints: Path | None = None,
     recover: bool = False,
 ) -> int:
@@ -141,7 +138,9 @@ async def run_specs(
     ``recover`` the tasks a crash left unfinished in ``checkpoints``) with a live
     tree, then print the output, the usage of the whole tree and the ledger's
     verification. A run that pauses is stored in ``state_file``; with
-    ``checkpoints`` every task's state is committed there. A checkpoint."""
+    ``checkpoints`` every task's state is committed there. A checkpoint.
+
+    ``on_pool`` is called with the pool once it is open (``--otel`` instruments it)."""
     names = tuple(sorted(spec.name for spec in specs.specs))
     if agent not in names and not recover:
         raise UnknownAgentError(agent, names)
@@ -167,6 +166,8 @@ async def run_specs(
                     **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp,  # type: ignore[arg-type]
                     budget=specs.budget, checkpoints=store,
                 ) as pool:
+                    if on_pool is not None:
+                        on_pool(pool)
                     pool_tools: dict[str, Tool] = {
                         "subagent": SubagentTool(pool),
                         "subagent_results": SubagentResultsTool(pool),
@@ -252,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     gates = run.add_mutually_exclusive_group()
     gates.add_argument("--approve", action="store_true", help="ask on the terminal per tool call")
     gates.add_argument("--yes", action="store_true", help="allow every tool call")
+    run.add_argument("--otel", action="store_true",
+                     help="export OpenTelemetry traces as the OTEL_* environment variables "
+                          "say (needs opentelemetry-sdk and an exporter)")
     gates.add_argument("--approve-later", type=Path, default=None, metavar="FILE",
                        help="calls that may change things wait for approval: the run "
                             "pauses and is stored in FILE")
@@ -397,11 +401,19 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
                                   ledger_path=ledger_path, screen=screen, rich=rich,
                                   state_file=args.file, resume=state)
             )
-        return trio.run(
-            lambda: run_specs(specs, args.agent, args.task, gate=gate,
-                              ledger_path=ledger_path, screen=screen, rich=rich,
-                              state_file=args.approve_later, checkpoints=args.checkpoints)
-        )
+        tracing = _tracing() if args.otel else None
+        try:
+            return trio.run(
+                lambda: run_specs(specs, args.agent, args.task, gate=gate,
+                                  ledger_path=ledger_path, screen=screen, rich=rich,
+                                  state_file=args.approve_later,
+                                  on_pool=tracing.instrument if tracing else None,
+                                  checkpoints=args.checkpoints)
+            )
+        finally:
+            if tracing is not None and not tracing.shutdown():
+                print("subagent: --otel: the exporter did not finish in time; "
+                      "the last spans may be lost", file=sys.stderr)
     except SubagentError as exc:
         print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
@@ -411,6 +423,22 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     except KeyboardInterrupt:
         print("subagent: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _tracing() -> EnvironmentTracing:
+    # The --otel setup, said on standard error; SubagentError (exit 2) when it cannot export.
+    import os
+
+    try:
+        from .otel._environment import tracing_from_environment
+    except ImportError:
+        raise SubagentError(
+            "--otel needs the otel extra: pip install 'subagent[otel]' opentelemetry-sdk"
+        ) from None
+    tracing = tracing_from_environment(os.environ)
+    print(f"subagent: --otel: exporting traces to {', '.join(tracing.exporters)}",
+          file=sys.stderr)
+    return tracing
 
 
 def _temporal(args: argparse.Namespace, out: TextIO) -> int:

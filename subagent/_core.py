@@ -13,127 +13,52 @@ tests/proof/test_core.py).
 
 from __future__ import annotations
 
-import enum
 import weakref
 from collections import deque
-from typing import Generic, TypeVar
-
-import attrs
 
 from ._errors import MaxDepthError, PoolClosedError
+from ._family import FamilyRules
+from ._node import (
+    TRANSITIONS,
+    Arrived,
+    CancelRun,
+    Effect,
+    FanoutFull,
+    Grant,
+    H,
+    IllegalTransition,
+    Node,
+    Path,
+    QueueFull,
+    Resolve,
+    StartRunner,
+    TaskStatus,
+    WakeFanout,
+    WakeSubmitter,
+)
 from ._statistics import PoolStatistics
 
-#: An AgentPath (``agentcore.AgentPath``): kept as a plain tuple here.
-Path = tuple[str, ...]
-
-#: The shell's handle of a node (subagent.Task), opaque to the core.
-H = TypeVar("H")
-
-
-class TaskStatus(enum.StrEnum):
-    """Where a :class:`Task` is in its life."""
-
-    queued = "queued"
-    """Accepted, waiting for a concurrency slot."""
-    running = "running"
-    """Started and not ended (also while it waits for a subagent)."""
-    finished = "finished"
-    """Ended ``stop``, ``max_turns`` or ``interrupted``: it has a Result."""
-    failed = "failed"
-    """Its run ended ``error``."""
-    timed_out = "timed_out"
-    """Its run exceeded the spec's ``timeout`` or ``idle_timeout``."""
-    cancelled = "cancelled"
-    """Cancelled, before or while running."""
-    paused = "paused"
-    """Its run paused: a gate deferred a call to a human (``Task.state``; resume it
-    with :meth:`Pool.resume`)."""
+__all__ = [
+    "TRANSITIONS",
+    "Arrived",
+    "CancelRun",
+    "Effect",
+    "FanoutFull",
+    "Grant",
+    "IllegalTransition",
+    "Node",
+    "Path",
+    "PoolCore",
+    "QueueFull",
+    "Resolve",
+    "StartRunner",
+    "TaskStatus",
+    "WakeFanout",
+    "WakeSubmitter",
+]
 
 
-#: Every legal move of a task's status; anything else raises IllegalTransition.
-TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
-    TaskStatus.queued: frozenset({TaskStatus.running, TaskStatus.cancelled}),
-    TaskStatus.running: frozenset(
-        {TaskStatus.finished, TaskStatus.failed, TaskStatus.timed_out, TaskStatus.cancelled,
-         TaskStatus.paused}
-    ),
-}
-
-
-class IllegalTransition(RuntimeError):
-    """A core method was called in a state where its transition is not legal (a bug
-    in the shell, never a remote failure); the core is unchanged."""
-
-
-class QueueFull(Exception):
-    """The queue holds ``max_queued`` tasks (the shell raises ``trio.WouldBlock``)."""
-
-
-@attrs.define(eq=False, repr=False, weakref_slot=True)
-class Node(Generic[H]):
-    """The core's record of one accepted task. Only :class:`PoolCore` writes its fields."""
-
-    path: Path
-    parent: Node[H] | None
-    #: The shell's handle (the Task); the core never looks inside it.
-    handle: H
-    children: list[Node[H]] = attrs.field(factory=list)
-    status: TaskStatus = TaskStatus.queued
-    #: Invariant: only a running node holds a slot; PoolCore.holding counts them.
-    holds_slot: bool = False
-    #: Calls lending this node's slot now; the slot is lent by the first, taken back
-    #: after the last.
-    lending: int = 0
-    #: The child its lending call waits for alone (the slot goes straight back to it).
-    awaiting: Node[H] | None = None
-    #: Whether a cancel reached it (mirrors its run's cancel scope).
-    cancel_called: bool = False
-    #: Whether it has resolved (the shell's ``done``); it is then out of ``live``.
-    resolved: bool = False
-
-    def __repr__(self) -> str:
-        return f"<Node {'/'.join(self.path)} {self.status}>"
-
-
-@attrs.frozen
-class StartRunner(Generic[H]):
-    """Start the runner of a newly accepted task (in the pool's nursery)."""
-
-    node: Node[H]
-
-
-@attrs.frozen
-class Grant(Generic[H]):
-    """The node holds a slot now: wake its runner (or its take-back) if it waits."""
-
-    node: Node[H]
-
-
-@attrs.frozen
-class WakeSubmitter:
-    """A submit parked on the full queue may try again (``token`` is what it parked)."""
-
-    token: object
-
-
-@attrs.frozen
-class CancelRun(Generic[H]):
-    """Cancel the node's run (its scope, and a shielded take-back in progress)."""
-
-    node: Node[H]
-
-
-@attrs.frozen
-class Resolve(Generic[H]):
-    """The task has resolved: wake whoever waits for it."""
-
-    node: Node[H]
-
-
-Effect = StartRunner[H] | Grant[H] | WakeSubmitter | CancelRun[H] | Resolve[H]
-
-
-class PoolCore(Generic[H]):
+class PoolCore(FamilyRules[H]):
     """The pool's rules: slots, queue, the task tree, lending, cancels, closing.
 
     Every mutator is synchronous, raises before changing anything when its move is
@@ -182,18 +107,30 @@ class PoolCore(Generic[H]):
 
     # -- accepting ---------------------------------------------------------------
 
-    def admit(self, name: str, parent_path: Path, caller: Node[H] | None) -> Node[H] | None:
+    def admit(
+        self, name: str, parent_path: Path, caller: Node[H] | None
+    ) -> tuple[Node[H] | None, int]:
         """Check that a task ``name`` may be accepted under ``parent_path`` now, for a
-        submit made by ``caller`` (the running task whose run submits, if any); return
-        its parent node (None at the root or under a path with no live task).
+        submit made by ``caller`` (the task of this pool whose run submits, if any);
+        return its parent node (None at the root or under a path with no live task)
+        and its depth (the Node's ``depth``).
+
+        A task's depth is its path's length, or one more than its caller's depth if
+        that is deeper: a run cannot start work beyond ``max_depth`` by submitting it
+        under a shorter path (``parent_path=()``).
 
         Raises:
-          MaxDepthError: the path is at the depth limit.
+          MaxDepthError: the path, or the caller, is at the depth limit.
           PoolClosedError: the pool was cancelled, or it is closed and the caller is
             not the running parent.
           QueueFull: the queue is full.
         """
-        if len(parent_path) >= self.max_depth:
+        depth = len(parent_path)
+        if caller is not None and caller.depth > depth:
+            depth = caller.depth
+            if depth >= self.max_depth:
+                raise MaxDepthError(name, parent_path, self.max_depth, caller.path, depth + 1)
+        if depth >= self.max_depth:
             raise MaxDepthError(name, parent_path, self.max_depth)
         if self.aborted:
             raise PoolClosedError("the pool was cancelled: it accepts no new tasks")
@@ -205,14 +142,22 @@ class PoolCore(Generic[H]):
             raise PoolClosedError("the pool is closed: it accepts no new tasks")
         if len(self.queue) >= self.max_queued:
             raise QueueFull
-        return parent
+        return parent, depth + 1
 
-    def accept(self, node: Node[H]) -> list[Effect[H]]:
-        """Take ``node`` (admitted just before, not yet seen) into the queue."""
+    def accept(
+        self, node: Node[H], *, fanout: bool = False, background: bool = False
+    ) -> list[Effect[H]]:
+        """Take ``node`` (admitted just before, not yet seen) into the queue.
+
+        ``fanout``: it takes the fan-out slot of its parent claimed for it
+        (:meth:`claim_fanout`); ``background``: its result is delivered into its
+        parent's run (see :meth:`settle`).
+        """
         if node.path in self.live or node.status is not TaskStatus.queued:
             raise IllegalTransition(f"{node!r} was accepted already")
         if len(self.queue) >= self.max_queued:
             raise IllegalTransition("accept without admit: the queue is full")
+        self._adopt(node, fanout, background)
         self.accepted += 1
         self.live[node.path] = node
         self.queue.append(node)

@@ -13,14 +13,9 @@ import trio
 import agentcore
 from agentcore import ArgumentsError, Liveness, Tool, load_arguments
 
+from . import _pool as shell
 from ._current import current_task
-from ._errors import (
-    InvalidArgumentsError,
-    MaxChildrenError,
-    SubagentError,
-    TaskPaused,
-    format_path,
-)
+from ._errors import InvalidArgumentsError, SubagentError, TaskPaused, format_path
 from ._reply import with_output
 from ._resumable import Names, check_resumable
 
@@ -121,7 +116,7 @@ async def lend_slot(pool: Pool, caller: Task | None, fn: Callable[[], Awaitable[
     """
     if caller is None:
         return await fn()
-    return await pool._lend_slot(caller, fn)
+    return await shell.lend_slot(pool, caller, fn)
 
 
 class SubagentTool:
@@ -193,8 +188,7 @@ class SubagentTool:
         allowed = self.offered(caller)
         listing = ", ".join(repr(name) for name in allowed)
         raise _invalid(
-            f"'agent' must be one of the agents this run may delegate to ({listing}), "
-            f"not {agent!r}"
+            f"'agent' must be one of the agents this run may delegate to ({listing}), not {agent!r}"
             if allowed
             else f"this run may not delegate to any agent (asked for {agent!r})"
         )
@@ -263,8 +257,7 @@ class SubagentTool:
         if not wait:
             if caller is None:
                 raise SubagentError(
-                    "wait: false is only open to runs of the pool's tasks; "
-                    "call with wait: true"
+                    "wait: false is only open to runs of the pool's tasks; call with wait: true"
                 )
             path = await self._start(caller, agent, text)
             return json.dumps({"agent": agent, "path": list(path), "status": "started"})
@@ -282,45 +275,23 @@ class SubagentTool:
             ) from None
         return with_output({"agent": agent, "path": list(child.path)}, child, child._output)
 
-    async def _child_slot(self, caller: Task, agent: str) -> trio.Semaphore:
-        # A fan-out slot of the caller's run, waiting at most children_timeout for one.
-        pool = self.pool
-        slots = caller._fanout
-        if slots is None:
-            limit = caller.spec.max_children
-            limit = limit if limit is not None else pool.max_children
-            slots = caller._fanout = trio.Semaphore(limit, max_value=limit)
-        try:
-            slots.acquire_nowait()
-        except trio.WouldBlock:
-            pass
-        else:
-            return slots
-        timeout = pool.children_timeout
-        with trio.move_on_after(timeout):
-            await lend_slot(pool, caller, slots.acquire)
-            return slots
-        raise MaxChildrenError(
-            f"cannot start agent {agent!r}: run {format_path(caller.path)} has reached its "
-            f"limit of {slots.max_value} live subagents (max_children) and none ended "
-            f"within {timeout:g}s; wait for results or work without delegating"
-        )
-
     async def _start(self, caller: Task, agent: str, text: str) -> tuple[str, ...]:
-        slots = await self._child_slot(caller, agent)
+        pool = self.pool
+        await shell.claim_child(pool, caller, agent)
         call_id = _delegating_call()
         try:
             try:
-                child = self.pool._accept(agent, text, caller.path, None, call_id, slots, True)
+                child = shell.accept_child(pool, caller, agent, text, call_id, True)
             except trio.WouldBlock:
                 child = await lend_slot(
-                    self.pool,
+                    pool,
                     caller,
-                    lambda: self.pool._submit(agent, text, caller.path, None, call_id,
-                                              slots, True),
+                    lambda: shell.submit_child(
+                        pool, caller, caller.path, agent, text, call_id, True
+                    ),
                 )
         except BaseException:
-            slots.release()
+            shell.release_child(pool, caller)
             raise
         await trio.lowlevel.cancel_shielded_checkpoint()
         return child.path
@@ -334,23 +305,25 @@ class SubagentTool:
         fallback_timeout: float,
     ) -> Task:
         # The child, once it has ended with a result.
+        pool = self.pool
         call_id = _delegating_call() if caller is not None else None
         resume = agentcore.resumed_call_state()
         if resume is not None:
             # A resumed run calls again for a subagent that paused: continue that run.
-            spec = self.pool.specs[agent]
+            spec = pool.specs[agent]
             check_resumable(Names(spec.agent_id, {t.name: t for t in spec.tools}), resume)
-        slots = await self._child_slot(caller, agent) if caller is not None else None
+        if caller is not None:
+            await shell.claim_child(pool, caller, agent)
         try:
-            child = await self.pool._submit(
-                agent, text, parent_path, None, call_id, slots, resume=resume
+            child = await shell.submit_child(
+                pool, caller, parent_path, agent, text, call_id, resume=resume
             )
         except BaseException:
-            if slots is not None:
-                slots.release()
+            if caller is not None:
+                shell.release_child(pool, caller)
             raise
         if caller is not None:
-            self.pool._await_child(caller, child)
+            shell.await_child(pool, caller, child)
         spec = child.spec
         bound = math.inf if spec.timeout or spec.idle_timeout else fallback_timeout
         try:
@@ -377,8 +350,7 @@ class SubagentTool:
                 and not caller._scope.cancel_called
                 and not child.done
             ):
-                child._deliver_to = caller
-                caller._background.add(child)
+                shell.to_background(pool, caller, child)
             else:
                 child.cancel()
                 with trio.CancelScope(shield=True):
@@ -386,7 +358,7 @@ class SubagentTool:
             raise
         finally:
             if caller is not None:
-                self.pool._stop_awaiting(caller, child)
+                shell.stop_awaiting(pool, caller, child)
 
 
 def limit_delegation(tools: tuple[Tool, ...], agents: Iterable[str]) -> tuple[Tool, ...]:

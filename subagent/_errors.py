@@ -45,10 +45,24 @@ class MaxDepthError(SubagentError):
       max_depth: The pool's limit.
     """
 
-    def __init__(self, name: str, parent_path: AgentPath, max_depth: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        parent_path: AgentPath,
+        max_depth: int,
+        caller: AgentPath | None = None,
+        depth: int | None = None,
+    ) -> None:
+        if caller is not None and depth is not None:
+            where = (
+                f" from within the run of {format_path(caller)}: that would be depth "
+                f"{depth} (a task started from within a run counts one level below it)"
+            )
+        else:
+            where = f": that would be depth {len(parent_path) + 1}"
         super().__init__(
-            f"cannot run agent {name!r} under {format_path(parent_path)}: that would be depth "
-            f"{len(parent_path) + 1}, and the pool's max_depth is {max_depth}"
+            f"cannot run agent {name!r} under {format_path(parent_path)}{where}, "
+            f"and the pool's max_depth is {max_depth}"
         )
         self.parent_path = parent_path
         self.max_depth = max_depth

@@ -8,6 +8,7 @@ import attrs
 
 import agentcore
 from agentcore import AgentPath, RunSummary, Usage
+from agentcore._events import wall_clock
 
 from ._budget import BudgetReport
 
@@ -67,6 +68,12 @@ class LoopStall:
     stack: str
 
 
+def _event_time(event: Event) -> float:
+    # A run's event keeps the moment the run emitted it; a pool event is stamped now.
+    inner = event.event
+    return inner.time if inner is not None else wall_clock()
+
+
 @attrs.frozen(slots=True)
 class Event:
     """One event, tagged with the AgentPath of the run (or task) it concerns.
@@ -87,6 +94,9 @@ class Event:
         resolved (``task_finished``, ``task_cancelled``, ``task_orphaned``).
       stall: What the loop watchdog saw (``event_loop_blocked``).
       budget: The limit, spend and path concerned (``budget_warning``, ``budget_exceeded``).
+      time: Wall-clock seconds since the epoch when the event was created: the
+        agentcore event's own ``time`` for a run's event, else taken now. Not part of
+        equality.
     """
 
     path: AgentPath
@@ -100,3 +110,6 @@ class Event:
     tree_usage: Usage | None = None
     stall: LoopStall | None = None
     budget: BudgetReport | None = None
+    time: float = attrs.field(
+        default=attrs.Factory(_event_time, takes_self=True), eq=False
+    )

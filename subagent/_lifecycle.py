@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -21,9 +23,10 @@ from ._core import TaskStatus
 from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation
 from ._events import Event, EventKind
-from ._recovery import checkpointer_of
+from ._recovery import commit_checkpoint
 from ._results import SubagentResultsTool
-from ._spec import agent_settings
+from ._spec import Spec, agent_settings
+from ._stream import Stream
 from ._task import Task, end_status
 
 #: Appended to every subagent's system prompt (SPEC 3.4, isolation).
@@ -41,15 +44,58 @@ END_TIMEOUT = 5.0
 
 
 def build_agent(task: Task) -> Agent:
-    """A fresh Agent for ``task``: its spec's configuration plus the subagent framing.
+    """The Agent for ``task``: its spec's configuration plus the subagent framing.
 
     At the depth limit the delegation tools (:class:`SubagentTool`,
     :class:`SubagentResultsTool`) are left out, so the model is not offered them;
     with ``Spec.delegates_to`` the delegation tool offers only those agents.
+
+    An Agent is configuration only and depends on nothing but the spec and whether
+    the task is at the depth limit, so the tasks of one spec share it (one Agent per
+    spec and depth class, dropped with the spec): building one per task cost each
+    run about a kilobyte and its validation.
     """
     spec = task.spec
+    at_limit = task._node.depth >= task.pool.max_depth
+    assert spec.model is not None
+    model = budgeted_model(task, spec.model)
+    if task.pool.checkpoints is not None:
+        # Checkpointed: its Agent carries the checkpointer (not shared with other pools).
+        return _new_agent(spec, at_limit, model, commit_checkpoint)
+    if model is not spec.model:
+        # A budget covers this task: its run calls the model through its own meter.
+        return _new_agent(spec, at_limit, model)
+    key = id(spec)
+    cached = _agents.get(key)
+    if cached is not None and cached[0]() is spec:
+        agent: Agent | None = cached[2] if at_limit else cached[1]
+        if agent is None:
+            agent = _new_agent(spec, at_limit, model)
+            cached[2 if at_limit else 1] = agent
+        return agent
+    agent = _new_agent(spec, at_limit, model)
+    ref = weakref.ref(spec, lambda ref: _forget(key, ref))
+    _agents[key] = [ref, None, agent] if at_limit else [ref, agent, None]
+    return agent
+
+
+# id(spec) -> [a weak reference to the spec, its Agent below the depth limit, its
+# Agent at the limit]; an entry goes when its spec is collected (ids are reused).
+_agents: dict[int, list[Any]] = {}
+
+
+def _forget(key: int, ref: weakref.ref[Spec]) -> None:
+    cached = _agents.get(key)
+    if cached is not None and cached[0] is ref:
+        del _agents[key]
+
+
+def _new_agent(
+    spec: Spec, at_limit: bool, model: agentcore.ChatModel,
+    checkpoint: agentcore.Checkpointer | None = None,
+) -> Agent:
     tools = spec.tools
-    if len(task.path) >= task.pool.max_depth:
+    if at_limit:
         tools = tuple(t for t in tools if not isinstance(t, SubagentTool | SubagentResultsTool))
     elif spec.delegates_to is not None:
         tools = limit_delegation(tools, spec.delegates_to)
@@ -57,16 +103,15 @@ def build_agent(task: Task) -> Agent:
     limits: dict[str, Any] = {}
     if spec.max_turns is not None:
         limits["max_turns"] = spec.max_turns
-    assert spec.model is not None
     return Agent(
-        model=budgeted_model(task, spec.model),
+        model=model,
         tools=tools,
         system_prompt=prompt,
         agent_id=spec.agent_id,
         gate=spec.gate,
         audit=spec.audit,
         max_messages=spec.max_messages,
-        checkpoint=checkpointer_of(task),
+        checkpoint=checkpoint,
         **limits,
         **agent_settings(spec),
     )
@@ -78,43 +123,62 @@ def _emitter(task: Task) -> agentcore.EventSink | None:
     # call it runs in from agentcore.current_tool_call(), not from events). The run
     # then skips its start and end emits.
     destination = task.events
-    if destination is None:
+    observe = task.pool._observer
+    if destination is None and observe is None:
         above: Task | None = task
         while above is not None and above.spec.idle_timeout is None:
             above = above.parent
         if above is None:
             return None
-    path = task.path
-    call_id = task.call_id
-    start_dropped = False
+    return _Emitter(task, destination, observe)
 
-    async def emit(event: agentcore.Event) -> None:
+
+class _Emitter:
+    """A run's event sink in the pool: pushes back the idle watchdogs, shows the
+    event to the pool's observer (``subagent.otel``), if any, then sends it to the
+    task's stream, if any. (A slotted object rather than a closure: a closure and its
+    cells cost a parked run about twice the bytes.)"""
+
+    __slots__ = ("destination", "observe", "start_dropped", "task")
+
+    def __init__(
+        self, task: Task, destination: Stream | None, observe: Callable[[Event], None] | None
+    ) -> None:
+        self.task = task
+        self.destination = destination
+        self.observe = observe
+        self.start_dropped = False
+
+    async def __call__(self, event: agentcore.Event) -> None:
         # The run's events wait for room within the task's limits; once the run has
         # ended (its summary is set), its end never waits: see Stream.
-        nonlocal start_dropped
+        task = self.task
         task._progress()
+        destination = self.destination
+        observe = self.observe
+        if destination is None and observe is None:
+            return
         kind = event.kind
+        wrapped = Event(task.path, kind, event, task.call_id)
+        if observe is not None:
+            observe(wrapped)
         if destination is None:
             return
         run = task._run
         if run is not None and run.summary is not None:
-            if start_dropped and kind is agentcore.EventKind.agent_end:
-                destination._drop_unpaired(Event(path, kind, event, call_id))
+            if self.start_dropped and kind is agentcore.EventKind.agent_end:
+                destination._drop_unpaired(wrapped)
             else:
-                destination._send_reserved(Event(path, kind, event, call_id))
+                destination._send_reserved(wrapped)
         elif kind is agentcore.EventKind.agent_start:
             dropped = destination._dropped
-            await destination.send(Event(path, kind, event, call_id))
-            start_dropped = destination._dropped != dropped
+            await destination.send(wrapped)
+            self.start_dropped = destination._dropped != dropped
         else:
-            await destination.send(Event(path, kind, event, call_id))
-
-    return emit
+            await destination.send(wrapped)
 
 
-def _record(
-    task: Task, kind: EventKind, summary: RunSummary | None, error: str | None
-) -> Record:
+def _record(task: Task, kind: EventKind, summary: RunSummary | None, error: str | None) -> Record:
     data: dict[str, str | int | float | bool | None] = {"agent": task.name}
     if summary is not None:
         data["end_reason"] = str(summary.end_reason)
@@ -141,8 +205,13 @@ async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
         failure = await _audit(sink, _record(task, kind, None, None))
         if failure is not None:
             return failure
-    if task.events is not None:
-        task.events._send_reserved(Event(task.path, kind, None, task.call_id))
+    observe = task.pool._observer
+    if task.events is not None or observe is not None:
+        tagged = Event(task.path, kind, None, task.call_id)
+        if observe is not None:
+            observe(tagged)
+        if task.events is not None:
+            task.events._send_reserved(tagged)
     return None
 
 
@@ -158,12 +227,15 @@ async def _report_end(task: Task, kind: EventKind) -> None:
             await record_within(sink, entry, END_TIMEOUT, shield=True)
         except AuditError as failure:
             error = error or f"AuditError: {failure}"
-    if task.events is not None:
+    observe = task.pool._observer
+    if task.events is not None or observe is not None:
         summary = task._summary
         usage = task.tree_usage if summary is not None else None
-        task.events._send_reserved(
-            Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
-        )
+        tagged = Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
+        if observe is not None:
+            observe(tagged)
+        if task.events is not None:
+            task.events._send_reserved(tagged)
 
 
 async def _audit(sink: Sink, entry: Record) -> AuditError | None:
@@ -175,7 +247,8 @@ async def _audit(sink: Sink, entry: Record) -> AuditError | None:
     return None
 
 
-async def _execute(task: Task) -> TaskStatus:
+def _prepare(task: Task) -> agentcore.Run:
+    # The task's run, and its limits scope (task._limits; none without limits).
     spec = task.spec
     if task._resume is not None:
         # Pool.resume checked the state against the spec.
@@ -185,41 +258,30 @@ async def _execute(task: Task) -> TaskStatus:
             task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path),
             history=task.history,
         )
-    task._run = run
     task._attach(run)
-    token = current_task.set(task)
     # One scope for both limits: its deadline is the earlier of the wall deadline and
     # the idle one (Task._progress pushes the latter back); which fired is told by
     # the wall deadline. A run with neither limit runs without one.
-    now = trio.current_time()
-    wall = now + spec.timeout if spec.timeout is not None else math.inf
-    limits: trio.CancelScope | contextlib.nullcontext[None] = _NO_LIMITS
     if spec.timeout is not None or spec.idle_timeout is not None:
-        limits = task._limits = trio.CancelScope(
-            deadline=wall if spec.idle_timeout is None else min(wall, now + spec.idle_timeout)
+        now = trio.current_time()
+        wall = now + spec.timeout if spec.timeout is not None else math.inf
+        task._limit(
+            wall if spec.idle_timeout is None else min(wall, now + spec.idle_timeout), wall
         )
-        task._wall_deadline = wall
-    try:
-        with limits:
-            result = await run.run()
-            task._output = result.output
-            task._structured = result.structured
-            task._summary = result.summary
-            task._cause = result.exception
-            task._error = result.summary.error
-            task._messages = result.messages
-            task._follow_ups_left = result.follow_ups
-            return settle_budget(task, end_status(result.summary.end_reason))
-    finally:
-        task._limits = None
-        current_task.reset(token)
+    return run
+
+
+def _timed_out(task: Task, run: agentcore.Run) -> TaskStatus:
+    # The run ended by its limits scope: which limit fired is told by the wall deadline.
+    spec = task.spec
     assert run.summary is not None
-    if trio.current_time() >= wall:
+    if trio.current_time() >= task._wall_deadline:
         text = f"timed out after {spec.timeout:g}s"
     else:
         text = f"was idle for {spec.idle_timeout:g}s: no event within its idle_timeout"
-    task._summary = attrs.evolve(run.summary, end_reason=EndReason.timeout, error=text)
-    task._error = text
+    task._conclude(
+        "", attrs.evolve(run.summary, end_reason=EndReason.timeout, error=text), None, text
+    )
     return TaskStatus.timed_out
 
 
@@ -245,11 +307,23 @@ async def run_task(task: Task) -> TaskStatus:
         if failure is None:
             failure = await _report_start(task, EventKind.task_started)
         if failure is None:
-            status = await _execute(task)
+            # Inline rather than a coroutine of its own: one frame fewer per parked run.
+            run = _prepare(task)
+            limits = task._limits
+            token = current_task.set(task)
+            try:
+                with limits if limits is not None else _NO_LIMITS:
+                    result = await run.run()
+                    task._conclude_run(result)
+                    status = settle_budget(task, end_status(result.summary.end_reason))
+            finally:
+                task._unlimit()
+                current_task.reset(token)
+            if limits is not None and limits.cancelled_caught:
+                status = _timed_out(task, run)
         else:
             # Fail closed: a task whose queueing or start cannot be audited does not run.
-            task._cause = failure
-            task._error = f"AuditError: {failure}"
+            task._conclude("", None, failure, f"AuditError: {failure}")
             status = TaskStatus.failed
     return status
 
@@ -260,19 +334,19 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     end, and hand a background task's result to its parent run (or report it
     orphaned). A checkpoint; the pool resolves the task after it.
     """
-    run = task._run
-    if task._summary is None and run is not None:
-        task._summary = run.summary
+    task._end_summary()
     hard = status is TaskStatus.cancelled
-    if task._unread or task._background or (hard and task.children):
+    node = task._node
+    if node.unread or node.background or (hard and node.children):
         with trio.CancelScope(shield=True):
             await end_children(task, hard=hard, bound=END_TIMEOUT)
     elif hard:
         # All that end_children does for a task with no children and nothing unread.
         task.cancel()
     kind = EventKind.task_cancelled if hard else EventKind.task_finished
-    task._usage_sealed = True
-    if task.spec.audit is not None or task.events is not None:
+    summary = task._summary
+    task._core.seal(node, summary.usage if summary is not None else None)
+    if task.spec.audit is not None or task.events is not None or task.pool._observer is not None:
         await _report_end(task, kind)
     if not settle(task):
         with trio.move_on_after(2 * END_TIMEOUT, shield=True):

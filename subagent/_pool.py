@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -15,13 +14,17 @@ from agentcore import AgentPath, Message
 from ._budgeted import Budgets
 from ._checkpoints import CheckpointError, SqliteCheckpoints
 from ._core import (
+    Arrived,
     CancelRun,
     Effect,
+    FanoutFull,
     Grant,
     PoolCore,
     QueueFull,
+    Resolve,
     StartRunner,
     TaskStatus,
+    WakeFanout,
     WakeSubmitter,
 )
 from ._current import current_task
@@ -34,11 +37,13 @@ from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
 from ._stream import Stream
 from ._task import Task
+from ._waits import Waits
 
 if TYPE_CHECKING:
     from agentcore import Tool
 
     from ._budget import Budget
+    from ._events import Event
     from .mcp._sessions import McpSessions
 
 _T = TypeVar("_T")
@@ -50,18 +55,7 @@ Runner = tuple[
 ]
 
 
-def run_ending(task: Task) -> bool:
-    """Whether ``task``'s run is being ended from outside a tool call: the task was
-    cancelled, its run aborted, or its ``timeout`` or ``idle_timeout`` passed."""
-    run = task._run
-    return (
-        task._scope.cancel_called
-        or (run is not None and run.abort_requested)
-        or (task._limits is not None and task._limits.cancel_called)
-    )
-
-
-class Pool:
+class Pool(Waits):
     """Runs subagent tasks: at most ``max_concurrent`` at once, at most ``max_queued`` waiting.
 
     Create it with :func:`open_pool`; every task runs in that block's nursery.
@@ -109,6 +103,10 @@ class Pool:
         self._budgets = Budgets(budget, nursery.start_soon, defaults.audit, events)
         # Runs parked taking their slot back (see _take_back), by task.
         self._parked: dict[Task, trio.lowlevel.Task] = {}
+        # Sees every event of every task (set from outside, e.g. subagent.otel): called
+        # on the trio thread before the event goes to its destination, with or without
+        # one; it must not block or raise. Read once per task when its run starts.
+        self._observer: Callable[[Event], None] | None = None
 
     def __repr__(self) -> str:
         core = self._core
@@ -175,8 +173,11 @@ class Pool:
     ) -> Task:
         """Queue a run of agent ``name`` on ``input`` and return its Task. A checkpoint.
 
-        It waits only while the queue is full. Cancelling it while it waits
-        leaves no trace in the pool.
+        It waits only while the queue is full, or while the task under
+        ``parent_path`` (if one is live) has ``max_children`` live children: like a
+        delegation, it then waits at most the pool's ``children_timeout`` for one to
+        end (lending the caller's slot when the caller is that task's run).
+        Cancelling it while it waits leaves no trace in the pool.
 
         Args:
           name: A registered spec's name.
@@ -195,7 +196,10 @@ class Pool:
           InvalidHistoryError: ``history`` is not fit to start a run from, or is
             over the pool's ``max_history_messages`` or ``max_history_bytes``.
           UnknownAgentError: no spec has that name.
-          MaxDepthError: ``len(parent_path) >= max_depth``.
+          MaxDepthError: ``len(parent_path) >= max_depth``, or the submit comes from
+            the run of a task of this pool at depth ``max_depth`` (a task started from
+            within a run is one level below it, whatever ``parent_path`` says).
+          MaxChildrenError: the parent's fan-out stayed full for ``children_timeout``.
           PoolClosedError: the pool is closed, or closes while this waits.
         """
         past = check_history(history, self.history_limits)
@@ -208,33 +212,51 @@ class Pool:
         parent_path: AgentPath,
         events: Stream | None,
         call_id: str | None,
-        fanout: trio.Semaphore | None = None,
+        claimed: Task | None = None,
         background: bool = False,
         *,
         history: tuple[Message, ...] = (),
         resume: agentcore.RunState | None = None,
     ) -> Task:
+        # ``claimed``: a fan-out slot of that task, claimed by the caller for this
+        # child (the caller gives it back if this raises).
         await trio.lowlevel.checkpoint_if_cancelled()
         core = self._core
-        while True:
-            try:
-                task = self._accept(
-                    name, input, parent_path, events, call_id, fanout, background,
-                    history=history, resume=resume,
-                )
-            except trio.WouldBlock:
-                # Park until the core wakes this submit; a cancel withdraws it.
-                token = trio.lowlevel.current_task()
-                core.park_submitter(token)
+        own: Task | None = None  # a fan-out slot claimed here, given back if this raises
+        try:
+            while True:
+                if own is not None and own._node.resolved:
+                    # The parent resolved while this waited: no fan-out any more.
+                    self._apply(core.release_fanout(own._node))
+                    own = None
+                try:
+                    task = self._accept(
+                        name, input, parent_path, events, call_id, claimed or own, background,
+                        history=history, resume=resume,
+                    )
+                except trio.WouldBlock:
+                    # Park until the core wakes this submit; a cancel withdraws it.
+                    token = trio.lowlevel.current_task()
+                    core.park_submitter(token)
 
-                def abort(_: object) -> trio.lowlevel.Abort:
-                    core.withdraw_submitter(token)  # noqa: B023 (called before the next loop)
-                    return trio.lowlevel.Abort.SUCCEEDED
+                    def abort(_: object) -> trio.lowlevel.Abort:
+                        core.withdraw_submitter(token)  # noqa: B023 (called before the next loop)
+                        return trio.lowlevel.Abort.SUCCEEDED
 
-                await trio.lowlevel.wait_task_rescheduled(abort)
-            else:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                return task
+                    await trio.lowlevel.wait_task_rescheduled(abort)
+                except FanoutFull as full:
+                    parent: Task = full.node.handle
+                    lend = current_task.get() is parent
+                    if await self._claim_child(parent, name, lend):
+                        own = parent
+                else:
+                    own = None
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                    return task
+        except BaseException:
+            if own is not None:
+                self._apply(core.release_fanout(own._node))
+            raise
 
     async def resume(
         self, state: agentcore.RunState, *, name: str | None = None, events: Stream | None = None
@@ -285,12 +307,14 @@ class Pool:
         events: Stream | None = None,
         history: Iterable[Message] = (),
     ) -> Task:
-        """Like :meth:`submit`, but raise ``trio.WouldBlock`` if the queue is full.
-
-        Not a checkpoint.
+        """Like :meth:`submit`, but raise ``trio.WouldBlock`` where it would wait:
+        the queue is full, or the parent's fan-out is. Not a checkpoint.
         """
         past = check_history(history, self.history_limits)
-        return self._accept(name, input, tuple(parent_path), events, None, history=past)
+        try:
+            return self._accept(name, input, tuple(parent_path), events, None, history=past)
+        except FanoutFull:
+            raise trio.WouldBlock from None
 
     def _accept(
         self,
@@ -299,13 +323,14 @@ class Pool:
         parent_path: AgentPath,
         events: Stream | None,
         call_id: str | None,
-        fanout: trio.Semaphore | None = None,
+        claimed: Task | None = None,
         background: bool = False,
         *,
         history: tuple[Message, ...] = (),
         resume: agentcore.RunState | None = None,
     ) -> Task:
-        # ``fanout``: the parent's max_children slot the task holds until it ends;
+        # ``claimed``: the parent's fan-out slot claimed for this child, which it then
+        # holds until it settles (else one is claimed here, or FanoutFull raised);
         # ``background``: deliver its result into the parent run (see _background.py);
         # ``resume``: the paused run's state the task continues (Pool.resume).
         spec = self._specs.get(name)
@@ -314,30 +339,42 @@ class Pool:
         caller = current_task.get()
         core = self._core
         try:
-            parent_node = core.admit(
-                name, parent_path, caller._node if caller is not None else None
+            parent_node, depth = core.admit(
+                name,
+                parent_path,
+                caller._node if caller is not None and caller.pool is self else None,
             )
         except QueueFull:
             raise trio.WouldBlock from None
         parent = parent_node.handle if parent_node is not None else None
-        if events is None:
-            events = parent.events if parent is not None else self.events
-        # A task started from within a run is bounded by that run's gate too.
-        spec = delegated(spec, agentcore.current_run())
-        budget = self._budgets.admit(spec, parent, parent_path)
-        path = (*parent_path, f"{name}/{next(self._numbers):04d}")
-        task = Task(
-            path, name, input, spec, self, parent, events, call_id, core, self._apply,
-            history=history,
-        )
+        claim = False
+        if parent_node is not None:
+            if claimed is not None:
+                assert claimed._node is parent_node
+            elif core.claim_fanout(parent_node):
+                claim = True
+            else:
+                raise FanoutFull(parent_node)
+        try:
+            if events is None:
+                events = parent.events if parent is not None else self.events
+            # A task started from within a run is bounded by that run's gate too.
+            spec = delegated(spec, agentcore.current_run())
+            budget = self._budgets.admit(spec, parent, parent_path)
+            path = (*parent_path, f"{name}/{next(self._numbers):04d}")
+            task = Task(
+                path, name, input, spec, self, parent, events, call_id, core, self._apply,
+                history=history, resume=resume, depth=depth,
+            )
+            effects = core.accept(task._node, fanout=parent is not None, background=background)
+        except BaseException:
+            if claim:
+                assert parent_node is not None
+                self._apply(core.release_fanout(parent_node))
+            raise
         if budget is not None:
             budget.join(task)
-        if parent is not None and background:
-            task._deliver_to = parent
-            parent._background.add(task)
-        task._fanout_slot = fanout
-        task._resume = resume
-        self._apply(core.accept(task._node))
+        self._apply(effects)
         return task
 
     # -- the shell: carrying out the core's effects -----------------------------------
@@ -351,8 +388,8 @@ class Pool:
                 if waiter is not None:
                     trio.lowlevel.reschedule(waiter)
                 else:
-                    task._granted.set()
-            elif isinstance(effect, WakeSubmitter):
+                    task._grant()
+            elif isinstance(effect, WakeSubmitter | WakeFanout):
                 trio.lowlevel.reschedule(effect.token)  # type: ignore[arg-type]
             elif isinstance(effect, StartRunner):
                 task = effect.node.handle
@@ -360,12 +397,12 @@ class Pool:
                     self._run_task, task, name=f"subagent {format_path(task.path)}"
                 )
             elif isinstance(effect, CancelRun):
-                task = effect.node.handle
-                task._scope.cancel()
-                if task._reclaim is not None:
-                    task._reclaim.cancel()
+                effect.node.handle._cancel_scopes()
+            elif isinstance(effect, Resolve):
+                effect.node.handle._resolve()
             else:
-                effect.node.handle._done.set()
+                assert isinstance(effect, Arrived)
+                effect.node.handle._arrived()
 
     async def _run_task(self, task: Task) -> None:
         # A task from queued to resolved, in the pool's nursery.
@@ -377,74 +414,6 @@ class Pool:
             self._apply(self._core.run_ended(task._node, status))
             await end(task, status)
             self._apply(self._core.resolve(task._node))
-
-    # -- lending a slot (the delegation tools' interface) ----------------------------
-
-    async def _lend_slot(self, task: Task, fn: Callable[[], Awaitable[_T]]) -> _T:
-        # Await fn() while the task lends its slot; see subagent._delegation.lend_slot.
-        core = self._core
-        self._apply(core.lend(task._node))
-        try:
-            return await fn()
-        finally:
-            if core.lend_ended(task._node):
-                await self._take_back(task)
-
-    async def _take_back(self, task: Task) -> None:
-        # Give the task its slot back after it lent it. A checkpoint.
-        #
-        # If the wait is cancelled, or the call was cancelled already, it depends on
-        # who cancelled. A run being ended from outside (run_ending) runs only its
-        # shielded, bounded end sequence from here, which needs no slot: it does not
-        # wait (a task cancel must not wait for a slot). Otherwise the cancel came
-        # from a scope inside the run (a tool_timeout), which goes on after it: the
-        # slot is taken back shielded first. That wait is as long as any run's return
-        # from a subagent (returning runs get free slots before queued tasks) and it
-        # stops, leaving the task without a slot, as soon as the run is being ended
-        # from outside: a task cancel cancels it (the core's CancelRun effect), and it
-        # wakes at the run's timeout and idle_timeout (an agentcore.Run.abort
-        # meanwhile is seen at the next wake or grant).
-        try:
-            await self._reacquire(task)
-        except trio.Cancelled:
-            with trio.CancelScope(shield=True):
-                while not task._node.holds_slot and not run_ending(task):
-                    limits = task._limits
-                    deadline = limits.deadline if limits is not None else math.inf
-                    task._reclaim = trio.CancelScope(deadline=deadline)
-                    try:
-                        with task._reclaim:
-                            await self._reacquire(task)
-                    finally:
-                        task._reclaim = None
-            raise
-
-    async def _reacquire(self, task: Task) -> None:
-        # Like trio's CapacityLimiter.acquire_on_behalf_of: try at once, else park
-        # with an abort function that withdraws from the core's line. A checkpoint.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        core = self._core
-        node = task._node
-        granted, effects = core.take_back(node)
-        self._apply(effects)
-        if granted:
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return
-        self._parked[task] = trio.lowlevel.current_task()
-
-        def abort(_: object) -> trio.lowlevel.Abort:
-            del self._parked[task]
-            core.withdraw(node)
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
-
-    def _await_child(self, task: Task, child: Task) -> None:
-        # The task's lending call waits for ``child`` alone (see PoolCore.run_ended).
-        self._core.await_child(task._node, child._node)
-
-    def _stop_awaiting(self, task: Task, child: Task) -> None:
-        self._core.stop_awaiting(task._node, child._node)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -466,3 +435,72 @@ class Pool:
     def statistics(self) -> PoolStatistics:
         """A snapshot of the pool's counts and limits; not a checkpoint."""
         return self._core.statistics()
+
+
+# -- the delegation tools' interface to the shell (subagent._delegation, _results) --------
+
+
+async def lend_slot(pool: Pool, task: Task, fn: Callable[[], Awaitable[_T]]) -> _T:
+    """Await ``fn()`` while ``task`` lends its concurrency slot (see
+    ``subagent._delegation.lend_slot``). A checkpoint."""
+    return await pool._lend_slot(task, fn)
+
+
+async def claim_child(pool: Pool, caller: Task, agent: str) -> None:
+    """Claim a fan-out slot of ``caller``'s run for a child of agent ``agent``: at once
+    if one is free (not a checkpoint then), else waiting at most the pool's
+    ``children_timeout`` with ``caller``'s concurrency slot lent. Give it to
+    :func:`submit_child` (or back with :func:`release_child`).
+
+    Raises:
+      MaxChildrenError: none was freed in time.
+    """
+    if not pool._core.claim_fanout(caller._node):
+        await pool._claim_child(caller, agent, True)
+
+
+def release_child(pool: Pool, caller: Task) -> None:
+    """Give back a fan-out slot claimed by :func:`claim_child` and not used."""
+    pool._apply(pool._core.release_fanout(caller._node))
+
+
+def accept_child(
+    pool: Pool, caller: Task, name: str, input: str, call_id: str | None, background: bool
+) -> Task:
+    """Accept a child of ``caller`` holding the fan-out slot claimed for it; not a
+    checkpoint. Raises ``trio.WouldBlock`` if the queue is full."""
+    return pool._accept(name, input, caller.path, None, call_id, caller, background)
+
+
+async def submit_child(
+    pool: Pool,
+    caller: Task | None,
+    parent_path: AgentPath,
+    name: str,
+    input: str,
+    call_id: str | None,
+    background: bool = False,
+    *,
+    resume: agentcore.RunState | None = None,
+) -> Task:
+    """Submit a child under ``parent_path`` for a delegation tool; with ``caller``, it
+    holds the fan-out slot claimed for it; with ``resume``, it continues that paused
+    run. A checkpoint (waits while the queue is full)."""
+    return await pool._submit(
+        name, input, parent_path, None, call_id, caller, background, resume=resume
+    )
+
+
+def await_child(pool: Pool, caller: Task, child: Task) -> None:
+    """``caller``'s lending call waits for ``child`` alone (see PoolCore.run_ended)."""
+    pool._core.await_child(caller._node, child._node)
+
+
+def stop_awaiting(pool: Pool, caller: Task, child: Task) -> None:
+    """``caller``'s call waiting for ``child`` ended."""
+    pool._core.stop_awaiting(caller._node, child._node)
+
+
+def to_background(pool: Pool, caller: Task, child: Task) -> None:
+    """``child`` (waited for by ``caller`` until now) goes on in the background."""
+    pool._core.to_background(caller._node, child._node)

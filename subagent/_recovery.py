@@ -1,7 +1,7 @@
 """Crash recovery: each task's checkpointer, and resuming what a crash left unfinished.
 
 A pool opened with ``checkpoints=`` gives each task's Agent a checkpointer
-(:func:`checkpointer_of`) that writes the task's row in the
+(:func:`commit_checkpoint`) that writes the task's row in the
 :class:`SqliteCheckpoints`, linked to the run that delegated it by that run's id and
 the delegating call's id. :func:`recover` reads the rows back, rebuilds each root
 task's tree as a paused tree (a child whose delegating call was in flight is nested
@@ -16,6 +16,7 @@ import agentcore
 from agentcore import MAX_STATE_DEPTH
 
 from ._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints
+from ._current import current_task
 from ._errors import UnknownAgentError
 
 if TYPE_CHECKING:
@@ -32,21 +33,19 @@ class Pool(Protocol):
     async def resume(self, state: agentcore.RunState, *, name: str | None = None) -> Task: ...
 
 
-def checkpointer_of(task: Task) -> agentcore.Checkpointer | None:
-    """The checkpointer of ``task``'s run, or ``None`` when its pool has no
-    checkpoints. Not a checkpoint."""
+async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
+    """The checkpointer of every checkpointed task's Agent: writes ``point`` in the
+    row of the task whose run it is (``current_task``: the run's own task, or the
+    task whose run a tool call runs in), linked to the run that delegated it. A
+    checkpoint."""
+    task = current_task.get()
+    assert task is not None, "a checkpointed Agent runs only in its pool's tasks"
     store = task.pool.checkpoints
-    if store is None:
-        return None
+    assert store is not None
     parent = task.parent
     parent_run = parent._run.run_id if parent is not None and parent._run is not None else None
     call_id = task.call_id if parent_run is not None else None
-    name = task.name
-
-    async def commit(point: agentcore.Checkpoint) -> None:
-        await store.write(name, parent_run, call_id, point)
-
-    return commit
+    await store.write(task.name, parent_run, call_id, point)
 
 
 async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:

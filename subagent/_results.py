@@ -49,8 +49,9 @@ def parse_results_arguments(arguments: str) -> tuple[bool, float | None]:
 
 
 def _note(caller: Task, waited: float | None) -> str:
-    arrived = len(caller._unread)
-    running = sorted(format_path(t.path) for t in caller._background)
+    node = caller._node
+    arrived = len(node.unread)
+    running = sorted(format_path(child.path) for child in node.background)
     if not arrived and not running:
         return "no background subagents: nothing to wait for"
     text = f"{arrived} result{'' if arrived == 1 else 's'} arrived"
@@ -142,17 +143,17 @@ class SubagentResultsTool:
             )
         bound = timeout if timeout is not None else fallback_timeout
 
+        node = caller._node
+
         def settled() -> bool:
             if every:
-                return not caller._background
-            return bool(caller._unread) or not caller._background
+                return not node.background
+            return bool(node.unread) or not node.background
 
         async def wait() -> bool:
-            if caller._arrivals is None:
-                caller._arrivals = trio.lowlevel.ParkingLot()
             with trio.move_on_after(bound):
                 while not settled():
-                    await caller._arrivals.park()
+                    await caller._next_arrival()
                 return True
             return False
 

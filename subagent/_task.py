@@ -28,6 +28,7 @@ from ._stream import Stream
 if TYPE_CHECKING:
     from ._budget import TaskBudget
     from ._checkpoints import SqliteCheckpoints
+    from ._events import Event
     from ._statistics import PoolStatistics
 
 
@@ -42,6 +43,7 @@ class Pool(Protocol):
     children_timeout: float
     events: Stream | None
     checkpoints: SqliteCheckpoints | None
+    _observer: Callable[[Event], None] | None
 
     @property
     def specs(self) -> dict[str, Spec]: ...
@@ -184,26 +186,24 @@ class Task:
     _follow_ups_left: tuple[str, ...] = ()
     _cause: BaseException | None = None
     _error: str | None = None
-    # Background delegation (see _background.py). Parent side: the live children of
-    # its run (a semaphore of max_children, made on first use), background children
-    # whose result is not in its inbox yet, results in its inbox not yet read, the
-    # lot its results tool waits on, and the tree usage of its ended children.
-    _fanout: trio.Semaphore | None = None
-    _background: set[Task] = attrs.field(factory=set)
-    _unread: list[Task] = attrs.field(factory=list)
+    # Its depth (see PoolCore.admit).
+    _depth: int = 0
+    # Where its results tool waits for background results (made on first use); the
+    # fan-out, background delivery and usage roll-up are its node's (see _family.py).
     _arrivals: trio.lowlevel.ParkingLot | None = None
-    _child_usage: Usage = Usage()
-    # Set just before the task reports its end: later children's usage is not added.
-    _usage_sealed: bool = False
-    # Child side: the parent run to deliver its result to, and the fan-out slot it holds.
-    _deliver_to: Task | None = None
-    _fanout_slot: trio.Semaphore | None = None
     # The budgets over it (see _budgeted.py), if any.
     _budget: TaskBudget | None = None
 
     def __attrs_post_init__(self) -> None:
         parent = self._parent._node if self._parent is not None else None
-        self._node = Node(self._path, parent, self)
+        limit = self._spec.max_children
+        self._node = Node(
+            self._path,
+            parent,
+            self,
+            depth=self._depth,
+            fanout_limit=limit if limit is not None else self._pool.max_children,
+        )
 
     @property
     def status(self) -> TaskStatus:
@@ -289,6 +289,12 @@ class Task:
         return f"<subagent.Task {format_path(self.path)} {self.status}>"
 
     @property
+    def _deliver_to(self) -> Task | None:
+        # The task whose run its result is delivered into (a background child), if any.
+        target = self._node.deliver_to
+        return target.handle if target is not None else None
+
+    @property
     def done(self) -> bool:
         """Whether the task has resolved (``wait()`` returns at once)."""
         return self._done.is_set()
@@ -333,9 +339,7 @@ class Task:
         if self._run is not None:
             self._run.steer(text)
         elif self.done:
-            raise agentcore.RunEndedError(
-                f"cannot steer: task {format_path(self.path)} has ended"
-            )
+            raise agentcore.RunEndedError(f"cannot steer: task {format_path(self.path)} has ended")
         else:
             self._steering.append(text)
 
@@ -362,8 +366,11 @@ class Task:
         else:
             self._follow_ups.append(text)
 
+    # -- the shell's writes (the pool and _lifecycle.py); nothing else changes a Task --
+
     def _attach(self, run: agentcore.Run) -> None:
-        # Hand what was sent before the run existed to it, in order.
+        # The task's run has been made: hand it what was sent before, in order.
+        self._run = run
         for text in self._steering:
             run.steer(text)
         self._steering.clear()
@@ -372,6 +379,70 @@ class Task:
         self._follow_ups.clear()
         if self._interrupt:
             run.interrupt()
+
+    def _limit(self, deadline: float, wall: float) -> trio.CancelScope:
+        # The scope of the run's limits (see _lifecycle._execute), until _unlimit.
+        scope = self._limits = trio.CancelScope(deadline=deadline)
+        self._wall_deadline = wall
+        return scope
+
+    def _unlimit(self) -> None:
+        self._limits = None
+
+    def _conclude(
+        self,
+        output: str,
+        summary: RunSummary | None,
+        cause: BaseException | None,
+        error: str | None,
+    ) -> None:
+        # How the run ended (before the pool's run_ended).
+        self._output = output
+        self._summary = summary
+        self._cause = cause
+        self._error = error
+
+    def _conclude_run(self, result: agentcore.RunResult) -> None:
+        # How the run ended, from its RunResult (before the pool's run_ended).
+        self._conclude(result.output, result.summary, result.exception, result.summary.error)
+        self._structured = result.structured
+        self._messages = result.messages
+        self._follow_ups_left = result.follow_ups
+
+    def _end_summary(self) -> None:
+        # A run that did not return (cancelled) keeps the summary its end recorded.
+        if self._summary is None and self._run is not None:
+            self._summary = self._run.summary
+
+    def _grant(self) -> None:
+        self._granted.set()
+
+    def _resolve(self) -> None:
+        self._done.set()
+
+    def _cancel_scopes(self) -> None:
+        # The core's CancelRun: the run's scope, and a shielded take-back in progress.
+        self._scope.cancel()
+        if self._reclaim is not None:
+            self._reclaim.cancel()
+
+    def _reclaiming(self, deadline: float) -> trio.CancelScope:
+        # The scope of a shielded take-back of the slot (see Pool._take_back).
+        self._reclaim = trio.CancelScope(deadline=deadline)
+        return self._reclaim
+
+    def _reclaimed(self) -> None:
+        self._reclaim = None
+
+    async def _next_arrival(self) -> None:
+        # Park until a background child of this task settles (the core's Arrived).
+        if self._arrivals is None:
+            self._arrivals = trio.lowlevel.ParkingLot()
+        await self._arrivals.park()
+
+    def _arrived(self) -> None:
+        if self._arrivals is not None:
+            self._arrivals.unpark_all()
 
     async def wait(self) -> Result:
         """Wait until the task resolves and return its Result. A checkpoint.
@@ -405,7 +476,8 @@ class Task:
         """The usage of this task's run plus that of every descendant that ended
         before it resolved (see :attr:`Result.tree_usage`); grows while it runs."""
         own = self._summary.usage if self._summary is not None else Usage()
-        return own + self._child_usage
+        below = self._node.child_usage
+        return own if below is None else own + below
 
     def _failure(self) -> TaskError | None:
         # The error wait() raises for an ended task, None for a finished one.

@@ -96,6 +96,9 @@ class TreeView:
         kind = ev.kind
         if kind in (P.budget_warning, P.budget_exceeded) and ev.budget is not None:
             return one_line(ev.budget.message())
+        if not ev.path:
+            # The pool's own events (mcp_server_error, ...) belong to no task.
+            return one_line(f"{kind}: {ev.error}") if ev.error else None
         node = self.node(ev.path)
         if kind is P.task_queued:
             node.status = "queued"

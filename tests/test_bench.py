@@ -7,6 +7,7 @@ Benchmarks are not tests: nothing here looks at a time, a rate or a ratio.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -79,6 +80,16 @@ def test_audit_cost_runs() -> None:
     ]
 
 
+def test_quick_bench_runs_w1_traced() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "w1otel"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    (line,) = [line for line in out.stdout.splitlines() if line.startswith("W1 traced")]
+    assert "traced (subagent.otel, SDK, batch processor)" in line
+
+
 def test_temporal_bench_runs() -> None:
     pytest.importorskip("temporalio", reason="the 'temporal' extra is not installed")
     out = subprocess.run(
@@ -100,3 +111,22 @@ def test_w1_typed_records_one_more_entry_per_run() -> None:
 
     assert W1_TYPED_ENTRIES == W1_ENTRIES + 1
     assert trio.run(w1_typed_pool(5, read=True)) == 5
+
+
+def test_parked_memory_workload_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "w6"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    [line] = [line for line in out.stdout.splitlines() if line.startswith("W6 parked runs")]
+    for case in ("pool", "pool-stream-sink", "bare"):
+        assert f" {case} " in line, line
+    traced = subprocess.run(
+        [sys.executable, "-m", "bench._parked", "pool", "20", "--trace"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert traced.returncode == 0, traced.stderr
+    result = json.loads(traced.stdout)
+    assert sorted(result) == ["case", "rss_bytes_per_run", "runs", "top", "traced_bytes_per_run"]
+    assert (result["case"], result["runs"], len(result["top"])) == ("pool", 20, 12)

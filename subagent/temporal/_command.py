@@ -20,7 +20,7 @@ from temporalio.client import Client, WorkflowFailureError
 
 from agentcore import ToolGate, allow_all
 
-from .._cli import EXIT_OK, EXIT_TASK_FAILED, read_only_or_delegation
+from .._clibase import EXIT_OK, EXIT_TASK_FAILED, read_only_or_delegation
 from .._declarative import SpecFile, load_specs
 from .._errors import UnknownAgentError, format_path
 from .._safe_text import one_line, safe_text

@@ -75,6 +75,8 @@ def decode_event(text: str) -> Event:
             fields["event"] = msgspec.convert(inner, agentcore.Event, strict=False)
         for name in ("call_id", "error", "output"):
             fields[name] = msgspec.convert(raw.get(name), str | None)
+        if raw.get("time") is not None:  # when it happened, not when it was decoded
+            fields["time"] = msgspec.convert(raw["time"], float)
         if raw.get("child") is not None:
             fields["child"] = _path(raw["child"], "child")
         if raw.get("summary") is not None:

@@ -1,0 +1,171 @@
+"""The pool core's values: a task's status and its legal moves, the core's record of
+one task (:class:`Node`), and the effects the core returns for the trio shell to carry
+out. Sans-IO: nothing here imports trio or does I/O (see ``subagent._core``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+#: An AgentPath (``agentcore.AgentPath``): kept as a plain tuple here.
+Path = tuple[str, ...]
+
+#: The shell's handle of a node (subagent.Task), opaque to the core.
+H = TypeVar("H")
+
+
+class TaskStatus(enum.StrEnum):
+    """Where a :class:`Task` is in its life."""
+
+    queued = "queued"
+    """Accepted, waiting for a concurrency slot."""
+    running = "running"
+    """Started and not ended (also while it waits for a subagent)."""
+    finished = "finished"
+    """Ended ``stop``, ``max_turns`` or ``interrupted``: it has a Result."""
+    failed = "failed"
+    """Its run ended ``error``."""
+    timed_out = "timed_out"
+    """Its run exceeded the spec's ``timeout`` or ``idle_timeout``."""
+    cancelled = "cancelled"
+    """Cancelled, before or while running."""
+    paused = "paused"
+    """Its run paused: a gate deferred a call to a human (``Task.state``; resume it
+    with :meth:`Pool.resume`)."""
+
+
+#: Every legal move of a task's status; anything else raises IllegalTransition.
+TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
+    TaskStatus.queued: frozenset({TaskStatus.running, TaskStatus.cancelled}),
+    TaskStatus.running: frozenset(
+        {TaskStatus.finished, TaskStatus.failed, TaskStatus.timed_out, TaskStatus.cancelled,
+         TaskStatus.paused}
+    ),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A core method was called in a state where its transition is not legal (a bug
+    in the shell, never a remote failure); the core is unchanged."""
+
+
+class QueueFull(Exception):
+    """The queue holds ``max_queued`` tasks (the shell raises ``trio.WouldBlock``)."""
+
+
+class FanoutFull(Exception):
+    """Every fan-out slot of ``node`` is held: a submit under it must wait for one."""
+
+    def __init__(self, node: Node[Any]) -> None:
+        super().__init__(node)
+        self.node = node
+
+
+@attrs.define(eq=False, repr=False, weakref_slot=True)
+class Node(Generic[H]):
+    """The core's record of one accepted task. Only :class:`PoolCore` writes its fields."""
+
+    path: Path
+    parent: Node[H] | None
+    #: The shell's handle (the Task); the core never looks inside it.
+    handle: H
+    children: list[Node[H]] = attrs.field(factory=list)
+    status: TaskStatus = TaskStatus.queued
+    #: Invariant: only a running node holds a slot; PoolCore.holding counts them.
+    holds_slot: bool = False
+    #: Calls lending this node's slot now; the slot is lent by the first, taken back
+    #: after the last.
+    lending: int = 0
+    #: The child its lending call waits for alone (the slot goes straight back to it).
+    awaiting: Node[H] | None = None
+    #: Whether a cancel reached it (mirrors its run's cancel scope).
+    cancel_called: bool = False
+    #: Whether it has resolved (the shell's ``done``); it is then out of ``live``.
+    resolved: bool = False
+    #: Its depth: its path's length, or one more than the depth of the task whose run
+    #: submitted it, if that is deeper (see PoolCore.admit).
+    depth: int = 0
+    #: Fan-out (``max_children``) of its run: the limit, the fan-out slots held now
+    #: (by its live children and by claims about to submit one), and the claims parked
+    #: for one, in order (a slot freed goes straight to the first; None: none yet).
+    #: Invariant: 0 <= fanout_used <= fanout_limit; waiters only while it is full.
+    fanout_limit: int = 0
+    fanout_used: int = 0
+    fanout_waiters: deque[object] | None = None
+    #: Child side: whether it holds one of its parent's fan-out slots (until it settles).
+    holds_fanout: bool = False
+    #: Background delivery. Child side: the node whose run its result goes to.
+    deliver_to: Node[H] | None = None
+    #: Parent side: background children whose result is not in its run's inbox yet
+    #: (in the order they went to the background), and results in the inbox not read
+    #: yet. Invariant: a child is in at most one of them, and its deliver_to is self.
+    background: dict[Node[H], None] = attrs.field(factory=dict)
+    unread: list[Node[H]] = attrs.field(factory=list)
+    #: Usage roll-up (opaque values that support ``+``; None is nothing): its own
+    #: run's usage (set when it seals), and the tree usage of its children that
+    #: settled before it sealed. PoolCore.tree_usage adds them.
+    usage: Any = None
+    child_usage: Any = None
+    #: Set just before the task reports its end: later children's usage is not added.
+    sealed: bool = False
+
+    def __repr__(self) -> str:
+        return f"<Node {'/'.join(self.path)} {self.status}>"
+
+
+@attrs.frozen
+class StartRunner(Generic[H]):
+    """Start the runner of a newly accepted task (in the pool's nursery)."""
+
+    node: Node[H]
+
+
+@attrs.frozen
+class Grant(Generic[H]):
+    """The node holds a slot now: wake its runner (or its take-back) if it waits."""
+
+    node: Node[H]
+
+
+@attrs.frozen
+class WakeSubmitter:
+    """A submit parked on the full queue may try again (``token`` is what it parked)."""
+
+    token: object
+
+
+@attrs.frozen
+class CancelRun(Generic[H]):
+    """Cancel the node's run (its scope, and a shielded take-back in progress)."""
+
+    node: Node[H]
+
+
+@attrs.frozen
+class Resolve(Generic[H]):
+    """The task has resolved: wake whoever waits for it."""
+
+    node: Node[H]
+
+
+@attrs.frozen
+class WakeFanout:
+    """A claim parked for a fan-out slot holds one now (``token`` is what it parked)."""
+
+    token: object
+
+
+@attrs.frozen
+class Arrived(Generic[H]):
+    """A background child of the node settled: wake whoever waits for its results."""
+
+    node: Node[H]
+
+
+Effect = (
+    StartRunner[H] | Grant[H] | WakeSubmitter | CancelRun[H] | Resolve[H] | WakeFanout | Arrived[H]
+)
