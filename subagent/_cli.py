@@ -43,6 +43,7 @@ from ._clibase import (
     EXIT_USAGE,
     read_only_or_delegation,
 )
+from ._clirecover import add_recover
 from ._declarative import SpecFile, load_specs
 from ._delegation import SubagentTool
 from ._demo import PRICING as DEMO_PRICING
@@ -259,21 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     gates.add_argument("--approve-later", type=Path, default=None, metavar="FILE",
                        help="calls that may change things wait for approval: the run "
                             "pauses and is stored in FILE")
-    run.add_argument("--checkpoints", type=Path, default=None, metavar="FILE",
-                     help="commit every task's state to this SQLite file at each turn "
-                          "(then `subagent recover FILE SPECS` after a crash)")
-    recover = commands.add_parser("recover", help="resume the tasks a crash left unfinished "
-                                  "(run --checkpoints)")
-    recover.add_argument("file", type=Path, help="the checkpoints file")
-    recover.add_argument("specs", type=Path, help="the TOML specs file it ran with")
-    recover.add_argument("--workspace", type=Path, default=None,
-                         help="root of the workspace tools (default: the current directory)")
-    recover.add_argument("--ledger", type=Path, default=None,
-                         help="the ledger file the run wrote (its chain is continued)")
-    recover.add_argument("--plain", action="store_true", help="plain lines, no live tree")
-    gates = recover.add_mutually_exclusive_group()
-    gates.add_argument("--approve", action="store_true", help="ask on the terminal per tool call")
-    gates.add_argument("--yes", action="store_true", help="allow every tool call")
+    add_recover(run, commands)
     resume = commands.add_parser("resume", help="continue a paused run (--approve-later)")
     resume.add_argument("file", type=Path, help="the paused run")
     resume.add_argument("specs", type=Path, help="the TOML specs file it ran with")
