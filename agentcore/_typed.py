@@ -81,7 +81,7 @@ class TypedTool(Generic[P, R]):
     parameters: Mapping[str, Any] = attrs.field(repr=False)
     fn: Callable[P, R] = attrs.field(repr=False)
     read_only: bool = False
-    idempotent: bool = False
+    idempotent: bool = attrs.field(default=False, repr=False)
     liveness: Liveness = Liveness.opaque
     _struct: type[msgspec.Struct] = attrs.field(repr=False, alias="struct")
     _params: tuple[Parameter, ...] = attrs.field(repr=False, alias="params")
