@@ -1,0 +1,114 @@
+"""Durable approvals: a child's deferred mutating call pauses the tree; the workflow
+waits with no worker busy; an answer sent after the worker was replaced resumes the
+run on the new worker; the approved call runs exactly once; the ledger verifies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+import ledger
+from subagent.temporal import (
+    Answer,
+    DevServer,
+    NotPaused,
+    Pending,
+    PendingCall,
+    UnknownCall,
+    Worker,
+    approve,
+    deny,
+    ledger_name,
+    pending,
+    start,
+    tasks,
+)
+
+from .pausing import defer_writes, writer_tree
+
+PAUSED = {"boss/0001": "paused", "boss/0001/scribe/0002": "paused"}
+CALL = PendingCall(["boss/0001", "scribe/0002"], "w1", "write", '{"text": "hello"}',
+                   "ask a human")
+
+
+async def wait_paused(client: Client, workflow_id: str) -> Pending:
+    async with asyncio.timeout(30):
+        while not (now := await pending(client, workflow_id)).paused:  # server state: polled
+            await asyncio.sleep(0.05)
+    return now
+
+
+async def pause_and_answer(server: DevServer, folder: Path, approved: bool) -> str:
+    log, wid, queue = folder / "writes.log", f"approvals-{approved}", f"approvals-{approved}"
+    client = await Client.connect(server.address)
+
+    def worker() -> Worker:
+        return Worker(client, queue, specs=lambda: writer_tree(log), gate=defer_writes,
+                      ledger_dir=folder, sticky_timeout=1.0)
+
+    async with worker():
+        handle = await start(client, "boss", "save", task_queue=queue, id=wid)
+        assert await wait_paused(client, wid) == Pending(True, [CALL], [], 0)
+        async with asyncio.timeout(30):
+            while await tasks(client, wid) != PAUSED:  # the last batch may trail the pause
+                await asyncio.sleep(0.05)
+        with pytest.raises(UnknownCall, match=r"^no deferred call with id 'w9'; waiting for "
+                                              r"an answer: 'w1'$"):
+            await approve(client, wid, "w9")
+    assert not log.exists()  # the first worker is gone; nothing was written
+    async with worker():  # a new worker: the answer resumes the run there
+        if approved:
+            await approve(client, wid, "w1", reason="fine", by="alice",
+                          path=["boss/0001", "scribe/0002"])
+        else:
+            await deny(client, wid, "w1", reason="not today", by="bob")
+        result = await handle.result()
+        assert (await pending(client, wid)) == Pending(False, [], [], 1)
+        with pytest.raises(NotPaused):
+            await deny(client, wid, "w1")
+    assert result.status == "finished"
+    assert result.ledger == ledger_name(wid)
+    return result.output
+
+
+@pytest.mark.parametrize("approved", [True, False])
+def test_an_answer_after_a_worker_restart_resumes_the_tree(
+    dev_server: DevServer, tmp_path: Path, approved: bool
+) -> None:
+    output = asyncio.run(pause_and_answer(dev_server, tmp_path, approved))
+    log = tmp_path / "writes.log"
+    if approved:
+        assert output == "boss: scribe: written"
+        assert log.read_text() == '{"text": "hello"}\n'  # ran exactly once
+    else:
+        assert output == "boss: scribe: denied: not today"
+        assert not log.exists()
+    path = tmp_path / ledger_name(f"approvals-{approved}")
+    report = ledger.verify(path)
+    assert report.ok, report.message
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [e["path"] for e in entries if e["kind"] == "run_resumed"] == [
+        ["boss/0001"], ["boss/0001", "scribe/0002"]]
+    answers = [e for e in entries if e["kind"] == "approval"]
+    assert len(answers) == 1
+    assert answers[0]["path"] == ["boss/0001", "scribe/0002"]
+
+
+def test_an_answer_is_checked_before_it_is_sent() -> None:
+    from subagent.temporal._approvals import Approvals, answer_problem
+
+    assert answer_problem(Answer("w1", True, "x" * 4097)) == (
+        "the reason is longer than 4096 characters")
+    books = Approvals([CALL, PendingCall(["boss/0001"], "w1", "write", "{}", "r")], 0)
+    assert not books.record(Answer("w1", True))  # two calls have that id
+    assert books.record(Answer("w1", False, "no", "bob", ["boss/0001"]))
+    assert not books.complete()
+    books.deny_the_rest("no answer within 5 s")
+    assert books.in_order() == [
+        Answer("w1", False, "no answer within 5 s", "timeout", ["boss/0001", "scribe/0002"]),
+        Answer("w1", False, "no", "bob", ["boss/0001"]),
+    ]
