@@ -5,6 +5,7 @@ run on the new worker; the approved call runs exactly once; the ledger verifies.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from temporalio.client import Client
 
 import ledger
+from subagent._cli import main
 from subagent.temporal import (
     Answer,
     DevServer,
@@ -42,6 +44,15 @@ async def wait_paused(client: Client, workflow_id: str) -> Pending:
     return now
 
 
+async def cli(server: DevServer, *argv: str) -> str:
+    """``subagent temporal ARGV... --address`` in a thread (it runs its own loop)."""
+    out = io.StringIO()
+    code = await asyncio.to_thread(main, ["temporal", *argv, "--address", server.address],
+                                   out=out)
+    assert code == 0
+    return out.getvalue()
+
+
 async def pause_and_answer(server: DevServer, folder: Path, approved: bool) -> str:
     log, wid, queue = folder / "writes.log", f"approvals-{approved}", f"approvals-{approved}"
     client = await Client.connect(server.address)
@@ -59,11 +70,13 @@ async def pause_and_answer(server: DevServer, folder: Path, approved: bool) -> s
         with pytest.raises(UnknownCall, match=r"^no deferred call with id 'w9'; waiting for "
                                               r"an answer: 'w1'$"):
             await approve(client, wid, "w9")
+        assert await cli(server, "pending", wid) == (
+            'w1  boss/0001/scribe/0002  write {"text": "hello"}  (ask a human)\n')
     assert not log.exists()  # the first worker is gone; nothing was written
     async with worker():  # a new worker: the answer resumes the run there
         if approved:
-            await approve(client, wid, "w1", reason="fine", by="alice",
-                          path=["boss/0001", "scribe/0002"])
+            assert await cli(server, "approve", wid, "w1", "--reason", "fine", "--by", "alice",
+                             "--path", "boss/0001/scribe/0002") == "approve sent for w1\n"
         else:
             await deny(client, wid, "w1", reason="not today", by="bob")
         result = await handle.result()
@@ -95,7 +108,9 @@ def test_an_answer_after_a_worker_restart_resumes_the_tree(
         ["boss/0001"], ["boss/0001", "scribe/0002"]]
     answers = [e for e in entries if e["kind"] == "approval"]
     assert len(answers) == 1
-    assert answers[0]["path"] == ["boss/0001", "scribe/0002"]
+    assert [(a["path"], a["verdict"], a["reason"], a["data"]) for a in answers] == [(
+        ["boss/0001", "scribe/0002"], "allow" if approved else "deny",
+        "fine" if approved else "not today", {"by": "alice" if approved else "bob"})]
 
 
 def test_an_answer_is_checked_before_it_is_sent() -> None:
