@@ -12,7 +12,7 @@ from pathlib import Path
 import trio
 
 from agentcore import FunctionTool, GateDecision, GateRequest, ModelRequest, ToolCall
-from agentcore.testing import ScriptItem, ScriptedModel
+from agentcore.testing import ScriptedModel, ScriptItem
 from subagent import Defaults, Spec, SpecFile
 
 from .trees import _delegate, _reply, _tool_results

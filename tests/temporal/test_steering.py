@@ -25,7 +25,7 @@ from .pausing import Gates, steered
 
 async def applied(client: Client, workflow_id: str, count: int) -> None:
     async with asyncio.timeout(30):
-        while await controls_applied(client, workflow_id) < count:  # server state: polled
+        while await controls_applied(client, workflow_id) < count:  # noqa: ASYNC110 (server state: polled)
             await asyncio.sleep(0.05)
 
 
