@@ -131,7 +131,8 @@ class RootResult:
 
     Attributes:
       status: ``"finished"``, ``"failed"`` or ``"timed_out"`` (a cancel cancels the
-        workflow instead).
+        workflow instead); ``"paused"`` only in an activity's result, never the
+        workflow's (it waits for the answers and resumes).
       output: The root's final answer (``""`` unless finished).
       error: Why it did not finish, if it did not.
       input_tokens, output_tokens: The usage of the whole tree.

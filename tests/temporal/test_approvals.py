@@ -58,7 +58,7 @@ async def pause_and_answer(server: DevServer, folder: Path, approved: bool) -> s
 
     def worker() -> Worker:
         return Worker(client, queue, specs=lambda: writer_tree(log), gate=defer_writes,
-                      ledger_dir=folder, sticky_timeout=1.0)
+                      ledger_dir=folder)
 
     async with worker():
         handle = await start(client, "boss", "save", task_queue=queue, id=wid)
