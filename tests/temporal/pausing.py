@@ -26,9 +26,10 @@ async def defer_writes(request: GateRequest) -> GateDecision:
     return GateDecision(True, "allowed")
 
 
-def writer_tree(log: Path) -> SpecFile:
-    """``boss`` delegates to ``scribe`` (waiting), which calls the mutating ``write``;
-    ``write`` appends its arguments to ``log`` each time it runs."""
+def writer_tree(log: Path, writes: int = 1) -> SpecFile:
+    """``boss`` delegates to ``scribe`` (waiting), which calls the mutating ``write``
+    ``writes`` times, one turn after the other (``w1``, ``w2``, ...); ``write`` appends
+    its arguments to ``log`` each time it runs."""
 
     def boss(request: ModelRequest) -> ScriptItem:
         results = _tool_results(request)
@@ -38,8 +39,9 @@ def writer_tree(log: Path) -> SpecFile:
 
     def scribe(request: ModelRequest) -> ScriptItem:
         results = _tool_results(request)
-        if not results:
-            return _reply("", ToolCall("w1", "write", json.dumps({"text": "hello"})))
+        if len(results) < writes:
+            n = len(results) + 1
+            return _reply("", ToolCall(f"w{n}", "write", json.dumps({"text": "hello"})))
         return _reply(f"scribe: {results[-1].content}")
 
     async def write(arguments: str) -> str:

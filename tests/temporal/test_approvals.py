@@ -19,6 +19,7 @@ from subagent.temporal import (
     NotPaused,
     Pending,
     PendingCall,
+    RunOptions,
     UnknownCall,
     Worker,
     approve,
@@ -110,3 +111,28 @@ def test_an_answer_after_a_worker_restart_resumes_the_tree(
     assert [(a["path"], a["verdict"], a["reason"], a["data"]) for a in answers] == [(
         ["boss/0001", "scribe/0002"], "allow" if approved else "deny",
         "fine" if approved else "not today", {"by": "alice" if approved else "bob"})]
+
+
+async def unanswered(server: DevServer, folder: Path) -> tuple[str, int]:
+    client = await Client.connect(server.address)
+    async with Worker(client, "timeout", specs=lambda: writer_tree(folder / "w.log", writes=2),
+                      gate=defer_writes, ledger_dir=folder):
+        handle = await start(client, "boss", "save", task_queue="timeout", id="unanswered",
+                             options=RunOptions(approval_timeout=0.5))
+        result = await handle.result()
+        return result.output, (await pending(client, "unanswered")).round
+
+
+def test_the_approval_timeout_denies_unanswered_calls_and_a_run_may_pause_again(
+    dev_server: DevServer, tmp_path: Path,
+) -> None:
+    output, rounds = asyncio.run(unanswered(dev_server, tmp_path))
+    assert output == "boss: scribe: denied: no answer within 0.5 s"
+    assert rounds == 2  # paused twice: w1, then w2 on the resumed run
+    assert not (tmp_path / "w.log").exists()
+    path = tmp_path / ledger_name("unanswered")
+    assert ledger.verify(path).ok
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(e["call_id"], e["verdict"], e["data"]) for e in entries
+            if e["kind"] == "approval"] == [("w1", "deny", {"by": "timeout"}),
+                                            ("w2", "deny", {"by": "timeout"})]
