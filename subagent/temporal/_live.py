@@ -60,9 +60,11 @@ async def poll_controls(
     applied: list[int],
 ) -> None:
     """Forever: fetch the controls numbered ``first`` on and apply them to ``root`` in
-    order; ``applied[0]`` is the number of the next one to apply. A checkpoint."""
+    order; ``applied[0]`` is the number of the next one to apply. The first poll is
+    after :data:`CONTROL_POLL` (a run shorter than that makes no query). A checkpoint."""
     applied[0] = first
     while True:
+        await trio.sleep(CONTROL_POLL)
         controls: list[Control] = []
         with trio.move_on_after(CONTROL_TIMEOUT):
             try:
@@ -74,4 +76,3 @@ async def poll_controls(
                 if _valid(control, applied[0]):
                     apply(root, control)
                     applied[0] = control.number + 1
-        await trio.sleep(CONTROL_POLL)
