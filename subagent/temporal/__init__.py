@@ -18,10 +18,14 @@ from ._client import events as events
 from ._client import start as start
 from ._devserver import DevServer as DevServer
 from ._devserver import temporal_binary as temporal_binary
+from ._errors import BadAnswer as BadAnswer
 from ._errors import DevServerError as DevServerError
 from ._errors import EventDecodeError as EventDecodeError
 from ._errors import EventsLost as EventsLost
+from ._errors import NotPaused as NotPaused
+from ._errors import StateTooLarge as StateTooLarge
 from ._errors import TemporalError as TemporalError
+from ._errors import UnknownCall as UnknownCall
 from ._inputs import Answer as Answer
 from ._inputs import Pending as Pending
 from ._inputs import PendingCall as PendingCall
@@ -29,9 +33,6 @@ from ._inputs import RootInput as RootInput
 from ._inputs import RootResult as RootResult
 from ._inputs import RunOptions as RunOptions
 from ._resume import Heartbeat as Heartbeat
-from ._signals import BadAnswer as BadAnswer
-from ._signals import NotPaused as NotPaused
-from ._signals import UnknownCall as UnknownCall
 from ._signals import approve as approve
 from ._signals import controls_applied as controls_applied
 from ._signals import deny as deny

@@ -12,12 +12,8 @@ from __future__ import annotations
 import agentcore
 
 from ._approvals import MAX_SHOWN_ARGUMENTS, MAX_STATE_BYTES
-from ._errors import TemporalError
+from ._errors import StateTooLarge
 from ._inputs import Answer, PendingCall
-
-
-class StateTooLarge(TemporalError):
-    """A paused run's state is larger than a Temporal payload may carry here."""
 
 
 def _shown(arguments: str) -> str:

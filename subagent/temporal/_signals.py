@@ -15,20 +15,8 @@ from temporalio.client import Client
 
 from ._approvals import MAX_STEER_CHARS, MAX_TASKS, answer_problem
 from ._client import QUERY_TIMEOUT
-from ._errors import TemporalError
+from ._errors import BadAnswer, NotPaused, UnknownCall
 from ._inputs import Answer, Pending, PendingCall
-
-
-class NotPaused(TemporalError):
-    """The workflow is not paused: it has no call waiting for an answer."""
-
-
-class UnknownCall(TemporalError):
-    """An answer names no deferred call of the paused workflow (or several)."""
-
-
-class BadAnswer(TemporalError):
-    """An answer, a steering text or a query result is out of bounds or malformed."""
 
 
 def _rpc() -> timedelta:

@@ -43,9 +43,10 @@ from .._pool import Pool
 from .._results import SubagentResultsTool
 from .._stream import Stream
 from .._task import Task
+from ._errors import StateTooLarge
 from ._inputs import ActivityInput, ActivityResult, Control, EventBatch, PendingCall, RootResult
 from ._live import poll_controls, tree_statuses
-from ._paused import StateTooLarge, encode_pause, resumed_state
+from ._paused import encode_pause, resumed_state
 from ._resume import Heartbeat, last_heartbeat, start_state
 from ._wire import MAX_EVENT_BYTES, encode_event
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from agentcore import RunState
 from subagent import Spec, TaskPaused, open_pool
-from subagent.temporal import Answer, PendingCall
+from subagent.temporal import Answer, PendingCall, StateTooLarge
 from subagent.temporal._approvals import MAX_STATE_BYTES, Approvals, answer_problem
-from subagent.temporal._paused import StateTooLarge, encode_pause, resumed_state
+from subagent.temporal._paused import encode_pause, resumed_state
 from tests.agentcore._durable import gate, make_tool, model
 
 
