@@ -22,8 +22,9 @@ from ._output import OutputCheck
 from ._result import RunResult
 from ._resume import audit_answers, finish_pending, last_answer
 from ._runend import RunEnd
+from ._runhandle import RunHandle
 from ._state import Phase, RunState
-from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED, Pending, RunEndedError
+from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED
 from ._summary import EndReason, RunSummary
 from ._toolcall import run_tools, skip_calls
 from ._tools import ToolOutcome
@@ -44,7 +45,7 @@ def current_run() -> Run | None:
     return _current_run.get()
 
 
-class Run:
+class Run(RunHandle):
     """One execution of an Agent on one input: the handle and the loop.
 
     Create it with :meth:`Agent.new_run`; ``await run.run()`` executes it once, in
@@ -120,97 +121,6 @@ class Run:
     def state(self) -> RunState:
         """The run's state (its only writer is this Run; a paused run's is answered, resumed)."""
         return self._state
-
-    # -- control from other tasks ------------------------------------------------------
-
-    def steer(self, text: str) -> None:
-        """Add a user message to the running conversation. Not a checkpoint.
-
-        The loop reads pending messages at the top of each iteration (after
-        ``turn_start``, with a ``steering_injected`` event each). A pending message
-        also skips the current turn's tool calls not yet started, and keeps the run
-        going when the model answers without tool calls and turns remain; if the
-        run ends before reading it, it comes back in ``RunResult.follow_ups``.
-
-        Raises:
-          RunEndedError: the run has ended.
-        """
-        self._check_open("steer")
-        self.put(Pending(Message("user", text), EventKind.steering_injected, text))
-
-    def follow_up(self, text: str) -> None:
-        """Queue a message for after this run: it comes back in ``RunResult.follow_ups``
-        for the caller to run next (``follow_up_queued`` event). Not a checkpoint.
-
-        Raises:
-          RunEndedError: the run has ended.
-        """
-        self._check_open("follow_up")
-        self._state.follow_ups.append(text)
-
-    def interrupt(self) -> None:
-        """Ask the run to stop gracefully. Not a checkpoint; idempotent.
-
-        Tool calls running now finish; the turn's other calls are skipped (each gets
-        a ``skipped: interrupted`` result and a ``tool_skipped`` event); a note is
-        added and the model is called once more, without tools, to summarise. The
-        run ends ``interrupted`` (``interrupt_received`` when the loop notices). If
-        the model has already answered without tool calls, that answer is the output.
-        Does nothing once the run has ended.
-        """
-        if self._state.phase is not Phase.ended:
-            self._state.interrupt_requested = True
-
-    @property
-    def interrupt_requested(self) -> bool:
-        """Whether :meth:`interrupt` was called before the run ended."""
-        return self._state.interrupt_requested
-
-    @property
-    def abort_requested(self) -> bool:
-        """Whether :meth:`abort` was called (by a hook, too) before the run ended."""
-        return self._state.abort_reason is not None
-
-    def abort(self, reason: str = "") -> None:
-        """Stop the run now (hard). Not a checkpoint; idempotent.
-
-        The model call, tools and hooks in progress are cancelled, the conversation
-        is rolled back to its snapshot at the start of the current turn, and the
-        run ends ``aborted`` (``interrupt_received`` with text ``abort: <reason>``,
-        then ``agent_end``); :meth:`run` returns the result. Does nothing once the
-        run has ended.
-        """
-        state = self._state
-        if state.phase is Phase.ended or state.abort_reason is not None:
-            return
-        state.abort_reason = reason
-        if self._scope is not None:
-            self._scope.cancel()
-
-    def put(self, pending: Pending) -> None:
-        """Add ``pending`` to the inbox read at the top of the next iteration. Not a checkpoint.
-
-        Raises:
-          RunEndedError: the run has ended.
-        """
-        self._check_open("put")
-        self._state.put(pending)
-
-    @property
-    def ended(self) -> bool:
-        """Whether the run has ended or decided to end: steering is no longer accepted."""
-        return self._state.phase is Phase.ended
-
-    @property
-    def has_pending(self) -> bool:
-        """Whether messages that preempt tool calls (``Pending.preempts``) are waiting."""
-        return self._state.preempting > 0
-
-    def _check_open(self, what: str) -> None:
-        if self._state.phase is Phase.ended:
-            raise RunEndedError(
-                f"cannot {what}: run {self.run_id} has ended; start a new run instead"
-            )
 
     # -- the RunPort: events, audit, messages and counters for the turn's helpers -------
 

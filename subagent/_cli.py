@@ -307,7 +307,8 @@ def _answer_command(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _add_temporal(commands: Any) -> None:
-    """``subagent temporal dev|worker|run`` (needs the ``temporal`` extra to run)."""
+    """``subagent temporal dev|worker|run|pending|approve|deny|interrupt|steer`` (needs
+    the ``temporal`` extra to run)."""
     temporal = commands.add_parser("temporal", help="run agents on Temporal (extra 'temporal')")
     subs = temporal.add_subparsers(dest="temporal_command", required=True)
     dev = subs.add_parser("dev", help="the Temporal dev server on 127.0.0.1 and a worker")
@@ -332,7 +333,25 @@ def _add_temporal(commands: Any) -> None:
         sub.add_argument("--max-roots", type=int, default=16,
                          help="roots this worker runs at once (default 16)")
         sub.add_argument("--yes", action="store_true", help="allow every tool call")
+        sub.add_argument("--approve-later", action="store_true",
+                         help="defer calls of tools that may change things: the workflow "
+                              "pauses until they are answered (temporal approve|deny)")
     trun.add_argument("task", help="the task text")
+    tpending = subs.add_parser("pending", help="the calls a paused root workflow waits on")
+    tapprove = subs.add_parser("approve", help="approve a deferred call of a paused workflow")
+    tdeny = subs.add_parser("deny", help="deny a deferred call of a paused workflow")
+    tinterrupt = subs.add_parser("interrupt", help="ask a root workflow to stop gracefully")
+    tsteer = subs.add_parser("steer", help="add a user message to a root workflow's run")
+    for sub in (tpending, tapprove, tdeny, tinterrupt, tsteer):
+        sub.add_argument("workflow_id", help="the root workflow's id")
+        sub.add_argument("--address", default="127.0.0.1:7233", help="the Temporal frontend")
+    for sub in (tapprove, tdeny):
+        sub.add_argument("call_id", help="the deferred call's id (see: temporal pending)")
+        sub.add_argument("--reason", default=None, help="why (recorded in the ledger)")
+        sub.add_argument("--by", default="", help="who answers (recorded in the ledger)")
+        sub.add_argument("--path", default=None,
+                         help="the run's path, when several deferred calls share the id")
+    tsteer.add_argument("text", help="the message")
 
 
 def _use_rich(args: argparse.Namespace, out: TextIO) -> bool:

@@ -13,7 +13,7 @@ import trio
 import agentcore
 from agentcore import ArgumentsError, Liveness, Tool, load_arguments
 
-from . import _pool as shell
+from . import _childslots as shell
 from ._current import current_task
 from ._errors import InvalidArgumentsError, SubagentError, TaskPaused, format_path
 from ._reply import with_output

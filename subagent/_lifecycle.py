@@ -24,10 +24,11 @@ from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation
 from ._events import Event, EventKind
 from ._recovery import commit_checkpoint
+from ._result import end_status
 from ._results import SubagentResultsTool
 from ._spec import Spec, agent_settings
 from ._stream import Stream
-from ._task import Task, end_status
+from ._task import Task
 
 #: Appended to every subagent's system prompt (SPEC 3.4, isolation).
 FRAMING = (

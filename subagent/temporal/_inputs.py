@@ -30,12 +30,17 @@ class RunOptions:
         resume from a heartbeat (issue 20's ``RunState``): a second attempt would start
         the tree over and could repeat finished mutating tool calls.
       keep_events: The workflow's event retention (the last ``keep_events``).
+      approval_timeout: Seconds a paused run waits for its answers (a durable
+        workflow timer) before every unanswered call is denied ("no answer within N
+        s"); ``None`` (the default): it waits until the workflow's execution timeout,
+        for days if need be.
     """
 
     timeout: float | None = None
     heartbeat_timeout: float = 30.0
     max_attempts: int = 1
     keep_events: int = DEFAULT_KEEP_EVENTS
+    approval_timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,70 @@ class ActivityInput:
     workflow_id: str
     agent: str
     task: str
+    round: int = 0
+    """Which activity of the workflow this is (0, then one more per resume)."""
+    state: str | None = None
+    """The paused tree's ``RunState.to_json()`` this round resumes (``None``: a new run)."""
+    answers: list[Answer] = field(default_factory=list)
+    """The humans' answers to the paused state's deferred calls."""
+    controls_from: int = 0
+    """Controls (interrupt, steer) with a lower number were applied by earlier rounds."""
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A deferred tool call waiting for a human (an ``agentcore.PendingApproval``).
+
+    ``path`` is the AgentPath of the run that made it; ``arguments`` are the model's
+    text (hostile: escape it before showing it on a terminal).
+    """
+
+    path: list[str]
+    call_id: str
+    tool: str
+    arguments: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A human's answer to a deferred call (the ``approve`` / ``deny`` signals).
+
+    ``path`` names the run that made the call when call ids repeat in a tree.
+    """
+
+    call_id: str
+    approved: bool
+    reason: str = ""
+    by: str = ""
+    path: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What the ``pending`` query returns.
+
+    Attributes:
+      paused: The run is paused, waiting for answers.
+      calls: The deferred calls of the paused run (empty when it is not paused).
+      answers: The answers received so far for them.
+      round: The activity round the pause ended (see :attr:`ActivityInput.round`).
+    """
+
+    paused: bool
+    calls: list[PendingCall]
+    answers: list[Answer]
+    round: int
+
+
+@dataclass(frozen=True)
+class Control:
+    """A graceful control for the root: ``kind`` ``"interrupt"`` or ``"steer"`` (with
+    ``text``), numbered from 0 in the order the workflow received them."""
+
+    number: int
+    kind: str
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -62,7 +131,8 @@ class RootResult:
 
     Attributes:
       status: ``"finished"``, ``"failed"`` or ``"timed_out"`` (a cancel cancels the
-        workflow instead).
+        workflow instead); ``"paused"`` only in an activity's result, never the
+        workflow's (it waits for the answers and resumes).
       output: The root's final answer (``""`` unless finished).
       error: Why it did not finish, if it did not.
       input_tokens, output_tokens: The usage of the whole tree.
@@ -82,12 +152,22 @@ class RootResult:
 @dataclass(frozen=True)
 class ActivityResult:
     """What the activity returns to the workflow: the result, and the events not yet
-    signalled (``tail``, numbered as batch ``seq`` of ``attempt``)."""
+    signalled (``tail``, numbered as batch ``seq`` of ``attempt``).
+
+    When the tree paused, ``state`` is its ``RunState.to_json()`` (at most
+    :data:`~subagent.temporal._approvals.MAX_STATE_BYTES`), ``pending`` its deferred
+    calls, and ``result.status`` is ``"paused"``. ``controls`` is the number of the
+    first control not applied yet.
+    """
 
     result: RootResult
     attempt: int
     seq: int
     tail: list[str]
+    state: str | None = None
+    pending: list[PendingCall] = field(default_factory=list)
+    controls: int = 0
+    tasks: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,6 +181,12 @@ class EventBatch:
     attempt: int
     seq: int
     events: list[str]
+    round: int = 0
+    tasks: dict[str, str] | None = None
+    """The status of every task of the tree (task path -> ``TaskStatus`` value), when
+    it changed since the last batch."""
+    controls: int = 0
+    """The number of the first control the activity has not applied yet."""
 
 
 @dataclass(frozen=True)

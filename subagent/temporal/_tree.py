@@ -1,8 +1,8 @@
 """Running one root task and its subtree on a fresh trio pool, inside an activity.
 
 :func:`run_tree` is the trio side of the activity: it opens a pool for the specs,
-submits the root (or, once issue 20 lands, resumes it: see :mod:`._resume`), and
-until the root resolves
+submits the root (or resumes a paused tree with the humans' answers: see
+:mod:`._paused`), and until the root resolves
 
 - forwards every event, encoded, to the workflow in batches (:class:`Outbox`): the
   pool's stream is drained at once, so backpressure stops here; the outbox keeps at
@@ -10,7 +10,11 @@ until the root resolves
 - heartbeats a :class:`~._resume.Heartbeat` at every turn boundary and every
   :data:`TICK` seconds (a cancel reaches an activity only through a heartbeat);
 - polls the activity's cancel flag and, once it is set, cancels the root
-  (``Task.cancel()``: the cascading hard abort of the whole tree).
+  (``Task.cancel()``: the cascading hard abort of the whole tree);
+- polls the workflow's controls (interrupt, steer) and applies them to the root,
+  and reports the status of every task of the tree with the event batches.
+
+A tree that pauses (``TaskPaused``) ends the activity with its state.
 
 The Temporal side is behind a :class:`Link` (three callables), so this module
 imports no temporalio.
@@ -31,13 +35,18 @@ from agentcore import ToolGate
 
 from .._declarative import SpecFile
 from .._delegation import SubagentTool
-from .._errors import TaskCancelled, TaskError, TaskTimeout, UnknownAgentError
+from .._errors import TaskCancelled, TaskError, TaskPaused, TaskTimeout, UnknownAgentError
 from .._events import Event
 from .._ledgerfile import open_sink
 from .._open import open_pool
+from .._pool import Pool
 from .._results import SubagentResultsTool
 from .._stream import Stream
-from ._inputs import ActivityInput, ActivityResult, EventBatch, RootResult
+from .._task import Task
+from ._errors import StateTooLarge
+from ._inputs import ActivityInput, ActivityResult, Control, EventBatch, PendingCall, RootResult
+from ._live import poll_controls, tree_statuses
+from ._paused import encode_pause, resumed_state
 from ._resume import Heartbeat, last_heartbeat, start_state
 from ._wire import MAX_EVENT_BYTES, encode_event
 
@@ -67,6 +76,8 @@ class Link:
       cancelled: Whether Temporal asked the activity to cancel.
       attempt: This activity attempt (from 1).
       details: The heartbeat details a retried attempt received.
+      controls: Fetches the workflow's controls from a number on (a checkpoint);
+        ``None``: none are polled.
     """
 
     send: Callable[[EventBatch], Awaitable[None]]
@@ -74,6 +85,7 @@ class Link:
     cancelled: Callable[[], bool]
     attempt: int = 1
     details: tuple[object, ...] = ()
+    controls: Callable[[int], Awaitable[list[Control]]] | None = None
 
 
 class Cancelled(Exception):
@@ -90,7 +102,18 @@ class Outbox:
     sent: int = 0
     dropped: int = 0
     turns: int = 0
+    round: int = 0
+    tasks: dict[str, str] | None = None
+    sent_tasks: dict[str, str] = attrs.Factory(dict)
+    #: ``applied[0]``: the first control not applied yet (shared with the poller).
+    applied: list[int] = attrs.Factory(lambda: [0])
+    sent_applied: int = 0
     lock: trio.Lock = attrs.Factory(trio.Lock)
+
+    def statuses(self, tasks: dict[str, str]) -> None:
+        """Send ``tasks`` with the next batch, if they changed since the last one sent."""
+        if tasks != self.sent_tasks:
+            self.tasks = tasks
 
     def put(self, event: Event) -> None:
         text = encode_event(event)
@@ -118,15 +141,22 @@ class Outbox:
             return await self._flush_once()
 
     async def _flush_once(self) -> bool:
-        if not self.pending:
+        if not self.pending and self.tasks is None and self.applied[0] == self.sent_applied:
             return True
         batch = self._batch()
         dropped = self.dropped
+        tasks, applied = self.tasks, self.applied[0]
         try:
             with trio.fail_after(SEND_TIMEOUT):
-                await self.link.send(EventBatch(self.link.attempt, self.seq, batch))
+                await self.link.send(
+                    EventBatch(self.link.attempt, self.seq, batch, self.round, tasks, applied))
         except Exception:
             return False
+        self.sent_applied = applied
+        if tasks is not None:
+            self.sent_tasks = tasks
+            if self.tasks is tasks:
+                self.tasks = None
         # Events dropped meanwhile (outbox full) came off the front of this batch.
         del self.pending[: max(0, len(batch) - (self.dropped - dropped))]
         self.seq += 1
@@ -143,6 +173,51 @@ def _usage_tokens(usage: agentcore.Usage) -> tuple[int, int]:
     return usage.input_tokens, usage.output_tokens
 
 
+@attrs.define
+class _Ending:
+    """How the root resolved, as the activity reports it."""
+
+    result: RootResult | None = None
+    cancelled: bool = False
+    state: str | None = None
+    pending: list[PendingCall] = attrs.Factory(list)
+
+
+async def _outcome(task: Task, ending: _Ending) -> None:
+    """Wait for the root and record how it ended. A checkpoint."""
+    try:
+        done = await task.wait()
+    except TaskCancelled as exc:
+        ending.cancelled = True
+        ending.result = RootResult("cancelled", "", str(exc), *_usage_tokens(task.tree_usage))
+    except TaskPaused as exc:
+        usage = _usage_tokens(task.tree_usage)
+        try:
+            ending.state, ending.pending = encode_pause(exc.state)
+        except StateTooLarge as too_large:
+            ending.result = RootResult("failed", "", str(too_large), *usage)
+        else:
+            ending.result = RootResult("paused", "", str(exc), *usage)
+    except TaskError as exc:
+        status = "timed_out" if isinstance(exc, TaskTimeout) else "failed"
+        ending.result = RootResult(status, "", str(exc), *_usage_tokens(task.tree_usage))
+    else:
+        ending.result = RootResult("finished", done.output, None,
+                                   *_usage_tokens(done.tree_usage))
+
+
+async def _start(pool: Pool, job: ActivityInput) -> Task | RootResult:
+    """Submit the root, or resume the paused tree with the answers; a failed result
+    when the paused state does not fit this worker's specs. A checkpoint."""
+    if job.state is None:
+        return await pool.submit(job.agent, job.task)
+    try:
+        state = resumed_state(job.state, job.answers)
+        return await pool.resume(state)
+    except (agentcore.RunStateError, agentcore.ResumeError, UnknownAgentError) as exc:
+        return RootResult("failed", "", f"cannot resume the paused run: {exc}")
+
+
 async def run_tree(
     job: ActivityInput,
     specs: SpecFile,
@@ -151,18 +226,20 @@ async def run_tree(
     gate: ToolGate | None,
     ledger_path: Path | None,
 ) -> ActivityResult:
-    """Run ``job``'s root and subtree to the end; return how it ended and the last
-    events. A checkpoint.
+    """Run ``job``'s root and subtree (or resume it) until it ends or pauses; return
+    how it ended and the last events. A checkpoint.
 
     Raises:
       Cancelled: Temporal cancelled the activity (the tree was aborted first and its
         events were sent).
     """
     names = tuple(sorted(spec.name for spec in specs.specs))
-    if job.agent not in names:  # the workflow input came from any client of the cluster
+    if job.state is None and job.agent not in names:  # the input came from any client
         error = str(UnknownAgentError(job.agent, names))
-        return ActivityResult(RootResult("failed", "", error), link.attempt, 0, [])
-    outbox = Outbox(link)
+        return ActivityResult(RootResult("failed", "", error), link.attempt, 0, [],
+                              controls=job.controls_from)
+    applied = [job.controls_from]
+    outbox = Outbox(link, round=job.round, applied=applied, sent_applied=job.controls_from)
     stream = Stream(256)
     sink = open_sink(ledger_path) if ledger_path is not None else None
     previous = last_heartbeat(link.details)
@@ -179,8 +256,7 @@ async def run_tree(
         defaults = attrs.evolve(defaults, gate=gate)
     if sink is not None:
         defaults = attrs.evolve(defaults, audit=sink)
-    result: RootResult | None = None
-    cancelled = False
+    ending = _Ending()
     tail: list[str] = []
     seq = 0
     forwarded = trio.Event()
@@ -210,31 +286,31 @@ async def run_tree(
                 }
                 for spec in specs.specs_for(tools, pool.mcp_tools):
                     pool.register(spec)
-                task = await pool.submit(job.agent, job.task)
-
-                async def watch() -> None:
-                    while not link.cancelled():
-                        outbox.heartbeat()
-                        await trio.sleep(TICK)
-                    task.cancel()
-
-                outer.start_soon(watch)
-                try:
-                    done = await task.wait()
-                except TaskCancelled as exc:
-                    cancelled = True
-                    usage = _usage_tokens(task.tree_usage)
-                    result = RootResult("cancelled", "", str(exc), *usage)
-                except TaskError as exc:
-                    status = "timed_out" if isinstance(exc, TaskTimeout) else "failed"
-                    result = RootResult(status, "", str(exc), *_usage_tokens(task.tree_usage))
+                started = await _start(pool, job)
+                if isinstance(started, RootResult):
+                    ending.result = started
                 else:
-                    result = RootResult("finished", done.output, None,
-                                        *_usage_tokens(done.tree_usage))
+                    task = started
+
+                    async def watch() -> None:
+                        while not link.cancelled():
+                            outbox.heartbeat()
+                            outbox.statuses(tree_statuses(task))
+                            await trio.sleep(TICK)
+                        task.cancel()
+
+                    async with trio.open_nursery() as inner:
+                        inner.start_soon(watch)
+                        if link.controls is not None:
+                            inner.start_soon(poll_controls, link.controls, task,
+                                             job.controls_from, applied)
+                        await _outcome(task, ending)
+                        inner.cancel_scope.cancel()
+                    outbox.statuses(tree_statuses(task))
             stream.close()
             # The pool is closed: every event is in the outbox once ``forward`` ends.
             await forwarded.wait()
-            if cancelled:  # the events go by signal: a cancelled activity has no result
+            if ending.cancelled:  # the events go by signal: a cancelled activity has no result
                 with trio.move_on_after(FINAL_FLUSH_TIMEOUT):
                     while outbox.pending:
                         if not await outbox.flush_once():
@@ -253,9 +329,11 @@ async def run_tree(
         if sink is not None:
             with trio.CancelScope(shield=True):
                 await sink.aclose()
+    result = ending.result
     assert result is not None
-    if cancelled:
+    if ending.cancelled:
         raise Cancelled(result.error or "cancelled")
     name = ledger_path.name if ledger_path is not None else ""
     result = dataclasses.replace(result, events=outbox.sent + len(tail), ledger=name)
-    return ActivityResult(result, link.attempt, seq, tail)
+    return ActivityResult(result, link.attempt, seq, tail, ending.state, ending.pending,
+                          applied[0], outbox.tasks or outbox.sent_tasks)

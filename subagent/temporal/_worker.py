@@ -18,10 +18,10 @@ import concurrent.futures
 import contextlib
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 from temporalio import activity
@@ -34,7 +34,8 @@ from agentcore import ToolGate
 
 from .._declarative import SpecFile
 from .._ledgerfile import make_private_dirs, state_dir
-from ._inputs import ACTIVITY_NAME, ActivityInput, ActivityResult, EventBatch
+from ._inputs import ACTIVITY_NAME, ActivityInput, ActivityResult, Control, EventBatch
+from ._live import CONTROL_TIMEOUT
 from ._tree import Cancelled, Link, run_tree
 from ._workflow import SubagentWorkflow
 
@@ -47,6 +48,7 @@ HEARTBEAT_THROTTLE = 1.0
 STICKY_TIMEOUT = 10.0
 
 SpecSource = SpecFile | Callable[[], SpecFile]
+T = TypeVar("T")
 
 
 def default_ledger_dir() -> Path:
@@ -69,27 +71,40 @@ class _RootActivity:
         self._worker = worker
         self._loop = loop
 
+    async def _on_loop(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the worker's asyncio loop and wait for it from trio."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+
+        def wake(_: object) -> None:
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(done.set)
+
+        future.add_done_callback(wake)
+        try:
+            await done.wait()
+        finally:
+            future.cancel()
+        return future.result()
+
     def _send(self, workflow_id: str) -> Callable[[EventBatch], Any]:
         handle = self._worker.client.get_workflow_handle(workflow_id)
-        loop = self._loop
 
         async def send(batch: EventBatch) -> None:
-            future = asyncio.run_coroutine_threadsafe(handle.signal("events", batch), loop)
-            token = trio.lowlevel.current_trio_token()
-            done = trio.Event()
-
-            def wake(_: object) -> None:
-                with contextlib.suppress(trio.RunFinishedError):
-                    token.run_sync_soon(done.set)
-
-            future.add_done_callback(wake)
-            try:
-                await done.wait()
-            finally:
-                future.cancel()
-            future.result()
+            await self._on_loop(handle.signal("events", batch))
 
         return send
+
+    def _controls(self, workflow_id: str) -> Callable[[int], Awaitable[list[Control]]]:
+        handle = self._worker.client.get_workflow_handle(workflow_id)
+
+        async def controls(number: int) -> list[Control]:
+            return await self._on_loop(handle.query(
+                "controls", number, result_type=list[Control],
+                rpc_timeout=timedelta(seconds=CONTROL_TIMEOUT)))
+
+        return controls
 
     @activity.defn(name=ACTIVITY_NAME, no_thread_cancel_exception=True)
     def run_root(self, job: ActivityInput) -> ActivityResult:
@@ -107,6 +122,7 @@ class _RootActivity:
             cancelled=activity.is_cancelled,
             attempt=info.attempt,
             details=tuple(info.heartbeat_details),
+            controls=self._controls(job.workflow_id),
         )
         try:
             return trio.run(

@@ -1,12 +1,21 @@
 """``SubagentWorkflow``: one root task as a Temporal workflow.
 
-The workflow is deterministic bookkeeping only: it schedules one activity
+The workflow is deterministic bookkeeping only: it schedules an activity
 (:data:`~subagent.temporal._inputs.ACTIVITY_NAME`) that runs the root and its whole
 subtree on a worker's trio pool, keeps the last ``keep_events`` events the activity
 sends it (signal ``events``) for followers (query ``events``), and returns the
 activity's :class:`RootResult`. Cancelling the workflow cancels the activity and
 waits for it to finish its abort (the events of the abort arrive first).
-Everything it holds comes from its history (signals, the activity's result), so a
+
+**Durable approvals.** When the tree pauses (a gate deferred a call anywhere in it),
+the activity ends with the paused state; the workflow then waits, with no activity
+and no worker busy (``wait_condition``, for days if need be, or
+``RunOptions.approval_timeout``), for an ``approve`` or ``deny`` signal per deferred
+call (query ``pending``), and schedules a new activity, on any worker, that resumes
+the state with the answers. **Controls**: the ``interrupt`` and ``steer`` signals are
+kept (bounded, numbered) for the activity, which polls them (query ``controls``)
+and applies them to the root. Query ``tasks``: the status of every task of the tree.
+Everything it holds comes from its history (signals, the activities' results), so a
 replay rebuilds it exactly.
 """
 
@@ -19,13 +28,17 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from ._approvals import MAX_TASKS, Approvals, Controls
     from ._inputs import (
         ACTIVITY_NAME,
         WORKFLOW_NAME,
         ActivityInput,
         ActivityResult,
+        Answer,
+        Control,
         EventBatch,
         EventPage,
+        Pending,
         RootInput,
         RootResult,
     )
@@ -42,36 +55,117 @@ class SubagentWorkflow:
         self._events: deque[str] = deque()
         self._keep = 1
         self._total = 0
-        self._next_seq: dict[int, int] = {}
+        self._next_seq: dict[tuple[int, int], int] = {}
         self._done = False
+        self._round = 0
+        self._approvals: Approvals | None = None
+        self._controls = Controls()
+        self._tasks: dict[str, str] = {}
+        self._applied = 0
 
     @workflow.run
     async def run(self, root: RootInput) -> RootResult:
         options = root.options
         self._keep = max(1, options.keep_events)
         timeout = timedelta(seconds=options.timeout) if options.timeout else None
+        state: str | None = None
+        answers: list[Answer] = []
+        controls_from = 0
         try:
-            outcome: ActivityResult = await workflow.execute_activity(
-                ACTIVITY_NAME,
-                ActivityInput(workflow.info().workflow_id, root.agent, root.task),
-                result_type=ActivityResult,
-                start_to_close_timeout=timeout,
-                schedule_to_close_timeout=None if timeout else timedelta(days=3650),
-                heartbeat_timeout=timedelta(seconds=options.heartbeat_timeout),
-                retry_policy=RetryPolicy(maximum_attempts=max(1, options.max_attempts)),
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            )
-            self.add_events(EventBatch(outcome.attempt, outcome.seq, outcome.tail))
-            return outcome.result
+            while True:
+                outcome: ActivityResult = await workflow.execute_activity(
+                    ACTIVITY_NAME,
+                    ActivityInput(workflow.info().workflow_id, root.agent, root.task,
+                                  self._round, state, answers, controls_from),
+                    result_type=ActivityResult,
+                    start_to_close_timeout=timeout,
+                    schedule_to_close_timeout=None if timeout else timedelta(days=3650),
+                    heartbeat_timeout=timedelta(seconds=options.heartbeat_timeout),
+                    retry_policy=RetryPolicy(maximum_attempts=max(1, options.max_attempts)),
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                )
+                self.add_events(EventBatch(outcome.attempt, outcome.seq, outcome.tail,
+                                           self._round, outcome.tasks or None))
+                controls_from = self._applied = max(self._applied, outcome.controls)
+                if outcome.result.status != "paused" or outcome.state is None:
+                    return outcome.result
+                answers = await self._answers(outcome, options.approval_timeout)
+                state = outcome.state
+                self._round += 1
         finally:
             self._done = True
+
+    async def _answers(self, outcome: ActivityResult, limit: float | None) -> list[Answer]:
+        """Wait (durably) until every deferred call of the paused run has an answer."""
+        books = self._approvals = Approvals(list(outcome.pending), self._round)
+        try:
+            if limit is None:
+                await workflow.wait_condition(books.complete)
+            else:
+                await workflow.wait_condition(books.complete, timeout=timedelta(seconds=limit))
+        except TimeoutError:
+            books.deny_the_rest(f"no answer within {limit:g} s")
+        self._approvals = None
+        return books.in_order()
+
+    @workflow.signal(name="approve")
+    def approve(self, answer: Answer) -> None:
+        """A human approves a deferred call (ignored unless it names exactly one)."""
+        if self._approvals is not None:
+            self._approvals.record(Answer(answer.call_id, True, answer.reason or "approved",
+                                          answer.by, answer.path))
+
+    @workflow.signal(name="deny")
+    def deny(self, answer: Answer) -> None:
+        """A human denies a deferred call (ignored unless it names exactly one)."""
+        if self._approvals is not None:
+            self._approvals.record(Answer(answer.call_id, False, answer.reason or "denied",
+                                          answer.by, answer.path))
+
+    @workflow.signal(name="interrupt")
+    def interrupt(self) -> None:
+        """Ask the root to stop gracefully (``Task.interrupt``), at its next poll."""
+        self._controls.add("interrupt")
+
+    @workflow.signal(name="steer")
+    def steer(self, text: str) -> None:
+        """Add a user message to the root's conversation (``Task.steer``)."""
+        self._controls.add("steer", text if isinstance(text, str) else "")
+
+    @workflow.query(name="controls")
+    def controls(self, number: int) -> list[Control]:
+        """The controls numbered ``number`` or more (for the activity)."""
+        return self._controls.since(number)
+
+    @workflow.query(name="controls_applied")
+    def controls_applied(self) -> int:
+        """How many controls the activities have applied to the root."""
+        return self._applied
+
+    @workflow.query(name="pending")
+    def pending(self) -> Pending:
+        """The paused run's deferred calls and the answers so far."""
+        books = self._approvals
+        if books is None:
+            return Pending(False, [], [], self._round)
+        return Pending(True, list(books.calls), books.in_order(), books.round)
+
+    @workflow.query(name="tasks")
+    def tasks(self) -> dict[str, str]:
+        """The status of every task of the tree (task path -> ``TaskStatus`` value), as
+        the activity last reported it."""
+        return dict(self._tasks)
 
     @workflow.signal(name="events")
     def add_events(self, batch: EventBatch) -> None:
         """Append a batch from the activity, once (a repeated batch is dropped)."""
-        if batch.seq != self._next_seq.get(batch.attempt, 0):
+        key = (batch.round, batch.attempt)
+        if batch.seq != self._next_seq.get(key, 0):
             return
-        self._next_seq[batch.attempt] = batch.seq + 1
+        self._next_seq[key] = batch.seq + 1
+        self._applied = max(self._applied, min(batch.controls, self._controls.total))
+        if batch.tasks is not None:
+            self._tasks = dict(list(batch.tasks.items())[:MAX_TASKS])
         for text in batch.events:
             self._events.append(text)
             self._total += 1
