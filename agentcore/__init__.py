@@ -5,6 +5,11 @@ from ._arguments import MAX_ARGUMENT_BYTES as MAX_ARGUMENT_BYTES
 from ._arguments import MAX_ARGUMENT_DEPTH as MAX_ARGUMENT_DEPTH
 from ._arguments import ArgumentsError as ArgumentsError
 from ._arguments import load_arguments as load_arguments
+from ._checkpoint import INTERRUPTED as INTERRUPTED
+from ._checkpoint import Checkpoint as Checkpoint
+from ._checkpoint import Checkpointer as Checkpointer
+from ._checkpoint import CheckpointKind as CheckpointKind
+from ._checkpoint import recover_calls as recover_calls
 from ._errors import AgentCoreError as AgentCoreError
 from ._errors import AuditError as AuditError
 from ._errors import CallPaused as CallPaused
@@ -72,6 +77,7 @@ from ._tools import SelfMonitoring as SelfMonitoring
 from ._tools import Tool as Tool
 from ._tools import ToolOutcome as ToolOutcome
 from ._tools import check_liveness as check_liveness
+from ._tools import is_idempotent as is_idempotent
 from ._tools import is_read_only as is_read_only
 from ._tools import liveness_of as liveness_of
 from ._tools import tool_spec as tool_spec

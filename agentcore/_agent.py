@@ -21,6 +21,7 @@ from ._tools import Liveness, Tool, check_liveness, is_read_only, tool_spec
 if TYPE_CHECKING:
     from ledger import Sink
 
+    from ._checkpoint import Checkpointer
     from ._result import RunResult
     from ._run import Run
     from ._state import RunState
@@ -71,6 +72,9 @@ class Agent:
         ``RunResult.structured``.
       output_retries: Invalid answers a typed run may follow with another try; the
         next one ends the run ``error`` with :class:`OutputValidationError`.
+      checkpoint: Awaited with a :class:`Checkpoint` of each run at every turn
+        boundary, before each call of a tool that is not read-only, and at its end
+        (see ``agentcore._checkpoint``); ``None`` (the default) costs nothing.
 
     Raises:
       ConfigurationError: a duplicate tool name, a tool whose declared liveness
@@ -98,6 +102,7 @@ class Agent:
     retry: RetryPolicy
     output: OutputSchema | None
     output_retries: int
+    checkpoint: Checkpointer | None
     tools_by_name: dict[str, Tool]
     tool_specs: tuple[ToolSpec, ...]
     streams: bool
@@ -128,6 +133,7 @@ class Agent:
         retry: RetryPolicy = DEFAULT_RETRY,
         output_type: Any = None,
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
+        checkpoint: Checkpointer | None = None,
     ) -> None:
         if max_turns < 1:
             raise ConfigurationError(f"Agent max_turns must be at least 1, not {max_turns!r}")
@@ -176,6 +182,7 @@ class Agent:
             self.tool_specs += (output.tool_spec,)
         self.output = output
         self.output_retries = output_retries
+        self.checkpoint = checkpoint
         self.streams = callable(getattr(model, "stream", None))
         self.hooks = tuple(hooks)
         self.hook_timeout = hook_timeout

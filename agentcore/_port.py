@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ._checkpoint import Checkpointer
     from ._events import EventKind
     from ._gate import ToolGate
     from ._history import MessageCounter
@@ -64,6 +65,8 @@ class AgentSettings(Protocol):
     def gate_timeout(self) -> float: ...
     @property
     def end_timeout(self) -> float: ...
+    @property
+    def checkpoint(self) -> Checkpointer | None: ...
 
 
 class RunPort(Protocol):
@@ -82,6 +85,11 @@ class RunPort(Protocol):
     @property
     def path(self) -> AgentPath:
         """The run's AgentPath (shown to the gate)."""
+        ...
+
+    @property
+    def state(self) -> RunState:
+        """The run's state (read it; the run changes it)."""
         ...
 
     @property

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from ._checkpoint import INTERRUPTED
 from ._errors import ResumeError
 from ._gate import GateDecision
 from ._messages import Message
@@ -79,7 +80,15 @@ async def audit_answers(run: RunPort, pending: Sequence[PendingCall]) -> None:
                 reason=p.reason,
                 data={"by": p.by},
             )
-    await run.audit("run_resumed", data={"answers": answered, "pending": len(pending)})
+    data: dict[str, object] = {"answers": answered, "pending": len(pending)}
+    state = run.state
+    if state.checkpoint:
+        # Recovered after a crash: name the checkpoint, and the calls not repeated.
+        data["checkpoint"] = state.checkpoint
+        data["interrupted"] = " ".join(p.call.id for p in pending if p.result == INTERRUPTED
+                                       and p.status is CallStatus.done)
+        state.checkpoint = ""
+    await run.audit("run_resumed", data=data)
 
 
 async def finish_pending(

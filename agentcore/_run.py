@@ -12,6 +12,7 @@ import trio
 from ledger import Record
 
 from ._audit import record
+from ._checkpoint import at_end, at_turn
 from ._errors import describe
 from ._events import Event, EventKind, EventSink
 from ._hookcall import call_hook
@@ -290,6 +291,8 @@ class Run(RunHandle):
                              announced=state.start_delivered)
             error = end.error
             reason = end.summary.end_reason
+        if self.agent.checkpoint is not None:
+            await at_end(state, self.agent.checkpoint, self.agent.end_timeout)
         if reason is EndReason.aborted and error is not None:
             raise error
         paused = end.summary.end_reason is EndReason.paused
@@ -331,6 +334,8 @@ class Run(RunHandle):
             if state.turn >= agent.max_turns:
                 state.close()
                 return last_text, EndReason.max_turns
+            if agent.checkpoint is not None:
+                await at_turn(state, agent.checkpoint)
             injected = state.read_inbox()
             state.begin_turn()
             await self.emit(EventKind.turn_start)

@@ -94,6 +94,9 @@ class RunState:
     ``delegated`` pending call, in the same order (see ``CallPaused``)."""
     pausing: bool = False
     """Whether a gate deferred a call in the current turn (the run is pausing)."""
+    checkpoint: str = ""
+    """The name of the checkpoint a crashed run was recovered from, until its resume
+    records it in the ``run_resumed`` audit entry (not stored by ``to_json``)."""
 
     @classmethod
     def begin(

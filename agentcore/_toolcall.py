@@ -11,6 +11,7 @@ import trio
 
 from ._arguments import ArgumentsError, load_arguments
 from ._audit import batch_failure
+from ._checkpoint import before_call
 from ._errors import CallPaused, describe
 from ._events import EventKind
 from ._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
@@ -283,6 +284,10 @@ def current_tool_call() -> ToolCall | None:
 
 
 async def _execute(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
+    checkpoint = run.agent.checkpoint
+    if checkpoint is not None and call.name not in run.agent.read_only_names:
+        # Durable before the tool starts: a crash from here on finds it in flight.
+        await before_call(run.state, checkpoint, call)
     if run.abort_requested:
         # This task may have been runnable already when the run was aborted.
         await trio.lowlevel.checkpoint()

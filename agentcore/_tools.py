@@ -32,7 +32,9 @@ class Tool(Protocol):
 
     ``execute`` takes the arguments as JSON text and returns the result text; raising
     produces an error result the model sees. Optional attributes: ``read_only``
-    (default False: the tool may change things) and ``liveness`` (default opaque).
+    (default False: the tool may change things), ``idempotent`` (default False: a
+    call may not safely run twice; crash recovery repeats an interrupted call only
+    of a read-only or idempotent tool) and ``liveness`` (default opaque).
     """
 
     @property
@@ -111,6 +113,12 @@ def is_read_only(tool: Tool) -> bool:
     return bool(getattr(tool, "read_only", False))
 
 
+def is_idempotent(tool: Tool) -> bool:
+    """Whether a call of ``tool`` may safely run again: it declares itself read-only
+    or ``idempotent`` (running a call twice has the effect of running it once)."""
+    return is_read_only(tool) or bool(getattr(tool, "idempotent", False))
+
+
 def liveness_of(tool: Tool) -> Liveness:
     """The liveness class ``tool`` declares (opaque when it declares none)."""
     return Liveness(getattr(tool, "liveness", Liveness.opaque))
@@ -146,6 +154,7 @@ class FunctionTool:
     parameters: Mapping[str, Any]
     fn: Callable[[str], Awaitable[str]]
     read_only: bool = False
+    idempotent: bool = False
 
     async def execute(self, arguments: str) -> str:
         """Run the function. A checkpoint if the function is."""

@@ -71,7 +71,8 @@ class TypedTool(Generic[P, R]):
     parameters and calls the function with them (a sync one in a worker thread).
 
     Attributes:
-      name, description, parameters, read_only, liveness: The Tool's attributes.
+      name, description, parameters, read_only, idempotent, liveness: The Tool's
+        attributes.
       fn: The function.
     """
 
@@ -80,6 +81,7 @@ class TypedTool(Generic[P, R]):
     parameters: Mapping[str, Any] = attrs.field(repr=False)
     fn: Callable[P, R] = attrs.field(repr=False)
     read_only: bool = False
+    idempotent: bool = attrs.field(default=False, repr=False)
     liveness: Liveness = Liveness.opaque
     _struct: type[msgspec.Struct] = attrs.field(repr=False, alias="struct")
     _params: tuple[Parameter, ...] = attrs.field(repr=False, alias="params")
@@ -147,6 +149,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     read_only: bool = False,
+    idempotent: bool = False,
     liveness: Liveness = Liveness.opaque,
 ) -> Callable[[Callable[P, R]], TypedTool[P, R]]: ...
 
@@ -158,6 +161,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     read_only: bool = False,
+    idempotent: bool = False,
     liveness: Liveness = Liveness.opaque,
 ) -> TypedTool[P, R] | Callable[[Callable[P, R]], TypedTool[P, R]]:
     """Make an agentcore Tool from a typed function (async or sync): a decorator.
@@ -187,6 +191,9 @@ def tool(
       description: The tool's description, instead of the docstring's.
       read_only: Whether the tool is free of side effects (the ``read_only`` gate
         allows it; the loop may run it concurrently with other read-only calls).
+      idempotent: Whether running a call twice has the effect of running it once:
+        crash recovery runs a call interrupted by a crash again only then (or when
+        the tool is read-only).
       liveness: ``Liveness.opaque`` (the agent's ``tool_timeout`` bounds a call) or
         ``Liveness.self_monitoring`` (the function bounds its own calls).
 
@@ -197,7 +204,7 @@ def tool(
     """
 
     def make(fn: Callable[P, R]) -> TypedTool[P, R]:
-        return _make(fn, name, description, read_only, Liveness(liveness))
+        return _make(fn, name, description, read_only, Liveness(liveness), idempotent)
 
     return make if fn is None else make(fn)
 
@@ -208,6 +215,7 @@ def _make(
     description: str | None,
     read_only: bool,
     liveness: Liveness,
+    idempotent: bool = False,
 ) -> TypedTool[P, R]:
     if not callable(fn):
         raise ConfigurationError(f"@tool decorates a function, not {type(fn).__name__}")
@@ -234,6 +242,7 @@ def _make(
         parameters=parameters_schema(tool_name, struct, params),
         fn=fn,
         read_only=read_only,
+        idempotent=idempotent,
         liveness=liveness,
         struct=struct,
         params=params,

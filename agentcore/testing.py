@@ -160,6 +160,7 @@ class RecordingTool:
       behaviour: The result text, an exception to raise, or a function of the
         arguments (sync or async) returning the text.
       read_only: Whether the tool declares itself side-effect free.
+      idempotent: Whether the tool declares that a call may safely run twice.
       delay: Seconds (trio's clock) each call sleeps first.
       block: When true, each call waits for :meth:`release`.
 
@@ -172,11 +173,12 @@ class RecordingTool:
 
     def __init__(self, name: str = "echo", behaviour: ToolBehaviour = "ok", *,
                  description: str = "", read_only: bool = False, delay: float = 0.0,
-                 block: bool = False) -> None:
+                 block: bool = False, idempotent: bool = False) -> None:
         self.name = name
         self.description = description or f"the {name} test tool"
         self.parameters: Mapping[str, Any] = {"type": "object", "properties": {}}
         self.read_only = read_only
+        self.idempotent = idempotent
         self._behaviour = behaviour
         self._delay = delay
         self._block = block

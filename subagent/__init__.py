@@ -3,6 +3,11 @@
 from ._budget import Budget as Budget
 from ._budget import BudgetReport as BudgetReport
 from ._budget import Spend as Spend
+from ._checkpoints import MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES
+from ._checkpoints import MAX_CHECKPOINT_ROWS as MAX_CHECKPOINT_ROWS
+from ._checkpoints import CheckpointError as CheckpointError
+from ._checkpoints import CheckpointRow as CheckpointRow
+from ._checkpoints import SqliteCheckpoints as SqliteCheckpoints
 from ._core import TaskStatus as TaskStatus
 from ._declarative import SpecFile as SpecFile
 from ._declarative import SpecFileError as SpecFileError

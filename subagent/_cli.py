@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import attrs
 import trio
 
+import ledger
 from agentcore import (
     RunState,
     Tool,
@@ -32,6 +33,7 @@ from agentcore import (
     allow_all,
 )
 
+from ._checkpoints import SqliteCheckpoints
 from ._clibase import (
     EXIT_INTERRUPTED,
     EXIT_LEDGER,
@@ -41,6 +43,7 @@ from ._clibase import (
     EXIT_USAGE,
     read_only_or_delegation,
 )
+from ._clirecover import add_recover
 from ._declarative import SpecFile, load_specs
 from ._delegation import SubagentTool
 from ._demo import PRICING as DEMO_PRICING
@@ -129,17 +132,20 @@ async def run_specs(
     state_file: Path | None = None,
     resume: RunState | None = None,
     on_pool: Callable[[Pool], object] | None = None,
+    checkpoints: Path | None = None,
+    recover: bool = False,
 ) -> int:
-    """Run ``agent`` on ``task_text`` (or continue the paused run ``resume``) with a
-    live tree, then print the output, the usage of the whole tree and the ledger's
-    verification. A run that pauses is stored in ``state_file``. A checkpoint.
+    """Run ``agent`` on ``task_text`` (or continue the paused run ``resume``, or with
+    ``recover`` the tasks a crash left unfinished in ``checkpoints``) with a live
+    tree, then print the output, the usage of the whole tree and the ledger's
+    verification. A run that pauses is stored in ``state_file``; with
+    ``checkpoints`` every task's state is committed there. A checkpoint.
 
     ``on_pool`` is called with the pool once it is open (``--otel`` instruments it)."""
-    import ledger
-
     names = tuple(sorted(spec.name for spec in specs.specs))
-    if agent not in names:
+    if agent not in names and not recover:
         raise UnknownAgentError(agent, names)
+    store = SqliteCheckpoints(checkpoints) if checkpoints is not None else None
     sink = open_sink(ledger_path)
     stream = Stream(256)
     defaults = attrs.evolve(specs.defaults, gate=gate, audit=sink)
@@ -159,7 +165,7 @@ async def run_specs(
                 display.view.pool_budget = specs.budget
                 async with open_pool(
                     **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp,  # type: ignore[arg-type]
-                    budget=specs.budget,
+                    budget=specs.budget, checkpoints=store,
                 ) as pool:
                     if on_pool is not None:
                         on_pool(pool)
@@ -172,23 +178,29 @@ async def run_specs(
                     display.view.budgets = {
                         name: spec.budget for name, spec in pool.specs.items() if spec.budget
                     }
-                    if resume is not None:
-                        task = await pool.resume(resume)
+                    if recover:
+                        tasks = await pool.recover()
+                        output = "nothing to recover: no task was left unfinished"
+                    elif resume is not None:
+                        tasks = [await pool.resume(resume)]
                     else:
-                        task = await pool.submit(agent, task_text)
-                    try:
-                        result = await task.wait()
-                        output = result.output
-                        usage = result.tree_usage
-                    except TaskPaused as paused:
-                        code = EXIT_PAUSED
-                        output = _paused(paused.state, state_file)
-                    except TaskError as exc:
-                        code = EXIT_TASK_FAILED
-                        output = f"the task did not finish: {one_line(str(exc))}"
+                        tasks = [await pool.submit(agent, task_text)]
+                    for task in tasks:
+                        try:
+                            result = await task.wait()
+                            output = result.output
+                            usage = result.tree_usage
+                        except TaskPaused as paused:
+                            code = EXIT_PAUSED
+                            output = _paused(paused.state, state_file)
+                        except TaskError as exc:
+                            code = EXIT_TASK_FAILED
+                            output = f"the task did not finish: {one_line(str(exc))}"
             finally:
                 stream.close()
                 await sink.aclose()
+                if store is not None:
+                    await store.aclose()
         display.final()
     print("\noutput:\n" + safe_text(output, keep_newlines=True), file=out)
     spend = display.view.spend()
@@ -248,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     gates.add_argument("--approve-later", type=Path, default=None, metavar="FILE",
                        help="calls that may change things wait for approval: the run "
                             "pauses and is stored in FILE")
+    add_recover(run, commands)
     resume = commands.add_parser("resume", help="continue a paused run (--approve-later)")
     resume.add_argument("file", type=Path, help="the paused run")
     resume.add_argument("specs", type=Path, help="the TOML specs file it ran with")
@@ -379,6 +392,14 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             serve_specs_file(specs, gate=serve_gate, ledger_path=ledger_path)
             return EXIT_OK
         gate = choose_gate(args, screen)
+        if args.command == "recover":
+            if args.ledger is not None and args.ledger.exists():
+                ledger.repair(args.ledger)  # a crash may have torn its last line
+            return trio.run(
+                lambda: run_specs(specs, "", "", gate=gate, ledger_path=ledger_path,
+                                  screen=screen, rich=rich, checkpoints=args.file,
+                                  recover=True)
+            )
         if args.command == "resume":
             state = read_state(args.file)
             return trio.run(
@@ -392,7 +413,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
                 lambda: run_specs(specs, args.agent, args.task, gate=gate,
                                   ledger_path=ledger_path, screen=screen, rich=rich,
                                   state_file=args.approve_later,
-                                  on_pool=tracing.instrument if tracing else None)
+                                  on_pool=tracing.instrument if tracing else None,
+                                  checkpoints=args.checkpoints)
             )
         finally:
             if tracing is not None and not tracing.shutdown():
@@ -401,6 +423,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     except SubagentError as exc:
         print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
+    except ledger.VerifyError as exc:
+        print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
+        return EXIT_LEDGER
     except KeyboardInterrupt:
         print("subagent: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

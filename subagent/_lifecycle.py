@@ -23,6 +23,7 @@ from ._core import TaskStatus
 from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation
 from ._events import Event, EventKind
+from ._recovery import commit_checkpoint
 from ._result import end_status
 from ._results import SubagentResultsTool
 from ._spec import Spec, agent_settings
@@ -59,6 +60,9 @@ def build_agent(task: Task) -> Agent:
     at_limit = task._node.depth >= task.pool.max_depth
     assert spec.model is not None
     model = budgeted_model(task, spec.model)
+    if task.pool.checkpoints is not None:
+        # Checkpointed: its Agent carries the checkpointer (not shared with other pools).
+        return _new_agent(spec, at_limit, model, commit_checkpoint)
     if model is not spec.model:
         # A budget covers this task: its run calls the model through its own meter.
         return _new_agent(spec, at_limit, model)
@@ -87,7 +91,10 @@ def _forget(key: int, ref: weakref.ref[Spec]) -> None:
         del _agents[key]
 
 
-def _new_agent(spec: Spec, at_limit: bool, model: agentcore.ChatModel) -> Agent:
+def _new_agent(
+    spec: Spec, at_limit: bool, model: agentcore.ChatModel,
+    checkpoint: agentcore.Checkpointer | None = None,
+) -> Agent:
     tools = spec.tools
     if at_limit:
         tools = tuple(t for t in tools if not isinstance(t, SubagentTool | SubagentResultsTool))
@@ -105,6 +112,7 @@ def _new_agent(spec: Spec, at_limit: bool, model: agentcore.ChatModel) -> Agent:
         gate=spec.gate,
         audit=spec.audit,
         max_messages=spec.max_messages,
+        checkpoint=checkpoint,
         **limits,
         **agent_settings(spec),
     )

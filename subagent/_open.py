@@ -12,6 +12,7 @@ import trio
 from agentcore.models import load_prices
 
 from ._budget import Budget
+from ._checkpoints import SqliteCheckpoints
 from ._history_input import MAX_HISTORY_BYTES, MAX_HISTORY_MESSAGES, HistoryLimits
 from ._lifecycle import end_task, run_task
 from ._pool import Pool
@@ -44,6 +45,7 @@ async def open_pool(
     max_history_messages: int = MAX_HISTORY_MESSAGES,
     max_history_bytes: int = MAX_HISTORY_BYTES,
     budget: Budget | None = None,
+    checkpoints: SqliteCheckpoints | None = None,
 ) -> AsyncIterator[Pool]:
     """Open a :class:`Pool` whose tasks run in a nursery inside this block.
 
@@ -76,6 +78,10 @@ async def open_pool(
         once spent, every running task is stopped and every root task that was
         running fails with :class:`subagent.BudgetExceeded`, and submits are refused.
         With a ``cost`` limit, genai-prices' snapshot is loaded (in a thread) first.
+      checkpoints: Where each task's state is committed at every turn boundary,
+        before each call of a tool that is not read-only, and when it pauses or
+        ends (a :class:`subagent.SqliteCheckpoints`; the caller closes it); then
+        ``Pool.recover`` resumes what a crash left unfinished.
     """
     _at_least_one("max_concurrent", max_concurrent)
     _at_least_one("max_queued", max_queued)
@@ -109,6 +115,7 @@ async def open_pool(
                     history_limits=history_limits,
                     budget=budget,
                 )
+                pool.checkpoints = checkpoints
                 if loop_watchdog is not None:
                     watchdog = LoopWatchdog(loop_watchdog, pool)
                     watchdog.start(nursery)

@@ -12,6 +12,7 @@ import agentcore
 from agentcore import AgentPath, Message
 
 from ._budgeted import Budgets
+from ._checkpoints import CheckpointError, SqliteCheckpoints
 from ._core import (
     Arrived,
     CancelRun,
@@ -29,6 +30,7 @@ from ._core import (
 from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
+from ._recovery import recover
 from ._resumable import Names as _Names
 from ._resumable import check_resumable
 from ._spec import Defaults, Spec, delegated
@@ -90,6 +92,8 @@ class Pool(Waits):
         self.children_timeout = children_timeout
         self._nursery = nursery
         self._runner = runner
+        #: Where each task's checkpoints go (``open_pool(checkpoints=...)``), if anywhere.
+        self.checkpoints: SqliteCheckpoints | None = None
         self._specs: dict[str, Spec] = {}
         self._numbers = itertools.count(1)
         # The rules and the state of slots, queue and task tree; this class only
@@ -285,6 +289,14 @@ class Pool(Waits):
             raise UnknownAgentError(name, tuple(sorted(self._specs)))
         check_resumable(_Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
         return await self._submit(name, state.input, (), events, None, resume=state)
+
+    async def recover(self) -> list[Task]:
+        """Resume the root tasks a crash left unfinished in :attr:`checkpoints`, each
+        from its last checkpoint (see ``subagent._recovery``); returns their Tasks.
+        A checkpoint. Raises ``CheckpointError`` when the pool has no checkpoints."""
+        if self.checkpoints is None:
+            raise CheckpointError("this pool has no checkpoints: open_pool(checkpoints=...)")
+        return await recover(self, self.checkpoints)
 
     def submit_nowait(
         self,

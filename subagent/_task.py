@@ -28,6 +28,7 @@ from ._stream import Stream
 
 if TYPE_CHECKING:
     from ._budget import TaskBudget
+    from ._checkpoints import SqliteCheckpoints
     from ._events import Event
     from ._statistics import PoolStatistics
 
@@ -44,6 +45,7 @@ class Pool(Protocol):
     max_children: int
     children_timeout: float
     events: Stream | None
+    checkpoints: SqliteCheckpoints | None
     _observer: Callable[[Event], None] | None
 
     @property

@@ -21,6 +21,7 @@ HARNESSES = [
     "fuzz.fuzz_history",
     "fuzz.fuzz_temporal_wire",
     "fuzz.fuzz_output_schema",
+    "fuzz.fuzz_checkpoints",
 ]
 
 

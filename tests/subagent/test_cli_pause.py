@@ -86,3 +86,48 @@ def test_deny_and_a_damaged_file(tmp_path: Path) -> None:
     assert run("pending", str(fifo), cwd=tmp_path).stderr == (
         f"subagent: cannot read the paused run {fifo}: it is a FIFO, not a regular file\n"
     )
+
+
+def test_run_with_checkpoints_then_recover(tmp_path: Path) -> None:
+    import trio
+
+    from agentcore import Checkpoint, CheckpointKind, Message, RunState, ToolCall
+    from agentcore._checkpoint import snapshot
+    from subagent import SqliteCheckpoints
+
+    specs = write_specs(tmp_path, [{"content": "nothing to do"}])
+    db = tmp_path / "ckpt.db"
+    log = tmp_path / "l.jsonl"
+    done = run("run", str(specs), "--agent", "helper", "idle", "--checkpoints", str(db),
+               "--ledger", str(log), "--workspace", str(tmp_path), "--plain", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+    again = run("recover", str(db), str(specs), "--ledger", str(log), "--plain",
+                "--workspace", str(tmp_path), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "output:\nnothing to recover: no task was left unfinished\n" in again.stdout
+
+    # A run that was killed while its write_file call was in flight.
+    call = ToolCall("c1", "write_file", json.dumps({"path": "out.txt", "content": "x"}))
+    state = RunState.begin([Message("system", "s"), Message("user", "write it"),
+                            Message("assistant", "", tool_calls=[call])],
+                           run_id="helper/0001", agent="helper", path=("helper/0001",),
+                           input="write it")
+
+    async def crashed() -> None:
+        async with SqliteCheckpoints(tmp_path / "crashed.db") as store:
+            point = Checkpoint(CheckpointKind.call, snapshot(state), ("c1",))
+            await store.write("helper", None, None, point)
+
+    trio.run(crashed)
+    (tmp_path / "replies.json").write_text(json.dumps([{"content": "gave up"}]))
+    done = run("recover", str(tmp_path / "crashed.db"), str(specs), "--ledger", str(log),
+               "--plain", "--yes", "--workspace", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "output:\ngave up\n" in done.stdout
+    assert not (tmp_path / "out.txt").exists()  # in flight at the crash: not repeated
+    assert ledger.verify(log).ok
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    [resumed] = [e for e in entries if e["kind"] == "run_resumed"]
+    assert resumed["data"] == {"answers": 0, "pending": 1, "checkpoint": "helper/0001@1",
+                               "interrupted": "c1"}

@@ -1,0 +1,178 @@
+"""SqliteCheckpoints (issue 20 item 3): what a pool stores, and the file read back as
+hostile input (size and row caps, digest, malformed rows, one writer)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import agentcore
+import subagent
+from agentcore import Checkpoint, CheckpointKind, RunState
+from agentcore._checkpoint import snapshot
+from subagent import (
+    CheckpointError,
+    CheckpointRow,
+    Spec,
+    SqliteCheckpoints,
+    open_pool,
+)
+from tests.agentcore._durable import make_tool, model
+
+WORK = [[["c1", "write", 0], ["c2", "look", 0]], [["c3", "write", 0]]]
+
+
+def spec() -> Spec:
+    return Spec("w", model=model(WORK), tools=[make_tool("write", False),
+                                              make_tool("look", True)])
+
+
+async def test_a_pool_commits_each_turn_each_mutating_call_and_the_end(tmp_path: Path) -> None:
+    path = tmp_path / "ckpt.db"
+    async with SqliteCheckpoints(path) as store:
+        async with open_pool(checkpoints=store) as pool:
+            pool.register(spec())
+            result = await (await pool.submit("w", "go")).wait()
+        assert result.output == "done after 2 turns"
+        # turn 0, c1, turn 1, c3, turn 2, the end
+        assert store.commits == 6
+        assert await store.rows() == [
+            CheckpointRow("w/0001", "w", None, None, "ended", 6, (), None)
+        ]
+        assert await pool.recover() == []
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+async def running(path: Path, messages: int = 1) -> SqliteCheckpoints:
+    # A store holding one running checkpoint of run "r/0001" (as if it crashed).
+    state = RunState.begin([agentcore.Message("user", "x" * messages)], run_id="r/0001",
+                           agent="w")
+    store = SqliteCheckpoints(path)
+    snap = agentcore.Checkpoint(CheckpointKind.turn, snapshot(state))
+    await store.write("w", None, None, snap)
+    return store
+
+
+async def test_a_running_checkpoint_reads_back(tmp_path: Path) -> None:
+    store = await running(tmp_path / "c.db")
+    [row] = await store.rows()
+    await store.aclose()
+    assert (row.run_id, row.status, row.seq, row.in_flight, row.checkpoint) == (
+        "r/0001", "running", 1, (), "r/0001@1")
+    assert row.state is not None and row.state.paused
+    assert [m.content for m in row.state.messages] == ["x"]
+
+
+def _edit(path: Path, sql: str, *args: object) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute(sql, args)
+
+
+async def test_an_edited_state_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    await (await running(path)).aclose()
+    _edit(path, "UPDATE checkpoints SET state = replace(state, '\"x\"', '\"y\"')")
+    with pytest.raises(CheckpointError) as info:
+        await SqliteCheckpoints(path).rows()
+    assert str(info.value) == (
+        "checkpoint of run 'r/0001' refused: RunState does not match its digest: it was "
+        "changed after it was written (edited by hand or damaged); refusing to resume it"
+    )
+
+
+async def test_a_state_past_the_size_cap_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    await (await running(path, 2000)).aclose()
+    with pytest.raises(CheckpointError) as info:
+        await SqliteCheckpoints(path, max_state_bytes=1000).rows()
+    assert str(info.value) == "checkpoint of run 'r/0001' too large (more than 1000 bytes)"
+
+
+async def test_too_many_rows_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    await (await running(path)).aclose()
+    _edit(path, "INSERT INTO checkpoints SELECT 'r/0002', name, parent, call_id, status, "
+                "seq, in_flight, state FROM checkpoints")
+    with pytest.raises(CheckpointError) as info:
+        await SqliteCheckpoints(path, max_rows=1).rows()
+    assert str(info.value) == "the checkpoint database has more than 1 rows (max_rows)"
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("UPDATE checkpoints SET status = 'done'",
+     "malformed checkpoint of run 'r/0001': bad status or counter"),
+    ("UPDATE checkpoints SET in_flight = '[1]'",
+     "malformed checkpoint of run 'r/0001': bad in-flight call ids"),
+    ("UPDATE checkpoints SET name = x'01'",
+     "malformed checkpoint of run 'r/0001': bad text column"),
+    ("UPDATE checkpoints SET run_id = 'r/0002'",
+     "malformed checkpoint of run 'r/0002': its state is another run's"),
+    ("UPDATE checkpoints SET state = x'00ff'",
+     "checkpoint of run 'r/0001' refused: not a RunState: the text is not a JSON object "
+     "with a format and a version: JSON is malformed: invalid character (byte 0)"),
+])
+async def test_a_malformed_row_is_refused(tmp_path: Path, sql: str, message: str) -> None:
+    path = tmp_path / "c.db"
+    await (await running(path)).aclose()
+    _edit(path, sql)
+    with pytest.raises(CheckpointError) as info:
+        await SqliteCheckpoints(path).rows()
+    assert str(info.value) == message
+
+
+async def test_not_a_checkpoint_database(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    _edit(path, "CREATE TABLE entries (x)")
+    with pytest.raises(CheckpointError) as info:
+        await SqliteCheckpoints(path).rows()
+    assert str(info.value) == "not a checkpoint database: no checkpoints table"
+    with pytest.raises(CheckpointError) as info:
+        await SqliteCheckpoints(tmp_path / "missing.db").rows()
+    assert str(info.value) == "no checkpoint database at the given path"
+
+
+async def test_one_writer_at_a_time(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    first = await running(path)
+    second = SqliteCheckpoints(path)
+    point = Checkpoint(CheckpointKind.ended, RunState.begin([], run_id="r/0001"))
+    with pytest.raises(CheckpointError) as info:
+        await second.write("w", None, None, point)
+    assert str(info.value) == (
+        "cannot open the checkpoint database: another SqliteCheckpoints is writing to it "
+        "(here or in another process)"
+    )
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_recover_needs_checkpoints() -> None:
+    async with open_pool() as pool:
+        with pytest.raises(CheckpointError) as info:
+            await pool.recover()
+    assert str(info.value) == "this pool has no checkpoints: open_pool(checkpoints=...)"
+
+
+async def test_a_timed_out_task_ended_and_a_paused_one_keeps_its_state(tmp_path: Path) -> None:
+    from tests.agentcore._durable import gate
+
+    slow = [[["c1", "write", 60]]]
+    async with SqliteCheckpoints(tmp_path / "c.db") as store:
+        async with open_pool(checkpoints=store) as pool:
+            pool.register(Spec("slow", model=model(slow), timeout=0.2,
+                               tools=[make_tool("write", False)]))
+            pool.register(Spec("asks", model=model(WORK), gate=gate("c1", None),
+                               tools=[make_tool("write", False), make_tool("look", True)]))
+            with pytest.raises(subagent.TaskTimeout):
+                await (await pool.submit("slow", "go")).wait()
+            with pytest.raises(subagent.TaskPaused):
+                await (await pool.submit("asks", "go")).wait()
+        rows = await store.rows()
+        assert [(r.run_id, r.status, r.in_flight) for r in rows] == [
+            ("slow/0001", "ended", ()), ("asks/0002", "paused", ())]
+        paused = rows[1].state
+        assert paused is not None
+        assert [a.call_id for a in paused.pending_approvals] == ["c1"]
+        assert await pool.recover() == []  # neither is unfinished
