@@ -44,6 +44,7 @@ from ._clibase import (
     read_only_or_delegation,
 )
 from ._clirecover import add_recover
+from ._clitemporal import add_temporal, run_temporal
 from ._declarative import SpecFile, load_specs
 from ._delegation import SubagentTool
 from ._demo import PRICING as DEMO_PRICING
@@ -279,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--by", default="", help="who answers (recorded in the ledger)")
         sub.add_argument("--path", default=None,
                          help="the run's path, when several deferred calls share the id")
-    _add_temporal(commands)
+    add_temporal(commands)
     return parser
 
 
@@ -306,54 +307,6 @@ def _answer_command(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def _add_temporal(commands: Any) -> None:
-    """``subagent temporal dev|worker|run|pending|approve|deny|interrupt|steer`` (needs
-    the ``temporal`` extra to run)."""
-    temporal = commands.add_parser("temporal", help="run agents on Temporal (extra 'temporal')")
-    subs = temporal.add_subparsers(dest="temporal_command", required=True)
-    dev = subs.add_parser("dev", help="the Temporal dev server on 127.0.0.1 and a worker")
-    dev.add_argument("--port", type=int, default=7233, help="gRPC port (default 7233)")
-    dev.add_argument("--db", type=Path, default=None,
-                     help="SQLite file keeping the server's state (default: in memory)")
-    worker = subs.add_parser("worker", help="a worker for a specs file")
-    trun = subs.add_parser("run", help="submit a root workflow and follow it")
-    trun.add_argument("--agent", required=True, help="the agent to run")
-    trun.add_argument("--id", default=None, help="the workflow id (default: agent/<random>)")
-    for sub in (dev, worker, trun):
-        sub.add_argument("specs", type=Path, help="the TOML specs file")
-        sub.add_argument("--task-queue", default="subagent", help="default: subagent")
-        sub.add_argument("--workspace", type=Path, default=None,
-                         help="root of the workspace tools (default: the current directory)")
-    for sub in (worker, trun):
-        sub.add_argument("--address", default="127.0.0.1:7233", help="the Temporal frontend")
-    for sub in (dev, worker):
-        sub.add_argument("--ledger-dir", type=Path, default=None,
-                         help="one ledger per root workflow here (default: in the state "
-                              "directory)")
-        sub.add_argument("--max-roots", type=int, default=16,
-                         help="roots this worker runs at once (default 16)")
-        sub.add_argument("--yes", action="store_true", help="allow every tool call")
-        sub.add_argument("--approve-later", action="store_true",
-                         help="defer calls of tools that may change things: the workflow "
-                              "pauses until they are answered (temporal approve|deny)")
-    trun.add_argument("task", help="the task text")
-    tpending = subs.add_parser("pending", help="the calls a paused root workflow waits on")
-    tapprove = subs.add_parser("approve", help="approve a deferred call of a paused workflow")
-    tdeny = subs.add_parser("deny", help="deny a deferred call of a paused workflow")
-    tinterrupt = subs.add_parser("interrupt", help="ask a root workflow to stop gracefully")
-    tsteer = subs.add_parser("steer", help="add a user message to a root workflow's run")
-    for sub in (tpending, tapprove, tdeny, tinterrupt, tsteer):
-        sub.add_argument("workflow_id", help="the root workflow's id")
-        sub.add_argument("--address", default="127.0.0.1:7233", help="the Temporal frontend")
-    for sub in (tapprove, tdeny):
-        sub.add_argument("call_id", help="the deferred call's id (see: temporal pending)")
-        sub.add_argument("--reason", default=None, help="why (recorded in the ledger)")
-        sub.add_argument("--by", default="", help="who answers (recorded in the ledger)")
-        sub.add_argument("--path", default=None,
-                         help="the run's path, when several deferred calls share the id")
-    tsteer.add_argument("text", help="the message")
-
-
 def _use_rich(args: argparse.Namespace, out: TextIO) -> bool:
     if args.plain or getattr(args, "approve", False) or not out.isatty():
         return False
@@ -369,7 +322,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
     if args.command == "temporal":
-        return _temporal(args, out)
+        return run_temporal(args, out)
     try:
         if args.command in ("pending", "approve", "deny"):
             return _answer_command(args, out)
@@ -445,22 +398,6 @@ def _tracing() -> EnvironmentTracing:
     print(f"subagent: --otel: exporting traces to {', '.join(tracing.exporters)}",
           file=sys.stderr)
     return tracing
-
-
-def _temporal(args: argparse.Namespace, out: TextIO) -> int:
-    try:
-        from .temporal import _command
-    except ImportError as exc:
-        print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        return _command.main(args, out)
-    except SubagentError as exc:
-        print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("subagent: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
 
 
 async def run_demo(ledger_path: Path, screen: Screen, rich: bool) -> int:
