@@ -157,6 +157,13 @@ class JsonSchemaOutput(OutputSchema):
                 "invalid arguments: too deep to check against the output schema (its "
                 "references loop)"
             ) from None
+        except (OverflowError, ValueError):
+            # jsonschema's float multipleOf on a huge int, Infinity or NaN (the
+            # model's reply): its arithmetic fails instead of answering.
+            raise ToolArgumentsError(
+                "invalid arguments: a number that cannot be checked against the output "
+                "schema (too large, or not finite)"
+            ) from None
         if error is not None:
             where = _path((*prefix, *error.absolute_path))
             raise ToolArgumentsError(f"invalid arguments: {_quoted(error.message)} - at `{where}`")
