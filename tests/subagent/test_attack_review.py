@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agentcore import ToolArgumentsError
-from subagent import JsonSchemaOutput
+from subagent import JsonSchemaOutput, SpecError
+from subagent._outputschema import MAX_CHECK_STEPS
 
 
 def test_output_schema_huge_number_against_float_multiple_of_is_a_typed_error() -> None:
@@ -39,3 +40,45 @@ def test_output_schema_nan_against_float_multiple_of_is_a_typed_error() -> None:
         "invalid arguments: a number that cannot be checked against the output schema "
         "(too large, or not finite)"
     )
+
+
+def _doubling(levels: int) -> dict[str, object]:
+    # Each level refers twice to the next: 2**levels checks of the leaf, in a
+    # schema of a few hundred bytes.
+    defs: dict[str, object] = {
+        f"a{i}": {"anyOf": [{"$ref": f"#/$defs/a{i + 1}"}, {"$ref": f"#/$defs/a{i + 1}"}]}
+        for i in range(levels)
+    }
+    defs[f"a{levels}"] = {"type": "string"}
+    return {"$defs": defs, "$ref": "#/$defs/a0"}
+
+
+def test_output_schema_with_exponential_references_is_refused_at_load() -> None:
+    # Before: loading the spec checked samples for minutes (2**levels steps),
+    # freezing the event loop; 40 levels would never end.
+    with pytest.raises(SpecError) as info:
+        JsonSchemaOutput(_doubling(18))
+    assert str(info.value) == (
+        f"output_schema takes more than {MAX_CHECK_STEPS} steps to check a trivial value "
+        "(references or combinations that multiply the work)"
+    )
+
+
+def test_output_schema_work_on_a_model_reply_is_bounded() -> None:
+    # A recursive schema whose work doubles per level of the model's nesting: the
+    # samples are cheap, the model's 40-deep reply is not.
+    schema = JsonSchemaOutput({
+        "$defs": {"n": {"anyOf": [
+            {"type": "array", "items": {"$ref": "#/$defs/n"}},
+            {"type": "array", "items": {"$ref": "#/$defs/n"}},
+        ]}},
+        "$ref": "#/$defs/n",
+    })
+    reply = '{"result": ' + "[" * 40 + "1" + "]" * 40 + "}"
+    with pytest.raises(ToolArgumentsError) as info:
+        schema.decode(reply)
+    assert str(info.value) == (
+        f"invalid arguments: too much work to check against the output schema (more "
+        f"than {MAX_CHECK_STEPS} steps)"
+    )
+    assert schema.decode('{"result": [[[]]]}') == [[[]]]
