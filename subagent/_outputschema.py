@@ -93,7 +93,7 @@ class JsonSchemaOutput(OutputSchema):
                 f"output_schema is not a valid JSON Schema: {_quoted(exc.message)} - at `{where}`"
             ) from None
         self._steps = _Steps()
-        counted = jsonschema.validators.extend(
+        counted = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
             cls, {k: self._steps.counted(f) for k, f in cls.VALIDATORS.items()}
         )
         self._validator = counted(self.schema, registry=referencing.Registry())
