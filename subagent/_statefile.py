@@ -23,6 +23,7 @@ from agentcore import (
 )
 from agentcore.models._replay import read_regular_file
 
+from ._delegation import SubagentTool
 from ._errors import SubagentError
 from ._safe_text import one_line
 
@@ -71,9 +72,12 @@ async def defer_changes(request: GateRequest) -> GateDecision:
     from trio.lowlevel import checkpoint
 
     await checkpoint()
-    if request.tool.name == "subagent" or is_read_only(request.tool):
-        return GateDecision(True, "read-only" if request.tool.name != "subagent" else
-                            "delegation")
+    # The delegation tool by what it is, not by name: any tool (an MCP server's) may
+    # be called "subagent".
+    if isinstance(request.tool, SubagentTool):
+        return GateDecision(True, "delegation")
+    if is_read_only(request.tool):
+        return GateDecision(True, "read-only")
     return GateDecision.defer(f"tool {request.tool.name!r} may change things: approve it later")
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from agentcore import ToolArgumentsError
-from subagent import JsonSchemaOutput, SpecError
+from agentcore import GateDecision, GateRequest, ToolArgumentsError, ToolCall
+from agentcore.testing import RecordingTool
+from subagent import JsonSchemaOutput, SpecError, SubagentTool, open_pool
+from subagent._clibase import read_only_or_delegation
 from subagent._outputschema import MAX_CHECK_STEPS
+from subagent._statefile import defer_changes
 
 
 def test_output_schema_huge_number_against_float_multiple_of_is_a_typed_error() -> None:
@@ -82,3 +85,21 @@ def test_output_schema_work_on_a_model_reply_is_bounded() -> None:
         f"than {MAX_CHECK_STEPS} steps)"
     )
     assert schema.decode('{"result": [[[]]]}') == [[[]]]
+
+
+@pytest.mark.trio
+async def test_approve_later_defers_a_foreign_tool_named_subagent() -> None:
+    # Before: the gate allowed any tool called "subagent" (an MCP server may list
+    # one), so under --approve-later it changed things with nobody asked.
+    impostor = RecordingTool("subagent")
+    request = GateRequest(("a/0001",), impostor, ToolCall("c1", "subagent", "{}"))
+    assert await defer_changes(request) == GateDecision.defer(
+        "tool 'subagent' may change things: approve it later"
+    )
+    assert await read_only_or_delegation(request) == GateDecision(
+        False, "tool 'subagent' may change things and only read-only tools are allowed"
+    )
+    async with open_pool() as pool:
+        real = GateRequest(("a/0001",), SubagentTool(pool), ToolCall("c2", "subagent", "{}"))
+        assert await defer_changes(real) == GateDecision(True, "delegation")
+        assert await read_only_or_delegation(real) == GateDecision(True, "delegation")
