@@ -36,6 +36,7 @@ REFUSED_KEYWORDS = {
     "patternProperties": "a regular expression on model output is refused",
     "uniqueItems": "a uniqueness check on model output is refused",
     "$id": "references resolve within the schema itself only",
+    "id": "references resolve within the schema itself only",  # draft 4's $id
     "$dynamicRef": "references resolve within the schema itself only",
     "$dynamicAnchor": "references resolve within the schema itself only",
     "$recursiveRef": "references resolve within the schema itself only",

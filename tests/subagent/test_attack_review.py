@@ -103,3 +103,25 @@ async def test_approve_later_defers_a_foreign_tool_named_subagent() -> None:
         real = GateRequest(("a/0001",), SubagentTool(pool), ToolCall("c2", "subagent", "{}"))
         assert await defer_changes(real) == GateDecision(True, "delegation")
         assert await read_only_or_delegation(real) == GateDecision(True, "delegation")
+
+
+def test_output_schema_draft4_id_is_refused() -> None:
+    # Draft 4 spells "$id" as "id": it moved the base of the "$ref"s under it, which
+    # the load-time check resolved from the root, so the model's reply raised a raw
+    # jsonschema _WrappedReferencingError (PointerToNowhere) that ended the run.
+    with pytest.raises(SpecError) as info:
+        JsonSchemaOutput({
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "type": "object",
+            "properties": {"x": {"id": "http://e.example/",
+                                 "allOf": [{"$ref": "#/definitions/a"}]}},
+            "definitions": {"a": {"type": "string"}},
+        })
+    assert str(info.value) == (
+        "output_schema may not use 'id' (references resolve within the schema itself "
+        "only) - at `$.properties.x`"
+    )
+    # A property called "id" is a name, not the keyword.
+    named = JsonSchemaOutput({"type": "object", "properties": {"id": {"type": "string"}},
+                              "required": ["id"]})
+    assert named.decode('{"id": "a"}') == {"id": "a"}
