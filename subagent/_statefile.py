@@ -29,6 +29,8 @@ from ._safe_text import one_line
 
 #: How much of a deferred call's arguments ``subagent pending`` shows.
 SHOWN_ARGUMENTS = 500
+#: How much of a deferred call's id, path, tool name and reason it shows.
+SHOWN_FIELD = 200
 
 
 class StateFileError(SubagentError):
@@ -88,8 +90,10 @@ def print_pending(state: RunState, out: TextIO) -> int:
         arguments = p.arguments
         if len(arguments) > SHOWN_ARGUMENTS:
             arguments = arguments[:SHOWN_ARGUMENTS] + f"... ({len(p.arguments)} characters)"
-        print(f"{one_line(p.call_id)}  {one_line('/'.join(p.path) or '(root)')}  "
-              f"{one_line(p.tool)} {one_line(arguments)}  ({one_line(p.reason)})", file=out)
+        print(f"{one_line(p.call_id, SHOWN_FIELD)}  "
+              f"{one_line('/'.join(p.path) or '(root)', SHOWN_FIELD)}  "
+              f"{one_line(p.tool, SHOWN_FIELD)} {one_line(arguments)}  "
+              f"({one_line(p.reason, SHOWN_FIELD)})", file=out)
     if not waiting:
         print("no call waits for an answer", file=out)
     return len(waiting)

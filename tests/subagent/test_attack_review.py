@@ -3,14 +3,27 @@ that once broke the hostile-input standard, pinned with its exact error."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
-from agentcore import GateDecision, GateRequest, ToolArgumentsError, ToolCall
+from agentcore import (
+    CallStatus,
+    EndReason,
+    GateDecision,
+    GateRequest,
+    PendingCall,
+    RunState,
+    RunSummary,
+    ToolArgumentsError,
+    ToolCall,
+    Usage,
+)
 from agentcore.testing import RecordingTool
 from subagent import JsonSchemaOutput, SpecError, SubagentTool, open_pool
 from subagent._clibase import read_only_or_delegation
 from subagent._outputschema import MAX_CHECK_STEPS
-from subagent._statefile import defer_changes
+from subagent._statefile import defer_changes, print_pending
 
 
 def test_output_schema_huge_number_against_float_multiple_of_is_a_typed_error() -> None:
@@ -125,3 +138,19 @@ def test_output_schema_draft4_id_is_refused() -> None:
     named = JsonSchemaOutput({"type": "object", "properties": {"id": {"type": "string"}},
                               "required": ["id"]})
     assert named.decode('{"id": "a"}') == {"id": "a"}
+
+
+def test_pending_cuts_every_field_it_shows() -> None:
+    # Before: only the arguments were cut; a state file's megabyte reason, tool
+    # name or call id was printed whole on one terminal line.
+    state = RunState.begin([], run_id="r1", agent="a", path=("a/0001",), input="go")
+    state.summary = RunSummary(1, 1, 0, 0, Usage(), EndReason.paused, None, 1.0)
+    call = ToolCall("i" * 100_000, "t" * 100_000, "{}")
+    state.pending = [PendingCall(call, CallStatus.deferred, "r" * 100_000)]
+    state = RunState.from_json(state.to_json())
+    out = io.StringIO()
+    assert print_pending(state, out) == 1
+    line = out.getvalue()
+    assert len(line) < 2_000
+    assert line.startswith("i" * 200 + "… (200 of 100000 characters shown)  a/0001  "
+                           + "t" * 200 + "… (200 of 100000 characters shown) {}  (")
