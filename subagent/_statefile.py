@@ -63,7 +63,11 @@ def write_state(path: Path, state: RunState) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temp, path)
+        try:
+            os.replace(temp, path)
+        except OSError:
+            os.unlink(temp)  # no stray copy of the state is left behind
+            raise
     except OSError as exc:
         raise StateFileError(f"cannot write the paused run {path}: {exc.strerror}") from None
 

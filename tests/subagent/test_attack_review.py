@@ -4,6 +4,7 @@ that once broke the hostile-input standard, pinned with its exact error."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,7 @@ from agentcore.testing import RecordingTool
 from subagent import JsonSchemaOutput, SpecError, SubagentTool, open_pool
 from subagent._clibase import read_only_or_delegation
 from subagent._outputschema import MAX_CHECK_STEPS
-from subagent._statefile import defer_changes, print_pending
+from subagent._statefile import StateFileError, defer_changes, print_pending, write_state
 
 
 def test_output_schema_huge_number_against_float_multiple_of_is_a_typed_error() -> None:
@@ -154,3 +155,15 @@ def test_pending_cuts_every_field_it_shows() -> None:
     assert len(line) < 2_000
     assert line.startswith("i" * 200 + "… (200 of 100000 characters shown)  a/0001  "
                            + "t" * 200 + "… (200 of 100000 characters shown) {}  (")
+
+
+def test_a_state_file_that_cannot_be_replaced_leaves_no_temporary_copy(tmp_path: Path) -> None:
+    # Before: the temporary file (the whole state) stayed next to the target when
+    # the rename failed (here: the target is a directory).
+    target = tmp_path / "paused.json"
+    target.mkdir()
+    state = RunState.begin([], run_id="r1", agent="a", input="go")
+    with pytest.raises(StateFileError) as info:
+        write_state(target, state)
+    assert str(info.value) == f"cannot write the paused run {target}: Is a directory"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["paused.json"]
