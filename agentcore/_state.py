@@ -33,6 +33,13 @@ from ._summary import EndReason, RunSummary
 _LISTED = 20
 
 
+def _quoted(call_id: str) -> str:
+    # An id from a state read from outside: quoted, and cut when long.
+    if len(call_id) <= 200:
+        return repr(call_id)
+    return f"{call_id[:200]!r}... ({len(call_id)} characters)"
+
+
 class Phase(enum.Enum):
     """Where a run is in its life: a run goes new -> running -> ended, once."""
 
@@ -184,7 +191,7 @@ class RunState:
         ]
         if not found:
             ids = [a.call_id for a in self.pending_approvals]
-            listed = ", ".join(repr(i) for i in ids[:_LISTED]) or "none"
+            listed = ", ".join(_quoted(i) for i in ids[:_LISTED]) or "none"
             more = f" and {len(ids) - _LISTED} more" if len(ids) > _LISTED else ""
             raise RunStateError(
                 f"no deferred call with id {call_id[:200]!r}; waiting for an answer: "

@@ -10,6 +10,8 @@ import trio
 
 from agentcore import GateDecision, GateRequest, read_only
 
+from ._delegation import SubagentTool
+
 EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, EXIT_LEDGER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_PAUSED = 4
 
@@ -20,7 +22,7 @@ async def read_only_or_delegation(request: GateRequest) -> GateDecision:
     Delegating changes nothing by itself, and each subagent's own tool calls pass
     this same gate. A checkpoint.
     """
-    if request.tool.name == "subagent":
+    if isinstance(request.tool, SubagentTool):  # by what it is: any tool may be "subagent"
         await trio.lowlevel.checkpoint()
         return GateDecision(True, "delegation")
     return await read_only(request)

@@ -36,11 +36,15 @@ REFUSED_KEYWORDS = {
     "patternProperties": "a regular expression on model output is refused",
     "uniqueItems": "a uniqueness check on model output is refused",
     "$id": "references resolve within the schema itself only",
+    "id": "references resolve within the schema itself only",  # draft 4's $id
     "$dynamicRef": "references resolve within the schema itself only",
     "$dynamicAnchor": "references resolve within the schema itself only",
     "$recursiveRef": "references resolve within the schema itself only",
     "$recursiveAnchor": "references resolve within the schema itself only",
 }
+#: The most keyword checks one validation may take (a model's answer, or a trivial
+#: sample while loading): ``$ref`` and ``anyOf`` can multiply the work per level.
+MAX_CHECK_STEPS = 50_000
 _SAMPLES: tuple[Any, ...] = (None, {}, [], 0, "", True)
 #: An error's quoted part (it may repeat what the model sent) is cut to this many
 #: characters.
@@ -89,11 +93,21 @@ class JsonSchemaOutput(OutputSchema):
             raise SpecError(
                 f"output_schema is not a valid JSON Schema: {_quoted(exc.message)} - at `{where}`"
             ) from None
-        self._validator = cls(self.schema, registry=referencing.Registry())
+        self._steps = _Steps()
+        counted = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+            cls, {k: self._steps.counted(f) for k, f in cls.VALIDATORS.items()}
+        )
+        self._validator = counted(self.schema, registry=referencing.Registry())
         _check_references(self.schema, refs, cls)
         for sample in _SAMPLES:
+            self._steps.left = MAX_CHECK_STEPS
             try:
                 self._validator.is_valid(sample)
+            except _TooMuchWork:
+                raise SpecError(
+                    f"output_schema takes more than {MAX_CHECK_STEPS} steps to check a "
+                    "trivial value (references or combinations that multiply the work)"
+                ) from None
             except RecursionError:
                 raise SpecError(
                     "output_schema has references that loop without end (a $ref that "
@@ -150,17 +164,50 @@ class JsonSchemaOutput(OutputSchema):
                     "invalid arguments: Object missing required field `result`"
                 )
             value, prefix = value["result"], ("result",)
+        self._steps.left = MAX_CHECK_STEPS
         try:
             error = next(iter(self._validator.iter_errors(value)), None)
+        except _TooMuchWork:
+            raise ToolArgumentsError(
+                "invalid arguments: too much work to check against the output schema "
+                f"(more than {MAX_CHECK_STEPS} steps)"
+            ) from None
         except RecursionError:
             raise ToolArgumentsError(
                 "invalid arguments: too deep to check against the output schema (its "
                 "references loop)"
             ) from None
+        except (OverflowError, ValueError):
+            # jsonschema's float multipleOf on a huge int, Infinity or NaN (the
+            # model's reply): its arithmetic fails instead of answering.
+            raise ToolArgumentsError(
+                "invalid arguments: a number that cannot be checked against the output "
+                "schema (too large, or not finite)"
+            ) from None
         if error is not None:
             where = _path((*prefix, *error.absolute_path))
             raise ToolArgumentsError(f"invalid arguments: {_quoted(error.message)} - at `{where}`")
         return value
+
+
+class _TooMuchWork(Exception):
+    """A validation ran out of steps (caught inside this module only)."""
+
+
+class _Steps:
+    """The keyword checks left to the validation under way (one at a time: the
+    validator is synchronous)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_CHECK_STEPS
+
+    def counted(self, check: Callable[..., Any]) -> Callable[..., Any]:
+        def step(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+            self.left -= 1
+            if self.left < 0:
+                raise _TooMuchWork
+            return check(validator, value, instance, schema)
+        return step
 
 
 def _check_references(schema: dict[str, Any], refs: list[tuple[str, str]], cls: Any) -> None:

@@ -23,11 +23,14 @@ from agentcore import (
 )
 from agentcore.models._replay import read_regular_file
 
+from ._delegation import SubagentTool
 from ._errors import SubagentError
 from ._safe_text import one_line
 
 #: How much of a deferred call's arguments ``subagent pending`` shows.
 SHOWN_ARGUMENTS = 500
+#: How much of a deferred call's id, path, tool name and reason it shows.
+SHOWN_FIELD = 200
 
 
 class StateFileError(SubagentError):
@@ -60,7 +63,11 @@ def write_state(path: Path, state: RunState) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temp, path)
+        try:
+            os.replace(temp, path)
+        except OSError:
+            os.unlink(temp)  # no stray copy of the state is left behind
+            raise
     except OSError as exc:
         raise StateFileError(f"cannot write the paused run {path}: {exc.strerror}") from None
 
@@ -71,9 +78,12 @@ async def defer_changes(request: GateRequest) -> GateDecision:
     from trio.lowlevel import checkpoint
 
     await checkpoint()
-    if request.tool.name == "subagent" or is_read_only(request.tool):
-        return GateDecision(True, "read-only" if request.tool.name != "subagent" else
-                            "delegation")
+    # The delegation tool by what it is, not by name: any tool (an MCP server's) may
+    # be called "subagent".
+    if isinstance(request.tool, SubagentTool):
+        return GateDecision(True, "delegation")
+    if is_read_only(request.tool):
+        return GateDecision(True, "read-only")
     return GateDecision.defer(f"tool {request.tool.name!r} may change things: approve it later")
 
 
@@ -84,8 +94,10 @@ def print_pending(state: RunState, out: TextIO) -> int:
         arguments = p.arguments
         if len(arguments) > SHOWN_ARGUMENTS:
             arguments = arguments[:SHOWN_ARGUMENTS] + f"... ({len(p.arguments)} characters)"
-        print(f"{one_line(p.call_id)}  {one_line('/'.join(p.path) or '(root)')}  "
-              f"{one_line(p.tool)} {one_line(arguments)}  ({one_line(p.reason)})", file=out)
+        print(f"{one_line(p.call_id, SHOWN_FIELD)}  "
+              f"{one_line('/'.join(p.path) or '(root)', SHOWN_FIELD)}  "
+              f"{one_line(p.tool, SHOWN_FIELD)} {one_line(arguments)}  "
+              f"({one_line(p.reason, SHOWN_FIELD)})", file=out)
     if not waiting:
         print("no call waits for an answer", file=out)
     return len(waiting)

@@ -317,8 +317,8 @@ class SpanBuilder:
     def _tool_attributes(self, spans: _TaskSpans, call: agentcore.ToolCall) -> dict[str, Any]:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": self._cap(call.name),
-            "gen_ai.tool.call.id": self._cap(call.id),
+            "gen_ai.tool.name": self._cap(redact(call.name)),
+            "gen_ai.tool.call.id": self._cap(redact(call.id)),
             "gen_ai.tool.type": "function",
             "subagent.path": spans.path,
         }
@@ -332,7 +332,7 @@ class SpanBuilder:
         if call is None or spans.span is None or call.id in spans.tools or not self._room():
             return
         span = self._start(
-            self._cap(f"execute_tool {call.name}"), spans.context, _ns(event),
+            self._cap(f"execute_tool {redact(call.name)}"), spans.context, _ns(event),
             self._tool_attributes(spans, call),
         )
         spans.tools[call.id] = span
@@ -371,7 +371,7 @@ class SpanBuilder:
             self._open -= 1
         else:
             span = self._start(
-                self._cap(f"execute_tool {call.name}"), spans.context, _ns(event),
+                self._cap(f"execute_tool {redact(call.name)}"), spans.context, _ns(event),
                 self._tool_attributes(spans, call),
             )
         self._fail(span, "skipped", None)
