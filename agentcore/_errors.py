@@ -87,7 +87,11 @@ class CallPaused(AgentCoreError):
     started (the delegation tool, when its subagent paused): the calling run pauses
     too, keeping ``state`` as one of its ``RunState.children``. On resume the tool is
     called again with the same arguments while ``agentcore.resumed_call_state()``
-    returns that state, and continues it instead of starting anew.
+    returns that state, and continues it instead of starting anew. Such a tool must
+    say so with ``resumes_paused_calls = True`` (the delegation tool does; so does a
+    ``FunctionTool(..., resumes_paused_calls=True)``): resuming a state whose
+    delegated call names any other tool is a ``ResumeError``, since a resumed
+    delegated call does not pass the gate again.
 
     Attributes:
       state: The paused run's state (a ``RunState``).

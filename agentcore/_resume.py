@@ -61,6 +61,17 @@ def check_resumable(agent: Resumer, state: RunState) -> None:
                 f"tool {p.call.name[:200]!r} of {p.status} call {p.call.id[:200]!r} is not "
                 f"among this Agent's tools ({names})"
             )
+        if p.status is CallStatus.delegated and not getattr(
+            agent.tools_by_name[p.call.name], "resumes_paused_calls", False
+        ):
+            # A delegated call is continued without its gate (it passed it before the
+            # pause): only a tool that continues a paused run may take one, so that a
+            # stored state cannot run any other tool ungated.
+            raise ResumeError(
+                f"call {p.call.id[:200]!r} is marked delegated, but its tool "
+                f"{p.call.name[:200]!r} does not continue paused calls "
+                "(resumes_paused_calls): refused"
+            )
 
 
 async def audit_answers(run: RunPort, pending: Sequence[PendingCall]) -> None:

@@ -155,6 +155,9 @@ class FunctionTool:
     fn: Callable[[str], Awaitable[str]]
     read_only: bool = False
     idempotent: bool = False
+    #: Whether ``fn`` may raise ``CallPaused`` and, called again on resume, continues
+    #: the run in ``resumed_call_state()`` (see ``CallPaused``).
+    resumes_paused_calls: bool = False
 
     async def execute(self, arguments: str) -> str:
         """Run the function. A checkpoint if the function is."""

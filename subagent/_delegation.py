@@ -157,6 +157,8 @@ class SubagentTool:
     name = "subagent"
     read_only = False
     liveness = Liveness.self_monitoring
+    #: A call of it can pause (its subagent paused) and continue on resume.
+    resumes_paused_calls = True
 
     def __init__(self, pool: Pool, *, agents: Iterable[str] | None = None) -> None:
         self.pool = pool

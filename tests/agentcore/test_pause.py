@@ -26,6 +26,7 @@ from agentcore import (
     RunSummary,
     ToolCall,
     current_run,
+    deny_all,
     resumed_call_state,
 )
 from agentcore._gate import ask
@@ -282,7 +283,8 @@ async def test_a_tool_that_raises_call_paused_pauses_the_run() -> None:
     worker = Agent(
         model=ScriptedModel(lambda r: "ok" if r.messages[-1].role == "tool" else Message(
             "assistant", "", tool_calls=[ToolCall("c1", "start")])),
-        tools=[FunctionTool("start", "s", {}, starts_a_run)], agent_id="outer",
+        tools=[FunctionTool("start", "s", {}, starts_a_run, resumes_paused_calls=True)],
+        agent_id="outer",
     )
     result = await worker.run("go")
     state = result.state
@@ -311,3 +313,33 @@ async def test_call_paused_without_a_state_is_a_failure() -> None:
     assert result.messages[2] == Message(
         "tool", "tool 'odd' failed: CallPaused: no state", tool_call_id="c1", is_error=True
     )
+
+
+async def test_a_stored_delegated_call_cannot_run_another_tool_ungated() -> None:
+    # Found by the attacker's review: a state file that marks a call of an ordinary
+    # (mutating) tool "delegated" made resume run it with no gate and no approval entry.
+    inner = RunState.begin([Message("user", "inner")], run_id="inner-1", path=("x",))
+    inner.pending = [PendingCall(ToolCall("k1", "read"), CallStatus.approved, "ok")]
+    inner.summary = attrs.evolve(RunSummary(), end_reason=EndReason.paused)
+    ran: list[str] = []
+
+    async def write(arguments: str) -> str:
+        ran.append(arguments)
+        return "written"
+
+    worker = Agent(
+        model=ScriptedModel(["done"]), tools=[FunctionTool("write", "w", {}, write)],
+        agent_id="outer", gate=deny_all,
+    )
+    state = RunState.begin([Message("user", "go")], run_id="outer-1", agent="outer")
+    state.pending = [PendingCall(ToolCall("c1", "write", '{"path": "x"}'), CallStatus.delegated)]
+    state.children = [inner]
+    state.summary = attrs.evolve(RunSummary(), end_reason=EndReason.paused)
+    stored = RunState.from_json(state.to_json())
+    with pytest.raises(ResumeError) as info:
+        await worker.resume(stored)
+    assert str(info.value) == (
+        "call 'c1' is marked delegated, but its tool 'write' does not continue paused calls "
+        "(resumes_paused_calls): refused"
+    )
+    assert ran == []
