@@ -27,6 +27,12 @@ from .._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints
 
 #: The most runs a heartbeated tree may hold.
 MAX_HEARTBEAT_RUNS = 10_000
+#: The most characters of checkpoints one heartbeat carries (Temporal refuses a payload
+#: over 2 MiB by default). A bigger tree is heartbeated as :data:`TOO_LARGE`: the run
+#: goes on, but a retried attempt refuses to resume (it must not start over).
+MAX_RECORDED_CHARS = 1024 * 1024
+#: The heartbeat state of a tree whose checkpoints were over the cap.
+TOO_LARGE = ""
 
 # run_id, name, parent, call_id, status, seq, in_flight, state (RunState JSON)
 _Row = tuple[str, str, str | None, str | None, str, int, list[str], str]
@@ -42,11 +48,13 @@ class HeartbeatCheckpoints(SqliteCheckpoints):
       record: Records the encoded rows (see :func:`decode_rows`) durably, e.g. as
         the activity's heartbeat; a checkpoint; what it raises ends the run
         ``error`` (as a failed ``SqliteCheckpoints`` write does).
-      rows: The rows a retried attempt starts from (decoded from the heartbeat).
+      start: The rows a retried attempt starts from (decoded from the heartbeat).
+      max_chars: The most characters of checkpoints recorded (else :data:`TOO_LARGE`).
     """
 
     record: Callable[[str], Awaitable[None]] = attrs.field(kw_only=True)
     start: list[CheckpointRow] = attrs.field(kw_only=True, factory=list)
+    max_chars: int = attrs.field(kw_only=True, default=MAX_RECORDED_CHARS)
     _kept: dict[str, _Row] = attrs.field(factory=dict, init=False)
     _send: trio.Lock = attrs.field(factory=trio.Lock, init=False)
 
@@ -81,6 +89,8 @@ class HeartbeatCheckpoints(SqliteCheckpoints):
             # The latest tree is encoded under the lock: the last one sent is the newest.
             async with self._send:
                 text = self.encoded()
+                if len(text) > self.max_chars:
+                    text = TOO_LARGE
                 try:
                     await self.record(text)
                 except CheckpointError:
@@ -113,6 +123,9 @@ def decode_rows(text: str, max_chars: int) -> list[CheckpointRow]:
         writes, more than :data:`MAX_HEARTBEAT_RUNS` runs, or a state refused by
         ``RunState.from_json``; the message names what was wrong.
     """
+    if text == TOO_LARGE:
+        raise CheckpointError("the tree's checkpoints were too large to heartbeat "
+                              f"(over {MAX_RECORDED_CHARS} characters)")
     if len(text) > max_chars:
         raise CheckpointError(f"heartbeat state over {max_chars} characters")
     try:
