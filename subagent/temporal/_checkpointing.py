@@ -49,11 +49,14 @@ class HeartbeatCheckpoints(SqliteCheckpoints):
         the activity's heartbeat; a checkpoint; what it raises ends the run
         ``error`` (as a failed ``SqliteCheckpoints`` write does).
       start: The rows a retried attempt starts from (decoded from the heartbeat).
+      resuming: Whether a retried attempt resumes from ``start`` (even empty: then
+        nothing is left to resume).
       max_chars: The most characters of checkpoints recorded (else :data:`TOO_LARGE`).
     """
 
     record: Callable[[str], Awaitable[None]] = attrs.field(kw_only=True)
     start: list[CheckpointRow] = attrs.field(kw_only=True, factory=list)
+    resuming: bool = attrs.field(kw_only=True, default=False)
     max_chars: int = attrs.field(kw_only=True, default=MAX_RECORDED_CHARS)
     _kept: dict[str, _Row] = attrs.field(factory=dict, init=False)
     _send: trio.Lock = attrs.field(factory=trio.Lock, init=False)

@@ -244,10 +244,12 @@ async def _outcome(task: Task, ending: _Ending) -> None:
 
 async def _start(pool: Pool, job: ActivityInput,
                  store: HeartbeatCheckpoints | None) -> Task | RootResult:
-    """Resume the tree from the last heartbeat's checkpoints (a retried attempt),
-    submit the root, or resume the paused tree with the answers; a failed result
-    when a state does not fit this worker's specs. A checkpoint."""
-    if store is not None and store.start:
+    """Resume the tree from the last heartbeat's checkpoints (a retried attempt whose
+    predecessor checkpointed), submit the root, or resume the paused tree with the
+    answers; a failed result when a state does not fit this worker's specs, or the
+    heartbeat shows no running root (the tree ended, or waits for approvals, before
+    the attempt was lost: starting over would repeat its calls). A checkpoint."""
+    if store is not None and store.resuming:
         try:
             tasks = await recover(pool, store)
         except (CheckpointError, agentcore.ResumeError, UnknownAgentError) as exc:
@@ -297,7 +299,8 @@ async def run_tree(
                               link.attempt, 0, [], controls=job.controls_from)
     store = None
     if link.record is not None:
-        store = HeartbeatCheckpoints("<heartbeat>", record=outbox.record, start=rows or [])
+        store = HeartbeatCheckpoints("<heartbeat>", record=outbox.record, start=rows or [],
+                                     resuming=rows is not None)
     if sink is not None and link.attempt > 1:
         data: dict[str, str | int | float | bool | None] = {
             "workflow_id": job.workflow_id, "attempt": link.attempt,

@@ -6,12 +6,17 @@ from __future__ import annotations
 import json
 
 import pytest
+import trio
 
 import agentcore
 from agentcore import Checkpoint, CheckpointKind, Message, RunState
 from subagent import CheckpointError
 from subagent.temporal._checkpointing import TOO_LARGE, HeartbeatCheckpoints, decode_rows
+from subagent.temporal._inputs import ActivityInput, EventBatch
 from subagent.temporal._resume import Heartbeat, start_state
+from subagent.temporal._tree import Link, run_tree
+
+from .trees import echo_specs
 
 
 def turn(run_id: str) -> Checkpoint:
@@ -93,3 +98,32 @@ def test_a_state_of_another_run_is_refused() -> None:
 def test_no_heartbeat_or_no_state_starts_over() -> None:
     assert start_state(None) is None
     assert start_state(Heartbeat(2, 5, 1, None)) is None
+
+
+async def _nothing(batch: EventBatch) -> None:
+    await trio.lowlevel.checkpoint()
+
+
+def _link(records: list[dict[str, object]], attempt: int,
+          details: tuple[object, ...] = ()) -> Link:
+    async def record(payload: dict[str, object]) -> bool:
+        await trio.lowlevel.checkpoint()
+        records.append(payload)
+        return False
+
+    return Link(_nothing, records.append, lambda: False, attempt=attempt, details=details,
+                record=record)
+
+
+@pytest.mark.trio
+async def test_a_tree_that_ended_before_the_attempt_was_lost_is_not_run_again() -> None:
+    records: list[dict[str, object]] = []
+    job = ActivityInput("wf", "echo", "hi")
+    done = await run_tree(job, echo_specs(), _link(records, 1), gate=None, ledger_path=None)
+    assert (done.result.status, done.result.output) == ("finished", "echo: hi")
+    # The root's end was recorded: the last heartbeat holds no running run.
+    assert records[-1]["state"] == "[]"
+    again = await run_tree(job, echo_specs(), _link([], 2, (records[-1],)), gate=None,
+                           ledger_path=None)
+    assert (again.result.status, again.result.error) == (
+        "failed", "cannot resume from the heartbeat: 0 running root tasks in it, not 1")
