@@ -5,6 +5,9 @@ Half the inputs are JSON objects built from the bytes with the real field names
 they reach the field checks behind the JSON parse; the other half are the bytes as
 text, some behind up to 200 000 opening brackets. ``decode_event`` returns an event
 that encodes and decodes to itself, or raises ``EventDecodeError``; ``last_heartbeat`` never raises.
+The same text, and rows built from the bytes (with a sound state half the time), go
+to ``start_state`` as a heartbeat's tree of checkpoints: rows whose states are sound
+``RunState``s of their run, or ``CheckpointError``.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentcore import Message, RunState
+from subagent import CheckpointError
 from subagent.temporal._errors import EventDecodeError
-from subagent.temporal._resume import last_heartbeat
+from subagent.temporal._resume import Heartbeat, last_heartbeat, start_state
 from subagent.temporal._wire import decode_event, encode_event
 
 from ._runner import main
@@ -60,7 +65,33 @@ def obj(data: bytes, depth: int = 0) -> dict[str, Any]:
     return out
 
 
+SOUND = RunState.begin([Message("user", "go")], run_id="r", agent="a").to_json()
+
+
+def rows(data: bytes) -> str:
+    out = []
+    for i in range(0, len(data), 8):
+        chunk = data[i:i + 8]
+        row = [value(chunk[j:j + 1]) for j in range(len(chunk))]
+        if chunk[0] & 1:
+            row = ["r", "a", None, None, ("running", "paused", "ended")[chunk[0] % 3],
+                   chunk[0] - 64, [], SOUND if chunk[0] & 2 else value(chunk[1:])]
+        out.append(row)
+    return json.dumps(out)
+
+
+def resume_from(text: str) -> None:
+    try:
+        found = start_state(Heartbeat(2, 0, 0, text))
+    except CheckpointError:
+        return
+    assert found is not None
+    for row in found:
+        assert row.state is not None and row.state.run_id == row.run_id
+
+
 def target(data: bytes) -> None:
+    resume_from(rows(data))
     if data[:1] and data[0] & 1:
         built = obj(data[1:])
         text = json.dumps(built)
@@ -72,6 +103,7 @@ def target(data: bytes) -> None:
     else:
         text = data[1:].decode("utf-8", "replace")
         last_heartbeat([text])
+    resume_from(text)
     event = decode_event(text)
     assert decode_event(encode_event(event)) == event
 

@@ -17,6 +17,10 @@ ACTIVITY_NAME = "subagent_run_root"
 DEFAULT_KEEP_EVENTS = 1000
 
 
+#: Activity attempts of a root unless ``RunOptions.max_attempts`` says otherwise.
+DEFAULT_MAX_ATTEMPTS = 3
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How a root run is scheduled.
@@ -26,9 +30,11 @@ class RunOptions:
         the activity's start-to-close timeout; ``None``: no limit.
       heartbeat_timeout: Seconds without a heartbeat before Temporal declares the
         activity (its worker) lost.
-      max_attempts: Activity attempts. 1 (the default) until a retried attempt can
-        resume from a heartbeat (issue 20's ``RunState``): a second attempt would start
-        the tree over and could repeat finished mutating tool calls.
+      max_attempts: Activity attempts (3 by default). A retried attempt (its worker
+        lost: heartbeat timeout) resumes the tree from the last heartbeat, which holds
+        the checkpoints of every run of it, recorded before each mutating call: a
+        finished mutating call is never run again, one in flight at the loss gets
+        ``agentcore.INTERRUPTED`` unless it is read-only or idempotent.
       keep_events: The workflow's event retention (the last ``keep_events``).
       approval_timeout: Seconds a paused run waits for its answers (a durable
         workflow timer) before every unanswered call is denied ("no answer within N
@@ -38,7 +44,7 @@ class RunOptions:
 
     timeout: float | None = None
     heartbeat_timeout: float = 30.0
-    max_attempts: int = 1
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
     keep_events: int = DEFAULT_KEEP_EVENTS
     approval_timeout: float | None = None
 

@@ -5,20 +5,18 @@ that a cancel reaches it). Temporal keeps the latest one; when the attempt's wor
 is lost and the activity is retried, the next attempt gets it back in
 ``activity.info().heartbeat_details`` and calls :func:`start_state` on it.
 
-Today a heartbeat is a progress marker (attempt, events and turn boundaries seen)
-and :func:`start_state` returns ``None``: the new attempt starts the tree over
-(which is why :class:`~subagent.temporal.RunOptions` defaults to one attempt). The
-durable-runs issue (``agentcore.RunState``) fills this seam:
-
-1. ``Heartbeat.state`` carries ``RunState.to_json()`` of the root (children
-   included), set by the runner at each turn boundary;
-2. :func:`start_state` returns ``RunState.from_json(heartbeat.state)``;
-3. the runner calls ``Pool.resume(state)`` instead of ``Pool.submit`` when it is not
-   ``None``, with the never-repeat rule for finished mutating tool calls.
+A heartbeat carries the tree's checkpoints (``state``: the rows of
+:class:`~._checkpointing.HeartbeatCheckpoints`), recorded on the server at every
+checkpoint of any run of the tree (turn boundary, before each mutating call, end),
+plus a progress marker (attempt, events and turn boundaries seen). A retried
+attempt gets them back; :func:`start_state` decodes them and the runner resumes the
+tree with ``subagent._recovery.recover``: the never-repeat rule for the calls that
+were in flight, as after a local crash.
 
 Heartbeat details come back from the server: they are checked like any outside input
-(size cap :data:`MAX_HEARTBEAT_CHARS`, exact shape), and anything else is ignored
-(the attempt starts over), never an exception in the activity.
+(size cap :data:`MAX_HEARTBEAT_CHARS`, exact shape). A payload of another version or
+shape is ignored (the attempt starts over); a state that does not decode fails the
+attempt's run (it must not start over: a finished mutating call would run again).
 """
 
 from __future__ import annotations
@@ -27,6 +25,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
+
+from .._checkpoints import CheckpointRow
+from ._checkpointing import decode_rows
 
 #: The version of the heartbeat payload this module writes and reads.
 VERSION = 1
@@ -42,7 +43,7 @@ class Heartbeat:
       attempt: The activity attempt that sent it (from 1).
       events: Events the attempt had reported.
       turns: Turn boundaries (``turn_start`` events of any run of the tree) seen.
-      state: The tree's serialized run state; ``None`` until issue 20 provides one.
+      state: The tree's checkpoints (JSON rows); ``None`` before the first one.
     """
 
     attempt: int
@@ -79,17 +80,16 @@ def last_heartbeat(details: Sequence[Any]) -> Heartbeat | None:
     return Heartbeat(attempt, events, turns, state)
 
 
-#: What a retried attempt resumes from: issue 20 makes it ``agentcore.RunState``.
-StartState = str
+def start_state(heartbeat: Heartbeat | None) -> list[CheckpointRow] | None:
+    """The checkpoints a retried attempt resumes from (the last checkpoint of every
+    run of the tree still running or paused), or ``None`` to start the tree over:
+    no heartbeat, or one sent before the first checkpoint (no mutating call ran
+    then: each is preceded by a ``call`` checkpoint). Not a checkpoint.
 
-
-def start_state(heartbeat: Heartbeat | None) -> StartState | None:
-    """The state a retried attempt resumes from, or ``None`` to start the tree over.
-
-    Always ``None`` until issue 20's ``RunState`` exists; then
-    ``RunState.from_json(heartbeat.state)`` when ``heartbeat.state`` is set (and a
-    :class:`~subagent.temporal.TemporalError` naming what was wrong when it does not
-    decode). Not a checkpoint.
+    Raises:
+      CheckpointError: the heartbeat's state does not decode (see
+        :func:`~._checkpointing.decode_rows`); the attempt must not start over.
     """
-    del heartbeat
-    return None
+    if heartbeat is None or heartbeat.state is None:
+        return None
+    return decode_rows(heartbeat.state, MAX_HEARTBEAT_CHARS)

@@ -22,6 +22,7 @@ imports no temporalio.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -33,6 +34,7 @@ import agentcore
 import ledger
 from agentcore import ToolGate
 
+from .._checkpoints import CheckpointError
 from .._declarative import SpecFile
 from .._delegation import SubagentTool
 from .._errors import TaskCancelled, TaskError, TaskPaused, TaskTimeout, UnknownAgentError
@@ -40,9 +42,11 @@ from .._events import Event
 from .._ledgerfile import open_sink
 from .._open import open_pool
 from .._pool import Pool
+from .._recovery import recover
 from .._results import SubagentResultsTool
 from .._stream import Stream
 from .._task import Task
+from ._checkpointing import HeartbeatCheckpoints
 from ._errors import StateTooLarge
 from ._inputs import ActivityInput, ActivityResult, Control, EventBatch, PendingCall, RootResult
 from ._live import poll_controls, tree_statuses
@@ -59,7 +63,10 @@ BATCH = 256
 #: Characters of encoded events in one signal, or in the activity's result (at least
 #: one event): Temporal refuses payloads over 2 MiB by default.
 MAX_BATCH_CHARS = 512 * 1024
-#: Seconds one signal may take before it is tried again.
+#: Seconds between heartbeats recorded on a timer when ``Link.record`` is set (each
+#: checkpoint is recorded at once besides).
+RECORD_EVERY = 1.0
+#: Seconds one signal (or one recorded heartbeat) may take before it is tried again.
 SEND_TIMEOUT = 10.0
 #: Seconds the last events may take to reach the workflow once the root resolved (what
 #: is still unsent then is dropped, but for the batch the activity's result carries).
@@ -78,6 +85,11 @@ class Link:
       details: The heartbeat details a retried attempt received.
       controls: Fetches the workflow's controls from a number on (a checkpoint);
         ``None``: none are polled.
+      record: Records a heartbeat payload on the server and returns once it is
+        recorded, ``True`` when the server asks the activity to stop (a checkpoint;
+        may raise). When set, every heartbeat goes through it (carrying the tree's
+        checkpoints) and ``heartbeat`` is used only once a stop was asked for (so
+        that the SDK learns of the cancel); ``None``: ``heartbeat`` only, no state.
     """
 
     send: Callable[[EventBatch], Awaitable[None]]
@@ -86,6 +98,7 @@ class Link:
     attempt: int = 1
     details: tuple[object, ...] = ()
     controls: Callable[[int], Awaitable[list[Control]]] | None = None
+    record: Callable[[dict[str, object]], Awaitable[bool]] | None = None
 
 
 class Cancelled(Exception):
@@ -109,6 +122,11 @@ class Outbox:
     applied: list[int] = attrs.Factory(lambda: [0])
     sent_applied: int = 0
     lock: trio.Lock = attrs.Factory(trio.Lock)
+    #: The tree's last checkpoints (``HeartbeatCheckpoints.encoded``), if any.
+    state: str | None = None
+    #: The server asked the activity to stop (seen through ``Link.record``).
+    stop: bool = False
+    beat_lock: trio.Lock = attrs.Factory(trio.Lock)
 
     def statuses(self, tasks: dict[str, str]) -> None:
         """Send ``tasks`` with the next batch, if they changed since the last one sent."""
@@ -163,10 +181,28 @@ class Outbox:
         self.sent += len(batch)
         return True
 
-    def heartbeat(self, state: str | None = None) -> None:
-        self.link.heartbeat(
-            Heartbeat(self.link.attempt, self.sent + len(self.pending), self.turns, state).payload()
-        )
+    def heartbeat(self) -> None:
+        """Heartbeat through the SDK (throttled, not awaited). Not a checkpoint."""
+        self.link.heartbeat(self._payload())
+
+    def _payload(self) -> dict[str, object]:
+        return Heartbeat(self.link.attempt, self.sent + len(self.pending), self.turns,
+                         self.state).payload()
+
+    async def record(self, state: str | None = None) -> None:
+        """Record a heartbeat (with ``state``, the tree's new checkpoints, if given)
+        on the server before returning. A checkpoint.
+
+        Raises:
+          trio.TooSlowError: not recorded within :data:`SEND_TIMEOUT`.
+        """
+        assert self.link.record is not None
+        async with self.beat_lock:
+            if state is not None:
+                self.state = state
+            with trio.fail_after(SEND_TIMEOUT):
+                if await self.link.record(self._payload()):
+                    self.stop = True
 
 
 def _usage_tokens(usage: agentcore.Usage) -> tuple[int, int]:
@@ -206,9 +242,22 @@ async def _outcome(task: Task, ending: _Ending) -> None:
                                    *_usage_tokens(done.tree_usage))
 
 
-async def _start(pool: Pool, job: ActivityInput) -> Task | RootResult:
-    """Submit the root, or resume the paused tree with the answers; a failed result
-    when the paused state does not fit this worker's specs. A checkpoint."""
+async def _start(pool: Pool, job: ActivityInput,
+                 store: HeartbeatCheckpoints | None) -> Task | RootResult:
+    """Resume the tree from the last heartbeat's checkpoints (a retried attempt whose
+    predecessor checkpointed), submit the root, or resume the paused tree with the
+    answers; a failed result when a state does not fit this worker's specs, or the
+    heartbeat shows no running root (the tree ended, or waits for approvals, before
+    the attempt was lost: starting over would repeat its calls). A checkpoint."""
+    if store is not None and store.resuming:
+        try:
+            tasks = await recover(pool, store)
+        except (CheckpointError, agentcore.ResumeError, UnknownAgentError) as exc:
+            return RootResult("failed", "", f"cannot resume from the heartbeat: {exc}")
+        if len(tasks) != 1:
+            return RootResult("failed", "", "cannot resume from the heartbeat: "
+                              f"{len(tasks)} running root tasks in it, not 1")
+        return tasks[0]
     if job.state is None:
         return await pool.submit(job.agent, job.task)
     try:
@@ -243,12 +292,20 @@ async def run_tree(
     stream = Stream(256)
     sink = open_sink(ledger_path) if ledger_path is not None else None
     previous = last_heartbeat(link.details)
-    state = start_state(previous)
+    try:
+        rows = start_state(previous)
+    except CheckpointError as exc:
+        return ActivityResult(RootResult("failed", "", f"cannot resume from the heartbeat: {exc}"),
+                              link.attempt, 0, [], controls=job.controls_from)
+    store = None
+    if link.record is not None:
+        store = HeartbeatCheckpoints("<heartbeat>", record=outbox.record, start=rows or [],
+                                     resuming=rows is not None)
     if sink is not None and link.attempt > 1:
         data: dict[str, str | int | float | bool | None] = {
             "workflow_id": job.workflow_id, "attempt": link.attempt,
             "from_turns": previous.turns if previous else 0,
-            "resumed_state": state is not None,
+            "resumed_state": rows is not None,
         }
         await agentcore._audit.record(sink, ledger.Record("attempt_resumed", data=data))
     defaults = specs.defaults
@@ -268,7 +325,8 @@ async def run_tree(
                     outbox.put(event)
                     if event.kind == agentcore.EventKind.turn_start:
                         outbox.turns += 1
-                        outbox.heartbeat()
+                        if link.record is None:  # else the checkpoint was recorded
+                            outbox.heartbeat()
                 forwarded.set()
 
             async def flush() -> None:
@@ -279,22 +337,29 @@ async def run_tree(
             outer.start_soon(forward)
             outer.start_soon(flush)
             async with open_pool(
-                **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp  # type: ignore[arg-type]
+                **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp,  # type: ignore[arg-type]
+                checkpoints=store,
             ) as pool:
                 tools: dict[str, agentcore.Tool] = {
                     "subagent": SubagentTool(pool), "subagent_results": SubagentResultsTool(pool),
                 }
                 for spec in specs.specs_for(tools, pool.mcp_tools):
                     pool.register(spec)
-                started = await _start(pool, job)
+                started = await _start(pool, job, store)
                 if isinstance(started, RootResult):
                     ending.result = started
                 else:
                     task = started
 
                     async def watch() -> None:
+                        due = 0.0
                         while not link.cancelled():
-                            outbox.heartbeat()
+                            if link.record is None or outbox.stop:
+                                outbox.heartbeat()
+                            elif trio.current_time() >= due:
+                                due = trio.current_time() + RECORD_EVERY
+                                with contextlib.suppress(Exception):
+                                    await outbox.record()
                             outbox.statuses(tree_statuses(task))
                             await trio.sleep(TICK)
                         task.cancel()

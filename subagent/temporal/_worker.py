@@ -5,8 +5,17 @@ Each root activity runs as a **sync activity on its own thread** with its own
 asyncio loop: agent tools are user code, and one that blocks its event loop would
 then stall the worker's polling, heartbeats and every other run on it; a thread per
 root keeps a run's loop its own, bounds the roots a worker runs by its executor, and
-keeps trio and asyncio apart (the only crossings are the event signal, scheduled on
-the worker's loop, and ``activity.heartbeat``, which is thread-safe). The activity
+keeps trio and asyncio apart (the only crossings are the event signal and the
+recorded heartbeat, scheduled on the worker's loop, and ``activity.heartbeat``,
+which is thread-safe).
+
+Heartbeats carrying the tree's checkpoints are recorded with the
+``RecordActivityTaskHeartbeat`` RPC through the client (by task token), awaited
+before the run goes on: ``activity.heartbeat`` only queues a payload that the SDK
+sends later (throttled), so a checkpoint taken before a mutating call could still
+be unsent when the worker dies, and an older queued payload could overwrite a newer
+one on the server. The SDK's own heartbeat is used only after the server asked the
+activity to stop, so that ``activity.is_cancelled()`` becomes true. The activity
 is declared ``no_thread_cancel_exception``: Temporal never raises into the trio
 thread; the runner polls ``activity.is_cancelled()`` and aborts the tree itself.
 """
@@ -25,7 +34,7 @@ from typing import Any, TypeVar
 
 import trio
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import AsyncActivityCancelledError, Client
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker as _TemporalWorker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -36,13 +45,16 @@ from .._declarative import SpecFile
 from .._ledgerfile import make_private_dirs, state_dir
 from ._inputs import ACTIVITY_NAME, ActivityInput, ActivityResult, Control, EventBatch
 from ._live import CONTROL_TIMEOUT
-from ._tree import Cancelled, Link, run_tree
+from ._tree import SEND_TIMEOUT, Cancelled, Link, run_tree
 from ._workflow import SubagentWorkflow
 
 #: Roots one worker runs at once, unless told otherwise.
 DEFAULT_MAX_CONCURRENT_ROOTS = 16
 #: Longest time between heartbeats the SDK holds back (also bounds how late a cancel is seen).
 HEARTBEAT_THROTTLE = 1.0
+
+#: Seconds one recorded heartbeat (a checkpoint of the tree) may take on the wire.
+RECORD_TIMEOUT = SEND_TIMEOUT
 
 #: Seconds a workflow task waits on a worker's sticky queue (the SDK's default).
 STICKY_TIMEOUT = 10.0
@@ -106,6 +118,19 @@ class _RootActivity:
 
         return controls
 
+    def _record(self, task_token: bytes) -> Callable[[dict[str, object]], Awaitable[bool]]:
+        handle = self._worker.client.get_async_activity_handle(task_token=task_token)
+
+        async def record(payload: dict[str, object]) -> bool:
+            try:
+                await self._on_loop(handle.heartbeat(
+                    payload, rpc_timeout=timedelta(seconds=RECORD_TIMEOUT)))
+            except AsyncActivityCancelledError:
+                return True
+            return False
+
+        return record
+
     @activity.defn(name=ACTIVITY_NAME, no_thread_cancel_exception=True)
     def run_root(self, job: ActivityInput) -> ActivityResult:
         """Run the root and its subtree in a fresh trio run on this thread."""
@@ -123,6 +148,7 @@ class _RootActivity:
             attempt=info.attempt,
             details=tuple(info.heartbeat_details),
             controls=self._controls(job.workflow_id),
+            record=self._record(info.task_token),
         )
         try:
             return trio.run(

@@ -88,7 +88,7 @@ def test_heartbeats_read_back_only_when_well_formed() -> None:
                     [dict(beat.payload(), turns=True)], [dict(beat.payload(), state=3)],
                     [dict(beat.payload(), state="x" * (MAX_HEARTBEAT_CHARS + 1))]):
         assert last_heartbeat(details) is None
-    # the seam issue 20 fills: today every attempt starts over
+    # no state (sent before the first checkpoint): the attempt starts over
     assert start_state(beat) is None
 
 

@@ -1,10 +1,10 @@
 """A worker SIGKILLed mid-run: a second worker takes the activity over.
 
-Until issue 20 (``RunState``) fills :mod:`subagent.temporal._resume`, the retried
-attempt starts the tree over (so the default is one attempt; this test asks for two
-and uses read-only tools only). What is real today and shown here: the heartbeat of
-the killed attempt reaches the next one (its turn count), which records an
-``attempt_resumed`` entry on the same ledger chain, and the run finishes.
+The retried attempt resumes the tree from the last heartbeat (its checkpoints); the
+call in flight at the kill is read-only, so it runs again (the second time it
+answers). The heartbeat of the killed attempt reaches the next one (its turn count),
+which records an ``attempt_resumed`` entry on the same ledger chain, and the run
+finishes. (Mutating calls: see test_worker_resume.py.)
 """
 
 from __future__ import annotations
@@ -81,4 +81,4 @@ def test_a_second_worker_takes_over_a_killed_attempt(dev_server: DevServer,
                if json.loads(line)["kind"] == "attempt_resumed"]
     assert len(resumed) == 1
     assert resumed[0]["data"] == {"workflow_id": "kill-worker", "attempt": 2, "from_turns": 3,
-                                  "resumed_state": False}
+                                  "resumed_state": True}
