@@ -332,7 +332,7 @@ class SubagentTool:
                 return child
             child.cancel()
             with trio.CancelScope(shield=True):
-                await child._done.wait()
+                await child._wait_resolved()
             raise SubagentError(
                 f"subagent {format_path(child.path)} gave no result within "
                 f"{fallback_timeout:g}s and was cancelled (its spec has neither timeout "
@@ -354,7 +354,7 @@ class SubagentTool:
             else:
                 child.cancel()
                 with trio.CancelScope(shield=True):
-                    await child._done.wait()
+                    await child._wait_resolved()
             raise
         finally:
             if caller is not None:

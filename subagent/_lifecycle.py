@@ -296,7 +296,7 @@ async def run_task(task: Task) -> TaskStatus:
                 failure = await _report_start(task, EventKind.task_queued)
         else:
             failure = await _report_start(task, EventKind.task_queued)
-        await task._granted.wait()
+        await task._wait_granted()
         if failure is None:
             failure = await _report_start(task, EventKind.task_started)
         if failure is None:

@@ -159,8 +159,13 @@ class Task:
     _limits: trio.CancelScope | None = None
     _wall_deadline: float = math.inf
     _reclaim: trio.CancelScope | None = None
-    _granted: trio.Event = attrs.field(factory=trio.Event)
-    _done: trio.Event = attrs.field(factory=trio.Event)
+    # Granted a slot (the core's Grant) and resolved (its Resolve): flags, and the
+    # runner or the wait()s parked on them, in a ParkingLot made only while one waits
+    # (a trio.Event per flag cost every task ~430 B).
+    _granted: bool = False
+    _resolved: bool = False
+    _grant_lot: trio.lowlevel.ParkingLot | None = None
+    _done_lot: trio.lowlevel.ParkingLot | None = None
     _output: str = ""
     _structured: Any = None
     _summary: RunSummary | None = None
@@ -220,7 +225,12 @@ class Task:
     @property
     def done(self) -> bool:
         """Whether the task has resolved (``wait()`` returns at once)."""
-        return self._done.is_set()
+        return self._resolved
+
+    @property
+    def _done(self) -> _Done:
+        # What waits for the task to resolve, like a trio.Event's wait / is_set.
+        return _Done(self)
 
     def cancel(self) -> None:
         """Cancel this task and every task below it in the path tree; not a checkpoint.
@@ -338,10 +348,36 @@ class Task:
             self._summary = self._run.summary
 
     def _grant(self) -> None:
-        self._granted.set()
+        self._granted = True
+        if self._grant_lot is not None:
+            self._grant_lot.unpark_all()
+
+    async def _wait_granted(self) -> None:
+        # The runner waits for its slot; a checkpoint (like trio.Event.wait).
+        if self._granted:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._grant_lot is None:
+            self._grant_lot = trio.lowlevel.ParkingLot()
+        while not self._granted:
+            await self._grant_lot.park()
+        self._grant_lot = None
 
     def _resolve(self) -> None:
-        self._done.set()
+        self._resolved = True
+        if self._done_lot is not None:
+            self._done_lot.unpark_all()
+            self._done_lot = None
+
+    async def _wait_resolved(self) -> None:
+        # Until the task resolves; a checkpoint (like trio.Event.wait).
+        if self._resolved:
+            await trio.lowlevel.checkpoint()
+            return
+        lot = self._done_lot
+        if lot is None:
+            lot = self._done_lot = trio.lowlevel.ParkingLot()
+        await lot.park()
 
     def _cancel_scopes(self) -> None:
         # The core's CancelRun: the run's scope, and a shielded take-back in progress.
@@ -377,7 +413,7 @@ class Task:
           TaskCancelled: it was cancelled.
           TaskPaused: its run paused for a human's approval (the error holds its state).
         """
-        await self._done.wait()
+        await self._wait_resolved()
         failure = self._failure()
         if isinstance(failure, TaskFailed):
             raise failure from self._cause
@@ -427,3 +463,19 @@ class Task:
             if scope is not None and idle is not None:
                 scope.deadline = min(task._wall_deadline, now + idle)
             task = task.parent
+
+
+class _Done:
+    """A view of a task's resolution with a trio.Event's ``wait`` and ``is_set``."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+
+    def is_set(self) -> bool:
+        return self.task._resolved
+
+    async def wait(self) -> None:
+        """Until the task resolves. A checkpoint."""
+        await self.task._wait_resolved()
