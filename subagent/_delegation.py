@@ -347,7 +347,7 @@ class SubagentTool:
             if (
                 caller is not None
                 and spec.critical
-                and not caller._scope.cancel_called
+                and not caller._node.cancel_called
                 and not child.done
             ):
                 shell.to_background(pool, caller, child)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import weakref
 from collections.abc import Callable
@@ -35,8 +34,6 @@ FRAMING = (
     "next message. Work on that task alone. Your final answer is returned to your caller, "
     "who sees nothing else of this conversation, so make it complete and self-contained."
 )
-
-_NO_LIMITS = contextlib.nullcontext()
 
 #: Seconds the shielded audit entries of a task's end (and of a cancelled task's
 #: queueing) may take.
@@ -241,7 +238,7 @@ async def _audit(sink: Sink, entry: Record) -> AuditError | None:
 
 
 def _prepare(task: Task) -> agentcore.Run:
-    # The task's run, and its limits scope (task._limits; none without limits).
+    # The task's run, and its limits (the deadline of task._scope; none without limits).
     spec = task.spec
     if task._resume is not None:
         # Pool.resume checked the state against the spec.
@@ -265,7 +262,8 @@ def _prepare(task: Task) -> agentcore.Run:
 
 
 def _timed_out(task: Task, run: agentcore.Run) -> TaskStatus:
-    # The run ended by its limits scope: which limit fired is told by the wall deadline.
+    # The run ended by its limits (the task's scope's deadline, not a cancel): which
+    # limit fired is told by the wall deadline.
     spec = task.spec
     assert run.summary is not None
     if trio.current_time() >= task._wall_deadline:
@@ -301,23 +299,23 @@ async def run_task(task: Task) -> TaskStatus:
             failure = await _report_start(task, EventKind.task_started)
         if failure is None:
             # Inline rather than a coroutine of its own: one frame fewer per parked run.
+            # Its limits are the task's own scope's deadline (see Task._limit).
             run = _prepare(task)
-            limits = task._limits
             token = current_task.set(task)
             try:
-                with limits if limits is not None else _NO_LIMITS:
-                    result = await run.run()
-                    task._conclude_run(result)
-                    status = settle_budget(task, end_status(result.summary.end_reason))
+                result = await run.run()
+                task._conclude_run(result)
+                status = settle_budget(task, end_status(result.summary.end_reason))
             finally:
                 task._unlimit()
                 current_task.reset(token)
-            if limits is not None and limits.cancelled_caught:
-                status = _timed_out(task, run)
         else:
             # Fail closed: a task whose queueing or start cannot be audited does not run.
             task._conclude("", None, failure, f"AuditError: {failure}")
             status = TaskStatus.failed
+    if task._scope.cancelled_caught and not task._node.cancel_called and task._run is not None:
+        # Not cancelled: the scope caught its deadline, one of the run's limits.
+        status = _timed_out(task, task._run)
     return status
 
 
