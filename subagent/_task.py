@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 import trio
@@ -25,6 +25,8 @@ from ._history_input import conversation
 from ._result import Result
 from ._spec import Spec
 from ._stream import Stream
+from ._taskparts import Done as _Done
+from ._taskparts import ReadOnly as _ReadOnly
 
 if TYPE_CHECKING:
     from ._budget import TaskBudget
@@ -76,31 +78,6 @@ class Pool(Protocol):
     def cancel(self) -> None: ...
 
     def statistics(self) -> PoolStatistics: ...
-
-
-class _ReadOnly(Generic[T]):
-    """A read-only attribute over the private field of the same name with a leading
-    underscore: reading gives the field, setting raises FrozenAttributeError."""
-
-    __slots__ = ("private",)
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.private = "_" + name
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> _ReadOnly[T]: ...
-
-    @overload
-    def __get__(self, obj: object, owner: type) -> T: ...
-
-    def __get__(self, obj: object | None, owner: type) -> T | _ReadOnly[T]:
-        if obj is None:
-            return self
-        value: T = getattr(obj, self.private)
-        return value
-
-    def __set__(self, obj: object, value: T) -> None:
-        raise attrs.exceptions.FrozenAttributeError()
 
 
 @attrs.define(eq=False, repr=False)
@@ -471,18 +448,3 @@ class Task:
                 scope.deadline = min(task._wall_deadline, now + idle)
             task = task.parent
 
-
-class _Done:
-    """A view of a task's resolution with a trio.Event's ``wait`` and ``is_set``."""
-
-    __slots__ = ("task",)
-
-    def __init__(self, task: Task) -> None:
-        self.task = task
-
-    def is_set(self) -> bool:
-        return self.task._resolved
-
-    async def wait(self) -> None:
-        """Until the task resolves. A checkpoint."""
-        await self.task._wait_resolved()
