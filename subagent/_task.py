@@ -122,9 +122,9 @@ class Task:
     # The agentcore Run once started (steering and interrupts go through it).
     _run: agentcore.Run | None = None
     # Steering, follow-ups and an interrupt sent before the run existed, handed over
-    # by _attach.
-    _steering: list[str] = attrs.field(factory=list)
-    _follow_ups: list[str] = attrs.field(factory=list)
+    # by _attach (lists made on first use: most tasks get neither).
+    _steering: list[str] | None = None
+    _follow_ups: list[str] | None = None
     _interrupt: bool = False
     # The paused run's state this task resumes (Pool.resume), if it does.
     _resume: agentcore.RunState | None = None
@@ -254,6 +254,8 @@ class Task:
         elif self.done:
             raise agentcore.RunEndedError(f"cannot steer: task {format_path(self.path)} has ended")
         else:
+            if self._steering is None:
+                self._steering = []
             self._steering.append(text)
 
     def follow_up(self, text: str) -> None:
@@ -277,6 +279,8 @@ class Task:
                 f"cannot follow up: task {format_path(self.path)} has ended"
             )
         else:
+            if self._follow_ups is None:
+                self._follow_ups = []
             self._follow_ups.append(text)
 
     # -- the shell's writes (the pool and _lifecycle.py); nothing else changes a Task --
@@ -284,12 +288,12 @@ class Task:
     def _attach(self, run: agentcore.Run) -> None:
         # The task's run has been made: hand it what was sent before, in order.
         self._run = run
-        for text in self._steering:
+        for text in self._steering or ():
             run.steer(text)
-        self._steering.clear()
-        for text in self._follow_ups:
+        self._steering = None
+        for text in self._follow_ups or ():
             run.follow_up(text)
-        self._follow_ups.clear()
+        self._follow_ups = None
         if self._interrupt:
             run.interrupt()
 
