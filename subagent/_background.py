@@ -196,11 +196,11 @@ async def end_children(task: Task, *, hard: bool, bound: float) -> None:
     if hard:
         task.cancel()
         for child in list(task.children):
-            await child._done.wait()
+            await child._wait_resolved()
         return
     stopped = [node.handle for node in task._node.background if not node.handle.spec.critical]
     for child in stopped:
         child.cancel()
     with trio.move_on_after(bound):
         for child in stopped:
-            await child._done.wait()
+            await child._wait_resolved()

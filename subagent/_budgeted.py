@@ -185,7 +185,7 @@ class Budgets:
         # it fails with BudgetExceeded), every other task by a cancel.
         with trio.move_on_after(meter.budget.grace):
             for task in members:
-                await task._done.wait()
+                await task._wait_resolved()
             return
         for task in members:
             if task.done:

@@ -334,7 +334,7 @@ class SubagentTool:
                 return child
             child.cancel()
             with trio.CancelScope(shield=True):
-                await child._done.wait()
+                await child._wait_resolved()
             raise SubagentError(
                 f"subagent {format_path(child.path)} gave no result within "
                 f"{fallback_timeout:g}s and was cancelled (its spec has neither timeout "
@@ -349,14 +349,14 @@ class SubagentTool:
             if (
                 caller is not None
                 and spec.critical
-                and not caller._scope.cancel_called
+                and not caller._node.cancel_called
                 and not child.done
             ):
                 shell.to_background(pool, caller, child)
             else:
                 child.cancel()
                 with trio.CancelScope(shield=True):
-                    await child._done.wait()
+                    await child._wait_resolved()
             raise
         finally:
             if caller is not None:

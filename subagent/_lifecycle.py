@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import weakref
 from collections.abc import Callable
@@ -36,8 +35,6 @@ FRAMING = (
     "next message. Work on that task alone. Your final answer is returned to your caller, "
     "who sees nothing else of this conversation, so make it complete and self-contained."
 )
-
-_NO_LIMITS = contextlib.nullcontext()
 
 #: Seconds the shielded audit entries of a task's end (and of a cancelled task's
 #: queueing) may take.
@@ -249,7 +246,7 @@ async def _audit(sink: Sink, entry: Record) -> AuditError | None:
 
 
 def _prepare(task: Task) -> agentcore.Run:
-    # The task's run, and its limits scope (task._limits; none without limits).
+    # The task's run, and its limits (the deadline of task._scope; none without limits).
     spec = task.spec
     if task._resume is not None:
         # Pool.resume checked the state against the spec.
@@ -273,7 +270,8 @@ def _prepare(task: Task) -> agentcore.Run:
 
 
 def _timed_out(task: Task, run: agentcore.Run) -> TaskStatus:
-    # The run ended by its limits scope: which limit fired is told by the wall deadline.
+    # The run ended by its limits (the task's scope's deadline, not a cancel): which
+    # limit fired is told by the wall deadline.
     spec = task.spec
     assert run.summary is not None
     if trio.current_time() >= task._wall_deadline:
@@ -286,47 +284,51 @@ def _timed_out(task: Task, run: agentcore.Run) -> TaskStatus:
     return TaskStatus.timed_out
 
 
-async def run_task(task: Task) -> TaskStatus:
-    """Take ``task`` from queued to the end of its run; the pool's runner awaits it in
-    the pool's nursery, then :func:`end_task`. A checkpoint.
+async def run_task(task: Task) -> None:
+    """Take ``task`` from queued to resolved; the pool starts it in its nursery (the
+    core's StartRunner). A checkpoint.
 
-    It reports ``task_queued``, waits for a slot, reports ``task_started`` and runs.
-
-    Returns:
-      How the run ended (``cancelled``: cancelled before or while it ran).
+    It reports ``task_queued``, waits for a slot, reports ``task_started`` and runs;
+    then it tells the core how the run ended (``cancelled``: cancelled before or
+    while it ran), ends the task (:func:`end_task`) and resolves it. One coroutine
+    for all of it: a frame fewer per parked run.
     """
     status = TaskStatus.cancelled
     failure: AuditError | None = None
-    with task._scope:
-        if task._scope.cancel_called:
-            # A task cancelled before its runner ran still reports that it was queued.
-            with trio.move_on_after(END_TIMEOUT, shield=True):
+    try:
+        with task._scope:
+            if task._scope.cancel_called:
+                # A task cancelled before its runner ran still reports that it was queued.
+                with trio.move_on_after(END_TIMEOUT, shield=True):
+                    failure = await _report_start(task, EventKind.task_queued)
+            else:
                 failure = await _report_start(task, EventKind.task_queued)
-        else:
-            failure = await _report_start(task, EventKind.task_queued)
-        await task._granted.wait()
-        if failure is None:
-            failure = await _report_start(task, EventKind.task_started)
-        if failure is None:
-            # Inline rather than a coroutine of its own: one frame fewer per parked run.
-            run = _prepare(task)
-            limits = task._limits
-            token = current_task.set(task)
-            try:
-                with limits if limits is not None else _NO_LIMITS:
+            await task._wait_granted()
+            if failure is None:
+                failure = await _report_start(task, EventKind.task_started)
+            if failure is None:
+                # Its limits are the task's own scope's deadline (see Task._limit).
+                run = _prepare(task)
+                token = current_task.set(task)
+                try:
                     result = await run.run()
                     task._conclude_run(result)
                     status = settle_budget(task, end_status(result.summary.end_reason))
-            finally:
-                task._unlimit()
-                current_task.reset(token)
-            if limits is not None and limits.cancelled_caught:
-                status = _timed_out(task, run)
-        else:
-            # Fail closed: a task whose queueing or start cannot be audited does not run.
-            task._conclude("", None, failure, f"AuditError: {failure}")
-            status = TaskStatus.failed
-    return status
+                finally:
+                    task._unlimit()
+                    current_task.reset(token)
+            else:
+                # Fail closed: a task whose queueing or start cannot be audited does not run.
+                task._conclude("", None, failure, f"AuditError: {failure}")
+                status = TaskStatus.failed
+        if task._scope.cancelled_caught and not task._node.cancel_called and task._run is not None:
+            # Not cancelled: the scope caught its deadline, one of the run's limits.
+            status = _timed_out(task, task._run)
+    finally:
+        # Through the pool's _apply, like Task.cancel.
+        task._apply(task._core.run_ended(task._node, status))
+        await end_task(task, status)
+        task._apply(task._core.resolve(task._node))
 
 
 async def end_task(task: Task, status: TaskStatus) -> None:
@@ -341,8 +343,9 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     if node.unread or node.background or (hard and node.children):
         with trio.CancelScope(shield=True):
             await end_children(task, hard=hard, bound=END_TIMEOUT)
-    elif hard:
-        # All that end_children does for a task with no children and nothing unread.
+    elif hard and not node.cancel_called:
+        # All that end_children does for a task with no children and nothing unread
+        # (a cancel reached it already when the pool or the task was cancelled).
         task.cancel()
     kind = EventKind.task_cancelled if hard else EventKind.task_finished
     summary = task._summary

@@ -14,7 +14,7 @@ from agentcore.models import load_prices
 from ._budget import Budget
 from ._checkpoints import SqliteCheckpoints
 from ._history_input import MAX_HISTORY_BYTES, MAX_HISTORY_MESSAGES, HistoryLimits
-from ._lifecycle import end_task, run_task
+from ._lifecycle import run_task
 from ._pool import Pool
 from ._spec import Defaults
 from ._stream import Stream
@@ -103,7 +103,7 @@ async def open_pool(
             async with trio.open_nursery() as nursery:
                 pool = Pool(
                     nursery,
-                    (run_task, end_task),
+                    run_task,
                     max_concurrent=max_concurrent,
                     max_queued=max_queued,
                     max_depth=max_depth,

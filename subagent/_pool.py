@@ -23,7 +23,6 @@ from ._core import (
     QueueFull,
     Resolve,
     StartRunner,
-    TaskStatus,
     WakeFanout,
     WakeSubmitter,
 )
@@ -48,11 +47,10 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-#: What runs a task: its start and run (returning how it ended), then what follows
-#: its end (see subagent._lifecycle); given by open_pool.
-Runner = tuple[
-    Callable[[Task], Awaitable[TaskStatus]], Callable[[Task, TaskStatus], Awaitable[None]]
-]
+#: What runs a task from queued to resolved in the pool's nursery, telling the core
+#: its run's end and its resolution through the task (see subagent._lifecycle);
+#: given by open_pool.
+Runner = Callable[[Task], Awaitable[None]]
 
 
 class Pool(Waits):
@@ -394,7 +392,7 @@ class Pool(Waits):
             elif isinstance(effect, StartRunner):
                 task = effect.node.handle
                 self._nursery.start_soon(
-                    self._run_task, task, name=f"subagent {format_path(task.path)}"
+                    self._runner, task, name=f"subagent {format_path(task.path)}"
                 )
             elif isinstance(effect, CancelRun):
                 effect.node.handle._cancel_scopes()
@@ -403,17 +401,6 @@ class Pool(Waits):
             else:
                 assert isinstance(effect, Arrived)
                 effect.node.handle._arrived()
-
-    async def _run_task(self, task: Task) -> None:
-        # A task from queued to resolved, in the pool's nursery.
-        run, end = self._runner
-        status = TaskStatus.cancelled
-        try:
-            status = await run(task)
-        finally:
-            self._apply(self._core.run_ended(task._node, status))
-            await end(task, status)
-            self._apply(self._core.resolve(task._node))
 
     # -- lifecycle --------------------------------------------------------------------
 

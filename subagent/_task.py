@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 import trio
@@ -25,6 +25,8 @@ from ._history_input import conversation
 from ._result import Result
 from ._spec import Spec
 from ._stream import Stream
+from ._taskparts import Done as _Done
+from ._taskparts import ReadOnly as _ReadOnly
 
 if TYPE_CHECKING:
     from ._budget import TaskBudget
@@ -80,31 +82,6 @@ class Pool(Protocol):
     def statistics(self) -> PoolStatistics: ...
 
 
-class _ReadOnly(Generic[T]):
-    """A read-only attribute over the private field of the same name with a leading
-    underscore: reading gives the field, setting raises FrozenAttributeError."""
-
-    __slots__ = ("private",)
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.private = "_" + name
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> _ReadOnly[T]: ...
-
-    @overload
-    def __get__(self, obj: object, owner: type) -> T: ...
-
-    def __get__(self, obj: object | None, owner: type) -> T | _ReadOnly[T]:
-        if obj is None:
-            return self
-        value: T = getattr(obj, self.private)
-        return value
-
-    def __set__(self, obj: object, value: T) -> None:
-        raise attrs.exceptions.FrozenAttributeError()
-
-
 @attrs.define(eq=False, repr=False)
 class Task:
     """The handle of one run submitted to a :class:`Pool`.
@@ -147,22 +124,30 @@ class Task:
     # The agentcore Run once started (steering and interrupts go through it).
     _run: agentcore.Run | None = None
     # Steering, follow-ups and an interrupt sent before the run existed, handed over
-    # by _attach.
-    _steering: list[str] = attrs.field(factory=list)
-    _follow_ups: list[str] = attrs.field(factory=list)
+    # by _attach (lists made on first use: most tasks get neither).
+    _steering: list[str] | None = None
+    _follow_ups: list[str] | None = None
     _interrupt: bool = False
     # The paused run's state this task resumes (Pool.resume), if it does.
     _resume: agentcore.RunState | None = None
-    _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    # While the run runs, the scope of its limits (spec.timeout and spec.idle_timeout:
-    # its deadline is the earlier of the two) and its wall deadline (inf for none);
-    # and the shielded wait of a cancelled delegation taking its slot back (see
+    # The task's scope: Task.cancel cancels it (the core's CancelRun). While the run
+    # runs it is also the scope of the run's limits (_limits: spec.timeout and
+    # spec.idle_timeout, its deadline the earlier of the two; one scope rather than
+    # two costs a parked run ~650 B less), and _wall_deadline the wall one (inf for
+    # none): a cancel is told from a limit by Node.cancel_called. _reclaim is the
+    # shielded wait of a cancelled delegation taking its slot back (see
     # subagent.Pool._take_back).
+    _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _limits: trio.CancelScope | None = None
     _wall_deadline: float = math.inf
     _reclaim: trio.CancelScope | None = None
-    _granted: trio.Event = attrs.field(factory=trio.Event)
-    _done: trio.Event = attrs.field(factory=trio.Event)
+    # Granted a slot (the core's Grant) and resolved (its Resolve): flags, and the
+    # runner or the wait()s parked on them, in a ParkingLot made only while one waits
+    # (a trio.Event per flag cost every task ~430 B).
+    _granted: bool = False
+    _resolved: bool = False
+    _grant_lot: trio.lowlevel.ParkingLot | None = None
+    _done_lot: trio.lowlevel.ParkingLot | None = None
     _output: str = ""
     _structured: Any = None
     _summary: RunSummary | None = None
@@ -222,7 +207,12 @@ class Task:
     @property
     def done(self) -> bool:
         """Whether the task has resolved (``wait()`` returns at once)."""
-        return self._done.is_set()
+        return self._resolved
+
+    @property
+    def _done(self) -> _Done:
+        # What waits for the task to resolve, like a trio.Event's wait / is_set.
+        return _Done(self)
 
     def cancel(self) -> None:
         """Cancel this task and every task below it in the path tree; not a checkpoint.
@@ -266,6 +256,8 @@ class Task:
         elif self.done:
             raise agentcore.RunEndedError(f"cannot steer: task {format_path(self.path)} has ended")
         else:
+            if self._steering is None:
+                self._steering = []
             self._steering.append(text)
 
     def follow_up(self, text: str) -> None:
@@ -289,6 +281,8 @@ class Task:
                 f"cannot follow up: task {format_path(self.path)} has ended"
             )
         else:
+            if self._follow_ups is None:
+                self._follow_ups = []
             self._follow_ups.append(text)
 
     # -- the shell's writes (the pool and _lifecycle.py); nothing else changes a Task --
@@ -296,23 +290,27 @@ class Task:
     def _attach(self, run: agentcore.Run) -> None:
         # The task's run has been made: hand it what was sent before, in order.
         self._run = run
-        for text in self._steering:
+        for text in self._steering or ():
             run.steer(text)
-        self._steering.clear()
-        for text in self._follow_ups:
+        self._steering = None
+        for text in self._follow_ups or ():
             run.follow_up(text)
-        self._follow_ups.clear()
+        self._follow_ups = None
         if self._interrupt:
             run.interrupt()
 
     def _limit(self, deadline: float, wall: float) -> trio.CancelScope:
-        # The scope of the run's limits (see _lifecycle._execute), until _unlimit.
-        scope = self._limits = trio.CancelScope(deadline=deadline)
+        # The run's limits (see _lifecycle.run_task), until _unlimit: the task's own
+        # scope gets their deadline.
+        scope = self._limits = self._scope
+        scope.deadline = deadline
         self._wall_deadline = wall
         return scope
 
     def _unlimit(self) -> None:
-        self._limits = None
+        if self._limits is not None:
+            self._limits = None
+            self._scope.deadline = math.inf
 
     def _conclude(
         self,
@@ -340,10 +338,36 @@ class Task:
             self._summary = self._run.summary
 
     def _grant(self) -> None:
-        self._granted.set()
+        self._granted = True
+        if self._grant_lot is not None:
+            self._grant_lot.unpark_all()
+
+    async def _wait_granted(self) -> None:
+        # The runner waits for its slot; a checkpoint (like trio.Event.wait).
+        if self._granted:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._grant_lot is None:
+            self._grant_lot = trio.lowlevel.ParkingLot()
+        while not self._granted:
+            await self._grant_lot.park()
+        self._grant_lot = None
 
     def _resolve(self) -> None:
-        self._done.set()
+        self._resolved = True
+        if self._done_lot is not None:
+            self._done_lot.unpark_all()
+            self._done_lot = None
+
+    async def _wait_resolved(self) -> None:
+        # Until the task resolves; a checkpoint (like trio.Event.wait).
+        if self._resolved:
+            await trio.lowlevel.checkpoint()
+            return
+        lot = self._done_lot
+        if lot is None:
+            lot = self._done_lot = trio.lowlevel.ParkingLot()
+        await lot.park()
 
     def _cancel_scopes(self) -> None:
         # The core's CancelRun: the run's scope, and a shielded take-back in progress.
@@ -379,7 +403,7 @@ class Task:
           TaskCancelled: it was cancelled.
           TaskPaused: its run paused for a human's approval (the error holds its state).
         """
-        await self._done.wait()
+        await self._wait_resolved()
         failure = self._failure()
         if isinstance(failure, TaskFailed):
             raise failure from self._cause
@@ -429,3 +453,4 @@ class Task:
             if scope is not None and idle is not None:
                 scope.deadline = min(task._wall_deadline, now + idle)
             task = task.parent
+

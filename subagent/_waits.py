@@ -27,9 +27,9 @@ def run_ending(task: Task) -> bool:
     cancelled, its run aborted, or its ``timeout`` or ``idle_timeout`` passed."""
     run = task._run
     return (
+        # The task's scope is cancelled by a cancel and by its limits' deadline.
         task._scope.cancel_called
         or (run is not None and run.abort_requested)
-        or (task._limits is not None and task._limits.cancel_called)
     )
 
 
