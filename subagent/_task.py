@@ -104,9 +104,8 @@ class Task:
     status, slot and place in the tree are the core's, read here.
     """
 
-    # The read-only fields are private slots behind properties: an on_setattr hook
-    # would route every assignment to the task's bookkeeping through a Python
-    # __setattr__, and there are dozens per run.
+    # The read-only fields are private slots behind _ReadOnly views (an on_setattr
+    # hook would send the dozens of bookkeeping writes per run through __setattr__).
     _path: AgentPath
     _name: str
     _input: str
@@ -123,27 +122,22 @@ class Task:
     _history: tuple[Message, ...] = ()
     # The agentcore Run once started (steering and interrupts go through it).
     _run: agentcore.Run | None = None
-    # Steering, follow-ups and an interrupt sent before the run existed, handed over
-    # by _attach (lists made on first use: most tasks get neither).
+    # Steering, follow-ups, interrupt sent before the run existed (lists made on use).
     _steering: list[str] | None = None
     _follow_ups: list[str] | None = None
     _interrupt: bool = False
     # The paused run's state this task resumes (Pool.resume), if it does.
     _resume: agentcore.RunState | None = None
-    # The task's scope: Task.cancel cancels it (the core's CancelRun). While the run
-    # runs it is also the scope of the run's limits (_limits: spec.timeout and
-    # spec.idle_timeout, its deadline the earlier of the two; one scope rather than
-    # two costs a parked run ~650 B less), and _wall_deadline the wall one (inf for
-    # none): a cancel is told from a limit by Node.cancel_called. _reclaim is the
-    # shielded wait of a cancelled delegation taking its slot back (see
-    # subagent.Pool._take_back).
+    # The task's scope, cancelled by Task.cancel (CancelRun); while the run runs also
+    # its limits' scope (_limits; deadline: the earlier of timeout and idle_timeout;
+    # _wall_deadline the wall one), a cancel told from a limit by Node.cancel_called.
+    # _reclaim: the shielded wait of a cancelled delegation taking its slot back.
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _limits: trio.CancelScope | None = None
     _wall_deadline: float = math.inf
     _reclaim: trio.CancelScope | None = None
-    # Granted a slot (the core's Grant) and resolved (its Resolve): flags, and the
-    # runner or the wait()s parked on them, in a ParkingLot made only while one waits
-    # (a trio.Event per flag cost every task ~430 B).
+    # Granted a slot (Grant) and resolved (Resolve): flags, with a ParkingLot made only
+    # while someone waits on one (a trio.Event per flag cost every task ~430 B).
     _granted: bool = False
     _resolved: bool = False
     _grant_lot: trio.lowlevel.ParkingLot | None = None
@@ -183,8 +177,7 @@ class Task:
     def children(self) -> list[Task]:
         return [child.handle for child in self._node.children]
 
-    # Read-only views of the private fields above (setting one raises
-    # attrs.exceptions.FrozenAttributeError).
+    # Read-only views of the private fields (setting one raises FrozenAttributeError).
     path = _ReadOnly[AgentPath]()
     name = _ReadOnly[str]()
     input = _ReadOnly[str]()
