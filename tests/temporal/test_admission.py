@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import trio
@@ -22,8 +23,12 @@ from subagent.temporal import (
     RunOptions,
     Worker,
     admission_state,
+    approve,
     start,
 )
+
+from .pausing import defer_writes, writer_tree
+from .test_approvals import wait_paused
 
 #: Seconds a test waits for the cluster to reach a state before it fails.
 DEADLINE = 30.0
@@ -155,3 +160,35 @@ def test_admission_limits_are_checked(dev_server: DevServer) -> None:
                         options=RunOptions(admission="zero", admission_limit=0))
 
     asyncio.run(check())
+
+
+async def paused_gives_back(server: DevServer, folder: Path, work: Work) -> list[RootResult]:
+    client = await Client.connect(server.address)
+    writer, slow = writer_tree(folder / "writes.log"), slow_specs(work)
+    specs = SpecFile("mix", writer.specs + slow.specs, {"boss": ("subagent",)}, {}, Defaults())
+    options = RunOptions(admission="paused", admission_limit=1)
+    async with Worker(client, "paused", specs=specs, gate=defer_writes):
+        boss = await start(client, "boss", "save", task_queue="paused", id="paused-boss",
+                           options=options)
+        await wait_paused(client, "paused-boss")
+        # Paused: the slot is free while it waits for the human.
+        await until(client, "paused", lambda s: s.holders == [] and s.waiting == [])
+        busy = await start(client, "slow", "s", task_queue="paused", id="paused-slow",
+                           options=options)
+        await until(client, "paused", lambda s: s.holders == ["paused-slow"])
+        await approve(client, "paused-boss", "w1")
+        # Answered: it queues again for a slot to resume.
+        await until(client, "paused", lambda s: s.waiting == ["paused-boss"])
+        work.gate.set()
+        results = [await busy.result(), await boss.result()]
+        await until(client, "paused", lambda s: s.holders == [] and s.waiting == [])
+        return results
+
+
+def test_a_paused_root_gives_its_slot_back_and_queues_to_resume(
+    dev_server: DevServer, tmp_path: Path
+) -> None:
+    work = Work()
+    results = asyncio.run(paused_gives_back(dev_server, tmp_path, work))
+    assert [r.output for r in results] == ["s: done", "boss: scribe: written"]
+    assert (tmp_path / "writes.log").read_text() == '{"text": "hello"}\n'
