@@ -11,11 +11,11 @@ the run loop sends the answers in order, so a replay rebuilds everything from th
 history (deterministic). A grant that cannot be delivered (the root is gone) frees
 the slot at once. Query ``state``: the limit, the holders and the waiting roots.
 
-It never continues-as-new: each root adds a few events to its history (two signals
-in, one signal out), so about 10,000 roots fit under Temporal's 50,000-event
-history limit; restart it (terminate it when idle: the next ``start`` creates it
-again) before that, or add continue-as-new (carry holders and waiting) for very
-long lives.
+It never continues-as-new: each root adds about a dozen events to its history (two
+signals in, one signal out, and their workflow tasks), so about 4,000 roots fit
+under Temporal's ~50,000-event history limit; restart it (terminate it when idle:
+the next ``start`` creates it again) before that, or add continue-as-new (carry
+holders and waiting) for very long lives.
 """
 
 from __future__ import annotations
