@@ -21,6 +21,7 @@ replay rebuilds it exactly.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from datetime import timedelta
 
@@ -112,7 +113,11 @@ class SubagentWorkflow:
             return None
         self._admission = None
         me = workflow.info().workflow_id
-        await workflow.get_external_workflow_handle(admission_id(name)).signal("acquire", me)
+        # Shielded: a cancel that lands while the signal is in flight still reaches
+        # the run (then ``finally`` releases; the admission workflow drops a grant it
+        # cannot deliver, should the release overtake the acquire).
+        await asyncio.shield(
+            workflow.get_external_workflow_handle(admission_id(name)).signal("acquire", me))
         await workflow.wait_condition(lambda: self._admission is not None)
         if self._admission == GRANTED:
             return None
