@@ -14,6 +14,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "subagent.temporal needs the 'temporal' extra: pip install 'subagent[temporal]'"
     ) from exc
 
+from ._admission import AdmissionState as AdmissionState
+from ._admission import AdmissionWorkflow as AdmissionWorkflow
+from ._admission import admission_id as admission_id
+from ._client import admission_state as admission_state
+from ._client import ensure_admission as ensure_admission
 from ._client import events as events
 from ._client import start as start
 from ._devserver import DevServer as DevServer

@@ -9,11 +9,13 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
 
 from .._declarative import SpecFile
 from .._errors import UnknownAgentError
 from .._events import Event
-from ._errors import EventDecodeError, EventsLost
+from ._admission import ADMISSION_WORKFLOW_NAME, AdmissionInput, AdmissionState, admission_id
+from ._errors import BadAnswer, EventDecodeError, EventsLost
 from ._inputs import WORKFLOW_NAME, EventPage, RootInput, RootResult, RunOptions
 from ._wire import decode_event
 
@@ -60,6 +62,10 @@ async def start(
         if options.timeout is None and by_name[agent].timeout is not None:
             options = dataclasses.replace(options, timeout=by_name[agent].timeout)
     timeout = timedelta(seconds=options.timeout) if options.timeout else None
+    if options.admission is not None:
+        await ensure_admission(client, options.admission, task_queue=task_queue,
+                               limit=options.admission_limit,
+                               max_queue=options.admission_max_queue)
     return await client.start_workflow(
         WORKFLOW_NAME,
         RootInput(agent, task, options),
@@ -68,6 +74,39 @@ async def start(
         result_type=RootResult,
         execution_timeout=timeout,
     )
+
+
+async def ensure_admission(
+    client: Client, name: str, *, task_queue: str, limit: int, max_queue: int = 1000
+) -> None:
+    """Start the admission workflow ``name`` with ``limit`` slots and a queue of at most
+    ``max_queue`` roots, unless it runs already (then it keeps its own limits).
+
+    Raises:
+      ValueError: ``limit`` is below 1 or ``max_queue`` below 0.
+    """
+    if limit < 1:
+        raise ValueError(f"admission_limit must be at least 1, not {limit}")
+    if max_queue < 0:
+        raise ValueError(f"admission_max_queue must be at least 0, not {max_queue}")
+    await client.start_workflow(
+        ADMISSION_WORKFLOW_NAME, AdmissionInput(limit, max_queue), id=admission_id(name),
+        task_queue=task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+async def admission_state(client: Client, name: str) -> AdmissionState:
+    """The admission workflow ``name``'s limit, holders and waiting roots (a query).
+
+    Raises:
+      BadAnswer: the query returned something else.
+    """
+    handle = client.get_workflow_handle(admission_id(name))
+    state = await handle.query("state", result_type=AdmissionState,
+                               rpc_timeout=timedelta(seconds=QUERY_TIMEOUT))
+    if not isinstance(state, AdmissionState):
+        raise BadAnswer("the admission state query did not return an admission state")
+    return state
 
 
 def _check_page(page: object) -> EventPage:

@@ -40,6 +40,12 @@ class RunOptions:
         workflow timer) before every unanswered call is denied ("no answer within N
         s"); ``None`` (the default): it waits until the workflow's execution timeout,
         for days if need be.
+      admission: The name of a cluster-wide admission workflow (see
+        ``AdmissionWorkflow``) the root asks for a slot before its activity runs
+        (``None``: no bound but the workers' own). The root gives the slot back when
+        its activity ends and while it waits for approvals.
+      admission_limit, admission_max_queue: The slots and the longest queue of that
+        admission workflow when this start creates it (an existing one keeps its own).
     """
 
     timeout: float | None = None
@@ -47,6 +53,9 @@ class RunOptions:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     keep_events: int = DEFAULT_KEEP_EVENTS
     approval_timeout: float | None = None
+    admission: str | None = None
+    admission_limit: int = 16
+    admission_max_queue: int = 1000
 
 
 @dataclass(frozen=True)

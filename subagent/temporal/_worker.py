@@ -43,6 +43,7 @@ from agentcore import ToolGate
 
 from .._declarative import SpecFile
 from .._ledgerfile import make_private_dirs, state_dir
+from ._admission import AdmissionWorkflow
 from ._inputs import ACTIVITY_NAME, ActivityInput, ActivityResult, Control, EventBatch
 from ._live import CONTROL_TIMEOUT
 from ._tree import SEND_TIMEOUT, Cancelled, Link, run_tree
@@ -172,7 +173,7 @@ class Worker:
       ledger_dir: Where each root workflow's ledger goes (one JSON Lines hash chain
         per workflow id, see :func:`ledger_name`); ``None``: no ledger.
       max_concurrent_roots: Roots this worker runs at once (its activity slots and
-        threads). The cluster-wide bound is the sum over the workers of a task queue.
+        threads). For a cluster-wide bound see ``RunOptions.admission``.
       heartbeat_throttle: Longest seconds the SDK holds a heartbeat back; a cancel
         reaches a run at most about this late.
       sticky_timeout: Seconds a workflow task waits on this worker's own (sticky) queue
@@ -217,7 +218,7 @@ class Worker:
         return _TemporalWorker(
             self.client,
             task_queue=self.task_queue,
-            workflows=[SubagentWorkflow],
+            workflows=[SubagentWorkflow, AdmissionWorkflow],
             activities=[_RootActivity(self, loop).run_root],
             activity_executor=self._executor,
             max_concurrent_activities=self.max_concurrent_roots,

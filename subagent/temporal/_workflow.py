@@ -21,6 +21,7 @@ replay rebuilds it exactly.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from datetime import timedelta
 
@@ -28,6 +29,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from ._admission import GRANTED, admission_id
     from ._approvals import MAX_TASKS, Approvals, Controls
     from ._inputs import (
         ACTIVITY_NAME,
@@ -62,6 +64,7 @@ class SubagentWorkflow:
         self._controls = Controls()
         self._tasks: dict[str, str] = {}
         self._applied = 0
+        self._admission: str | None = None
 
     @workflow.run
     async def run(self, root: RootInput) -> RootResult:
@@ -72,6 +75,9 @@ class SubagentWorkflow:
         answers: list[Answer] = []
         controls_from = 0
         try:
+            refused = await self._admit(options.admission)
+            if refused:
+                return refused
             while True:
                 outcome: ActivityResult = await workflow.execute_activity(
                     ACTIVITY_NAME,
@@ -89,11 +95,44 @@ class SubagentWorkflow:
                 controls_from = self._applied = max(self._applied, outcome.controls)
                 if outcome.result.status != "paused" or outcome.state is None:
                     return outcome.result
+                await self._release(options.admission)
                 answers = await self._answers(outcome, options.approval_timeout)
+                refused = await self._admit(options.admission)
+                if refused:
+                    return refused
                 state = outcome.state
                 self._round += 1
         finally:
             self._done = True
+            await self._release(options.admission)
+
+    async def _admit(self, name: str | None) -> RootResult | None:
+        """Wait for a slot of the admission workflow ``name`` (none: at once); a
+        refused root ends ``failed`` (the result returned)."""
+        if name is None:
+            return None
+        self._admission = None
+        me = workflow.info().workflow_id
+        # Shielded: a cancel that lands while the signal is in flight still reaches
+        # the run (then ``finally`` releases; the admission workflow drops a grant it
+        # cannot deliver, should the release overtake the acquire).
+        await asyncio.shield(
+            workflow.get_external_workflow_handle(admission_id(name)).signal("acquire", me))
+        await workflow.wait_condition(lambda: self._admission is not None)
+        if self._admission == GRANTED:
+            return None
+        return RootResult("failed", error=f"not admitted by {name!r}: {self._admission}")
+
+    async def _release(self, name: str | None) -> None:
+        """Give the slot (or the place in the queue) of admission ``name`` back."""
+        if name is not None:
+            me = workflow.info().workflow_id
+            await workflow.get_external_workflow_handle(admission_id(name)).signal("release", me)
+
+    @workflow.signal(name="admission")
+    def admitted(self, answer: str) -> None:
+        """The admission workflow's answer: ``"granted"`` or why not."""
+        self._admission = answer if isinstance(answer, str) else "a malformed answer"
 
     async def _answers(self, outcome: ActivityResult, limit: float | None) -> list[Answer]:
         """Wait (durably) until every deferred call of the paused run has an answer."""
