@@ -16,7 +16,14 @@ import agentcore
 from agentcore import Checkpoint, CheckpointKind, Message, RunState, ToolCall
 from agentcore._checkpoint import snapshot
 from agentcore.testing import RecordingTool, ScriptedModel
-from subagent import CheckpointError, Spec, SqliteCheckpoints, SubagentTool, open_pool
+from subagent import (
+    CheckpointError,
+    CheckpointRow,
+    Spec,
+    SqliteCheckpoints,
+    SubagentTool,
+    open_pool,
+)
 from subagent._recovery import recover
 
 
@@ -94,40 +101,72 @@ async def test_a_row_naming_another_spec_than_its_state_is_refused(tmp_path: Pat
     assert write.calls == []
 
 
-def _dag(path: Path, levels: int) -> None:
-    # A table without its primary key, each run id at every level twice: every row
-    # of a level is the child of both rows of the level above (2**levels paths).
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE checkpoints (run_id TEXT, name TEXT NOT NULL, parent TEXT, "
-                 "call_id TEXT, status TEXT NOT NULL, seq INTEGER NOT NULL, "
-                 "in_flight TEXT NOT NULL, state BLOB NOT NULL)")
+def _dag(levels: int) -> list[CheckpointRow]:
+    # Rows (as a heartbeat or a table without its key may give them), each run id at
+    # every level twice: every row of a level is the child of both rows of the level
+    # above (2**levels paths).
     two = ToolCall("a", "subagent", "{}"), ToolCall("b", "subagent", "{}")
 
-    def row(level: int, parent: str | None, call: str | None) -> tuple[object, ...]:
+    def row(level: int, parent: str | None, call: str | None) -> CheckpointRow:
         messages = [Message("user", "go"), Message("assistant", "", tool_calls=two)]
         state = RunState.begin(messages, run_id=f"L{level}", agent="w")
-        return (f"L{level}", "w", parent, call, "running", 1, '["a", "b"]',
-                snapshot(state).to_json())
+        return CheckpointRow(f"L{level}", "w", parent, call, "running", 1, ("a", "b"),
+                             RunState.from_json(snapshot(state).to_json()))
 
-    conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row(0, None, None))
-    for level in range(1, levels):
-        for call in "ab":
-            conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         row(level, f"L{level - 1}", call))
-    conn.commit()
-    conn.close()
+    rows = [row(0, None, None)]
+    return rows + [row(level, f"L{level - 1}", call)
+                   for level in range(1, levels) for call in "ab"]
 
 
-async def test_a_run_id_stored_twice_is_refused_before_the_tree_is_walked(
-    tmp_path: Path,
-) -> None:
+class _Rows(SqliteCheckpoints):
+    async def rows(self) -> list[CheckpointRow]:
+        return _dag(32)
+
+
+async def test_a_run_id_stored_twice_is_refused_before_the_tree_is_walked() -> None:
     # 63 rows, 2**31 paths: walking them froze recovery (and filled memory).
-    path = tmp_path / "dag.db"
-    _dag(path, 32)
     async with open_pool() as pool:
         pool.register(Spec("w", model=ScriptedModel([]), tools=[SubagentTool(pool)]))
         with pytest.raises(CheckpointError) as info:
-            await recover(pool, SqliteCheckpoints(path))
+            await recover(pool, _Rows(""))
     assert str(info.value) == (
         "the checkpoints hold run 'L1' twice (edited or damaged); refusing to recover them"
     )
+
+
+SCHEMA_REFUSED = ("not a checkpoint database: its schema is not the one SqliteCheckpoints "
+                  "creates (refusing to run its SQL)")
+
+
+async def test_a_generated_column_is_refused_before_it_runs(tmp_path: Path) -> None:
+    # Its SQL runs on every read: with 300000000 for 1000 here, a few hundred bytes of
+    # file made each row read compute 300 MB (three rows: 10 s and 1.4 GB) before the
+    # run id's length was checked.
+    path = tmp_path / "gen.db"
+    _edit(path, "CREATE TABLE checkpoints (k INTEGER PRIMARY KEY, run_id TEXT GENERATED "
+                "ALWAYS AS (printf('%.*c', 1000, 'x')) VIRTUAL, name TEXT NOT NULL, "
+                "parent TEXT, call_id TEXT, status TEXT NOT NULL, seq INTEGER NOT NULL, "
+                "in_flight TEXT NOT NULL, state BLOB NOT NULL)")
+    _edit(path, "INSERT INTO checkpoints (name, status, seq, in_flight, state) "
+                "VALUES ('w', 'running', 1, '[]', '')")
+    with pytest.raises(CheckpointError) as info:
+        await SqliteCheckpoints(path).rows()
+    assert str(info.value) == SCHEMA_REFUSED
+
+
+async def test_a_trigger_is_refused_before_a_write_runs_it(tmp_path: Path) -> None:
+    # A trigger runs its SQL in the writer thread at every checkpoint (one that never
+    # ends would hold every run waiting for its commit, shielded).
+    path = tmp_path / "trig.db"
+    async with SqliteCheckpoints(path) as store:
+        await store.write("w", None, None, _in_flight("w/0001", "w", ToolCall("c1", "write")))
+    _edit(path, "CREATE TRIGGER grow AFTER UPDATE ON checkpoints BEGIN "
+                "UPDATE checkpoints SET name = name || 'x'; END")
+    store = SqliteCheckpoints(path)
+    with pytest.raises(CheckpointError) as info:
+        await store.write("w", None, None, _in_flight("w/0001", "w", ToolCall("c1", "write")))
+    await store.aclose()
+    assert str(info.value) == f"cannot open the checkpoint database: {SCHEMA_REFUSED}"
+    with pytest.raises(CheckpointError) as info:
+        await SqliteCheckpoints(path).rows()
+    assert str(info.value) == SCHEMA_REFUSED
