@@ -21,13 +21,18 @@ from subagent.temporal import (
     RootResult,
     StateTooLarge,
     Worker,
+    controls_applied,
     events,
+    interrupt,
     ledger_name,
     start,
+    steer,
 )
+from subagent.temporal._approvals import MAX_CONTROL_PAGE_BYTES, Controls
 from subagent.temporal._inputs import wire_size
 from subagent.temporal._paused import encode_pause
 from subagent.temporal._tree import MAX_BATCH_CHARS, Link, Outbox
+from tests.temporal.pausing import Gates, steered
 from tests.temporal.test_pause_limits import paused_state
 
 
@@ -111,3 +116,41 @@ async def test_a_paused_state_is_measured_as_sent(autojump_clock: trio.testing.M
     assert size == wire_size(state.to_json()) + sum(
         wire_size(x) for x in ("c1", "write", '{"s": 0}', "ask a human", "w/0001")) + 64
     assert size > 2 * 1024 * 1024 > len(state.to_json().encode())
+
+
+def test_a_page_of_controls_is_bounded_as_sent() -> None:
+    books = Controls()
+    for _ in range(12):
+        assert books.add("steer", "é" * 60_000)  # 360,002 bytes each as sent
+    page = books.since(0)
+    assert [c.number for c in page] == [0, 1]  # a third would pass 1 MiB
+    assert [c.number for c in books.since(2)] == [2, 3]
+    books.add("interrupt")
+    assert [c.number for c in books.since(11)] == [11, 12]
+    assert sum(wire_size(c.text) for c in books.since(0)) <= MAX_CONTROL_PAGE_BYTES
+
+
+async def _steered_while_no_worker(server: DevServer, folder: Path, gates: Gates) -> int:
+    client = await Client.connect(server.address)
+    handle = await start(client, "pilot", "fly", task_queue="steer-big", id="steer-big")
+    for _ in range(12):  # kept by the workflow until an activity polls them
+        await steer(client, "steer-big", "é" * 60_000)
+    await interrupt(client, "steer-big")
+    async with Worker(client, "steer-big", specs=lambda: steered(gates), ledger_dir=folder):
+        await asyncio.to_thread(gates.waiting[0].wait, 30)
+        try:
+            async with asyncio.timeout(30):
+                while (done := await controls_applied(client, "steer-big")) < 13:  # noqa: ASYNC110 (server state: polled)
+                    await asyncio.sleep(0.05)
+        finally:
+            gates.opened[0].set()
+            gates.opened[1].set()
+            await handle.cancel()
+        return done
+
+
+def test_queued_steering_texts_reach_the_root(dev_server: DevServer, tmp_path: Path) -> None:
+    # 12 queued texts of 60,000 "é" (4.3 MB as sent): the activity's controls query
+    # was over gRPC's 4 MiB at every poll, so no control (the interrupt neither)
+    # ever reached the root.
+    assert asyncio.run(_steered_while_no_worker(dev_server, tmp_path, Gates())) == 13
