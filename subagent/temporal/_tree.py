@@ -71,6 +71,9 @@ BATCH = 256
 #: Characters of encoded events in one signal, or in the activity's result (at least
 #: one event): Temporal refuses payloads over 2 MiB by default.
 MAX_BATCH_CHARS = 512 * 1024
+#: The largest root answer an activity's result carries, as sent (:func:`wire_size`;
+#: with the last batch of events, under Temporal's 2 MiB); a larger one fails the run.
+MAX_ANSWER_BYTES = 1024 * 1024
 #: Seconds between heartbeats recorded on a timer when ``Link.record`` is set (each
 #: checkpoint is recorded at once besides).
 RECORD_EVERY = 1.0
@@ -418,6 +421,12 @@ async def run_tree(
     if ending.cancelled:
         raise Cancelled(result.error or "cancelled")
     name = ledger_path.name if ledger_path is not None else ""
+    size = wire_size(result.output)
+    if size > MAX_ANSWER_BYTES:  # Temporal would refuse the result; the retry cannot resume
+        result = RootResult(
+            "failed", "", f"the root's answer is {size} bytes as Temporal sends it, over the "
+            f"{MAX_ANSWER_BYTES} bytes an activity's result may carry (Temporal refuses "
+            "payloads over 2 MiB)", result.input_tokens, result.output_tokens)
     result = dataclasses.replace(result, events=outbox.sent + len(tail), ledger=name)
     return ActivityResult(result, link.attempt, seq, tail, ending.state, ending.pending,
                           applied[0], outbox.tasks or outbox.sent_tasks)

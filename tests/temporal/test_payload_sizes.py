@@ -154,3 +154,29 @@ def test_queued_steering_texts_reach_the_root(dev_server: DevServer, tmp_path: P
     # was over gRPC's 4 MiB at every poll, so no control (the interrupt neither)
     # ever reached the root.
     assert asyncio.run(_steered_while_no_worker(dev_server, tmp_path, Gates())) == 13
+
+
+def _talker(answer: str) -> SpecFile:
+    def reply(request: ModelRequest) -> ScriptItem:
+        return ModelResponse(Message("assistant", answer), "stop", Usage(1, 1))
+
+    return SpecFile("talk", (Spec("talk", model=ScriptedModel(reply)),), {}, {}, Defaults())
+
+
+async def _answer(server: DevServer, folder: Path, answer: str) -> RootResult:
+    client = await Client.connect(server.address)
+    async with Worker(client, "talk", specs=lambda: _talker(answer), ledger_dir=folder):
+        handle = await start(client, "talk", "go", task_queue="talk", id="talk-1")
+        return await handle.result()
+
+
+def test_an_answer_too_large_for_temporal_fails_saying_so(dev_server: DevServer,
+                                                          tmp_path: Path) -> None:
+    # 400,000 "€" (2.4 MB as sent) in the activity's result: Temporal refused it, the
+    # attempt was retried, and the workflow failed with "cannot resume from the
+    # heartbeat: 0 running root tasks in it, not 1".
+    result = asyncio.run(_answer(dev_server, tmp_path, "€" * 400_000))
+    assert result == RootResult(
+        "failed", "", "the root's answer is 2400002 bytes as Temporal sends it, over the "
+        "1048576 bytes an activity's result may carry (Temporal refuses payloads over "
+        "2 MiB)", 1, 1, 7, ledger_name("talk-1"))
