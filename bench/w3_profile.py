@@ -36,8 +36,9 @@ import trio
 import trio.testing
 
 import subagent
+from agentcore import Message, ModelRequest
 
-from ._workloads import BlockingModel, Message, ModelRequest
+from ._workloads import BlockingModel
 
 #: What the timed part of one repetition is: between ``begin()`` and ``end()``.
 Hooks = tuple[Callable[[], None], Callable[[], None]]
