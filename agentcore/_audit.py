@@ -71,8 +71,13 @@ async def record(sink: Sink, entry: Record) -> None:
     nowait = getattr(sink, "record_nowait", None)
     if nowait is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
-        if _nowait(nowait, entry):
+        try:
+            nowait(entry)
             return
+        except trio.WouldBlock:
+            pass
+        except Exception as exc:
+            raise _failed(entry, exc) from exc
     try:
         await sink.record(entry)
     except Exception as exc:

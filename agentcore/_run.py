@@ -171,7 +171,8 @@ class Run(RunHandle):
         """
         sink = self.agent.audit
         if sink is not None:
-            await record(sink, record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields))
+            entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+            await record(sink, entry)
 
     def audit_now(self, kind: str, **fields: Any) -> bool:
         """Record one audit entry for this run without waiting, if its sink can (with

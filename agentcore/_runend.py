@@ -3,10 +3,10 @@
 
 Each step is shielded and bounded apart by the agent's ``end_timeout``, so a hung
 sink cannot hold back ``agent_end``; an entry a sink takes without waiting (its
-``record_nowait``: a sink that never blocks) is recorded without a scope. An entry that cannot be recorded is an
-:class:`AuditError`: an abort cannot be refused, so it goes on and the failure is
-reported; a ``run_end`` failure ends the run ``error`` (its end is audited before
-``agent_end`` announces it).
+``record_nowait``: a sink that never blocks) is recorded without a scope. An entry
+that cannot be recorded is an :class:`AuditError`: an abort cannot be refused, so it
+goes on and the failure is reported; a ``run_end`` failure ends the run ``error``
+(its end is audited before ``agent_end`` announces it).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from math import isfinite
 from collections.abc import Callable
+from math import isfinite
 
 import attrs
 import trio
@@ -193,11 +193,6 @@ class MemorySink:
           ValueError: ``record.kind`` is empty, or ``record.duration`` is not finite.
           TypeError: A field of ``record`` cannot be encoded.
         """
-        if not self._accept(record):
-            raise trio.WouldBlock
-
-    def _accept(self, record: Record) -> bool:
-        # Check, time and append a record; False (nothing done) for a large one.
         if self._closed:
             raise SinkClosedError("record() on a closed MemorySink")
         size = _plain_size(record)
@@ -209,13 +204,12 @@ class MemorySink:
                 check_content(redact_record(record))
                 raise
             if is_large(record):
-                return False
+                raise trio.WouldBlock
         elif size > OFFLOAD_CHARS:
-            return False
+            raise trio.WouldBlock
         clock = self.clock
         self._times.append(time.time_ns() if clock is utc_now else clock())
         self._pending.append(record)
-        return True
 
     async def record(self, record: Record) -> None:
         """Check ``record`` and append it to the pending records.
@@ -239,7 +233,12 @@ class MemorySink:
           TypeError: A field of ``record`` cannot be encoded.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        if not self._accept(record):
+        try:
+            self.record_nowait(record)
+            large = False
+        except trio.WouldBlock:
+            large = True
+        if large:
             redacted = _Redacted(await redact_in_thread(record))
             if self._closed:
                 raise SinkClosedError("record() on a closed MemorySink")
