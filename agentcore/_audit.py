@@ -4,10 +4,20 @@ Audit fails closed: every layer that records an entry before (or after) an actio
 goes through :func:`record` (or :func:`record_within` when the wait is bounded),
 so a sink that raises or does not answer turns into the same :class:`AuditError`,
 with the same text, everywhere.
+
+A sink that never blocks (:class:`ledger.MemorySink`, or any sink offering a
+synchronous ``record_nowait``) is recorded into without awaiting it: product
+decision of issue 17, an audit entry recorded into such a sink need not be a trio
+checkpoint. :func:`record` then only checks for cancellation (a cancelled recorder
+records nothing, as before), and :func:`record_now` records the entries of an end
+(which are shielded from cancellation anyway) without a shielded scope. A
+``record_nowait`` that raises ``trio.WouldBlock`` (a MemorySink's record of more
+than 64 KiB, redacted in a worker thread) falls back to ``await sink.record(...)``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -18,19 +28,60 @@ if TYPE_CHECKING:
     from ledger import Record, Sink
 
 
+def _failed(entry: Record, exc: Exception) -> AuditError:
+    return AuditError(f"the audit sink failed to record {entry.kind!r}: {describe(exc)}")
+
+
+def _nowait(record_nowait: Callable[[Record], object], entry: Record) -> bool:
+    # One record_nowait call: True when recorded, False on trio.WouldBlock.
+    try:
+        record_nowait(entry)
+    except trio.WouldBlock:
+        return False
+    except Exception as exc:
+        raise _failed(entry, exc) from exc
+    return True
+
+
+def record_now(sink: Sink, entry: Record) -> bool:
+    """Record ``entry`` in ``sink`` without waiting, if the sink can (its
+    ``record_nowait``). Not a checkpoint, and no cancellation check: for the entries
+    of an end, which are recorded even while the recorder is being cancelled.
+
+    Returns False, having recorded nothing, when the sink has no ``record_nowait``
+    or its ``record_nowait`` raised ``trio.WouldBlock``: the caller then awaits
+    :func:`record` (or :func:`record_within`).
+
+    Raises:
+      AuditError: the sink raised (its exception chained).
+    """
+    nowait = getattr(sink, "record_nowait", None)
+    return nowait is not None and _nowait(nowait, entry)
+
+
 async def record(sink: Sink, entry: Record) -> None:
-    """Record ``entry`` in ``sink``. A checkpoint when the sink's ``record`` is.
+    """Record ``entry`` in ``sink``. A checkpoint when the sink's ``record`` is; with
+    a sink offering ``record_nowait`` it only checks for cancellation (raising
+    ``trio.Cancelled``, having recorded nothing, when cancelled) and does not yield.
 
     Raises:
       AuditError: the sink raised (its exception chained): the caller must not go
         on with the action the entry records.
     """
+    nowait = getattr(sink, "record_nowait", None)
+    if nowait is not None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            nowait(entry)
+            return
+        except trio.WouldBlock:
+            pass
+        except Exception as exc:
+            raise _failed(entry, exc) from exc
     try:
         await sink.record(entry)
     except Exception as exc:
-        raise AuditError(
-            f"the audit sink failed to record {entry.kind!r}: {describe(exc)}"
-        ) from exc
+        raise _failed(entry, exc) from exc
 
 
 def overrun(kind: str, bound: float) -> AuditError:
@@ -41,11 +92,19 @@ def overrun(kind: str, bound: float) -> AuditError:
 
 async def record_within(sink: Sink, entry: Record, bound: float, *, shield: bool = False) -> None:
     """:func:`record`, waiting at most ``bound`` seconds (shielded from outside
-    cancellation with ``shield``, for an entry recorded while a task ends). A checkpoint.
+    cancellation with ``shield``, for an entry recorded while a task ends). A
+    checkpoint, except with a sink offering ``record_nowait``: then no scope is
+    entered, nothing waits, and it only checks for cancellation (unless ``shield``).
 
     Raises:
       AuditError: the sink raised, or did not answer in time (:func:`overrun`).
     """
+    nowait = getattr(sink, "record_nowait", None)
+    if nowait is not None:
+        if not shield:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        if _nowait(nowait, entry):
+            return
     with trio.move_on_after(bound, shield=shield):
         await record(sink, entry)
         return

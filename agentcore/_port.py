@@ -134,6 +134,12 @@ class RunPort(Protocol):
         """Record one audit entry of the run; raises ``AuditError`` if it cannot."""
         ...
 
+    def audit_now(self, kind: str, **fields: Any) -> bool:
+        """Record one audit entry of the run without waiting if its sink can (not a
+        checkpoint, no cancellation check); False when it must be awaited with
+        :meth:`audit`. Raises ``AuditError`` if it cannot record."""
+        ...
+
     async def hook_error(self, text: str) -> None:
         """Emit the ``error`` event of a hook that failed."""
         ...

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ledger import Record
+from ledger._record import record_of
 
-from ._audit import record
+from ._audit import record, record_now
 from ._checkpoint import at_end, at_turn
 from ._errors import describe
 from ._events import Event, EventKind, EventSink
@@ -162,7 +162,8 @@ class Run(RunHandle):
 
     async def audit(self, kind: str, **fields: Any) -> None:
         """Record one audit entry for this run (with :func:`record`); a checkpoint when
-        there is a sink.
+        there is a sink, except that a sink offering ``record_nowait`` (which never
+        blocks) is not awaited: then it only checks for cancellation.
 
         Raises:
           AuditError: the sink failed (its exception chained): the caller must not
@@ -170,7 +171,21 @@ class Run(RunHandle):
         """
         sink = self.agent.audit
         if sink is not None:
-            await record(sink, Record(kind, self.run_id, self.path, self.agent.agent_id, **fields))
+            entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+            await record(sink, entry)
+
+    def audit_now(self, kind: str, **fields: Any) -> bool:
+        """Record one audit entry for this run without waiting, if its sink can (with
+        :func:`record_now`: not a checkpoint, no cancellation check). False, having
+        recorded nothing, when the sink must be awaited (:meth:`audit`).
+
+        Raises:
+          AuditError: the sink failed (its exception chained).
+        """
+        sink = self.agent.audit
+        return sink is None or record_now(
+            sink, record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+        )
 
     async def note_interrupt(self) -> None:
         """Emit ``interrupt_received`` for the graceful interrupt, once per run."""

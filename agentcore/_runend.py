@@ -2,10 +2,11 @@
 (``interrupt_received`` of an abort, errors, follow-ups, ``agent_end``).
 
 Each step is shielded and bounded apart by the agent's ``end_timeout``, so a hung
-sink cannot hold back ``agent_end``. An entry that cannot be recorded is an
-:class:`AuditError`: an abort cannot be refused, so it goes on and the failure is
-reported; a ``run_end`` failure ends the run ``error`` (its end is audited before
-``agent_end`` announces it).
+sink cannot hold back ``agent_end``; an entry a sink takes without waiting (its
+``record_nowait``: a sink that never blocks) is recorded without a scope. An entry
+that cannot be recorded is an :class:`AuditError`: an abort cannot be refused, so it
+goes on and the failure is reported; a ``run_end`` failure ends the run ``error``
+(its end is audited before ``agent_end`` announces it).
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ class RunEnd:
     async def finish(self, *, audited: bool, announced: bool) -> None:
         """Record the end entry (when ``audited``) and emit the end events (when the
         run's ``agent_start`` was ``announced``: its events are bracketed by
-        agent_start and agent_end). Shielded; a checkpoint.
+        agent_start and agent_end). Shielded; a checkpoint, except that entries taken
+        by a sink without waiting (``record_nowait``) are recorded before and outside
+        the shielded scope, which is then entered only for the end events (if any).
 
         Afterwards ``summary`` and ``error`` say how the run ended: ``error``, or
         the AuditError of a ``run_end`` entry that could not be recorded.
@@ -63,6 +66,15 @@ class RunEnd:
         if not audited:
             step = _END_EVENTS
         last = _DONE if announced else _END_EVENTS
+        # The entries first without a scope when the sink takes them without waiting
+        # (record_nowait: they cannot hang, and are recorded even while cancelled).
+        while step < _END_EVENTS:
+            try:
+                if not self._end_entry_now(step):
+                    break
+            except AuditError as exc:
+                self._entry_failed(exc)
+            step += 1
         timeout = self.run.agent.end_timeout
         while step < last:
             with trio.CancelScope(shield=True, deadline=trio.current_time() + timeout) as scope:
@@ -84,25 +96,38 @@ class RunEnd:
                     self._entry_failed(overrun(kind, timeout))
                 step += 1
 
+    def _end_entry_now(self, step: int) -> bool:
+        # The abort or run_end audit entry, if the sink takes it without waiting
+        # (False: nothing recorded, await _end_entry). Raises AuditError.
+        if step == _ABORT_ENTRY:
+            return self.run.audit_now("abort", error=self._abort_text())
+        summary = self.summary
+        return self.run.audit_now(
+            "run_end", error=summary.error, duration=summary.duration, data=self._end_data()
+        )
+
     async def _end_entry(self, step: int) -> None:
         # The abort or run_end audit entry. Raises AuditError.
         if step == _ABORT_ENTRY:
-            why = describe(self.error) or self.abort_reason or "cancelled"
-            await self.run.audit("abort", error=why)
+            await self.run.audit("abort", error=self._abort_text())
             return
         summary = self.summary
         await self.run.audit(
-            "run_end",
-            error=summary.error,
-            duration=summary.duration,
-            data={
-                "end_reason": str(summary.end_reason),
-                "turns": summary.turns,
-                "tool_calls": summary.tool_calls,
-                "input_tokens": summary.usage.input_tokens,
-                "output_tokens": summary.usage.output_tokens,
-            },
+            "run_end", error=summary.error, duration=summary.duration, data=self._end_data()
         )
+
+    def _abort_text(self) -> str:
+        return describe(self.error) or self.abort_reason or "cancelled"
+
+    def _end_data(self) -> dict[str, str | int | float | bool | None]:
+        summary = self.summary
+        return {
+            "end_reason": str(summary.end_reason),
+            "turns": summary.turns,
+            "tool_calls": summary.tool_calls,
+            "input_tokens": summary.usage.input_tokens,
+            "output_tokens": summary.usage.output_tokens,
+        }
 
     def _entry_failed(self, failure: AuditError) -> None:
         # An end entry that could not be recorded. An abort cannot be refused: it goes

@@ -4,22 +4,85 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from math import isfinite
 
 import attrs
 import trio
 
 from ._chain import Chain
 from ._clock import utc_from_ns, utc_now
-from ._encoding import check_content
+from ._encoding import _BIG_INT_BITS, check_content
 from ._entry import Entry, Record
 from ._errors import SinkClosedError
-from ._offload import is_large, redact_in_thread
+from ._offload import OFFLOAD_CHARS, is_large, redact_in_thread
 from ._redact import redact_record
 from ._sink import SinkStatistics
 
 #: The most records :meth:`MemorySink.record` stores in a row without yielding to
 #: the scheduler (it still checks for cancellation on every call).
 RECORD_BATCH = 64
+
+
+def _plain_size(r: Record) -> int:
+    """The characters of text :func:`is_large` counts in ``r``, when every field
+    has the exact type the encoder takes without question (what
+    :func:`check_content` accepts on its fast path: str, a tuple of str, a
+    finite float, ints short enough to spell); -1 for anything else, which
+    takes :func:`check_content` and :func:`is_large` themselves. One pass over
+    the fields instead of their two."""
+    kind, tool, call_id, arguments = r.kind, r.tool, r.call_id, r.arguments
+    reason, result, error, duration = r.reason, r.result, r.error, r.duration
+    if (
+        type(kind) is not str or not kind
+        or type(r.run_id) is not str
+        or type(r.agent_id) is not str
+        or (r.verdict is not None and type(r.verdict) is not str)
+        or (duration is not None and (type(duration) is not float or not isfinite(duration)))
+    ):
+        return -1
+    size = 0
+    if tool is not None:
+        if type(tool) is not str:
+            return -1
+        size += len(tool)
+    if call_id is not None:
+        if type(call_id) is not str:
+            return -1
+        size += len(call_id)
+    if arguments is not None:
+        if type(arguments) is not str:
+            return -1
+        size += len(arguments)
+    if reason is not None:
+        if type(reason) is not str:
+            return -1
+        size += len(reason)
+    if result is not None:
+        if type(result) is not str:
+            return -1
+        size += len(result)
+    if error is not None:
+        if type(error) is not str:
+            return -1
+        size += len(error)
+    path = r.path
+    if type(path) is not tuple:
+        return -1
+    for seg in path:
+        if type(seg) is not str:
+            return -1
+    data = r.data
+    if data:
+        for value in data.values():
+            kind_of = type(value)
+            if kind_of is str:
+                size += len(value)  # type: ignore[arg-type]
+            elif kind_of is int:
+                if value.bit_length() > _BIG_INT_BITS:  # type: ignore[union-attr]
+                    return -1
+            elif kind_of is not bool and kind_of is not float and value is not None:
+                return -1
+    return size
 
 
 @attrs.frozen
@@ -46,14 +109,25 @@ class MemorySink:
     in a worker thread when recorded, so that a read never redacts a large
     text on the event loop.
 
-    **An acknowledged entry** (a :meth:`record` call that returned) is in
-    this sink's memory at its place in the order of acknowledged entries,
-    with the time it was recorded: every later read of :attr:`entries` holds
-    it there, redacted and chained. Until the first read after it, the
-    record is held as the recorder gave it (unredacted, in this process's
-    memory only: nothing outside the sink can read it, and nothing survives
-    the process). A record that cannot be encoded is refused by
-    :meth:`record` with the encoder's error, never at read time.
+    Recording never blocks (bar those large records), so the sink also
+    offers :meth:`record_nowait`: the same record, synchronously, and **not
+    a checkpoint**. Product decision (issue 17): an audit entry recorded into
+    a sink that never blocks need not be a trio checkpoint; ``agentcore``
+    and ``subagent`` call :meth:`record_nowait` when a sink offers it
+    (checking for cancellation first where a cancelled recorder must record
+    nothing) and ``await sink.record(...)`` otherwise. Any sink may opt in
+    by offering a ``record_nowait`` with the same contract.
+
+    **An acknowledged entry** (a :meth:`record` or :meth:`record_nowait`
+    call that returned) is in this sink's memory at its place in the order
+    of acknowledged entries (the order in which those calls returned), with
+    the time it was recorded: every later read of :attr:`entries` holds it
+    there, redacted and chained. Until the first read after it, the record
+    is held as the recorder gave it (unredacted, in this process's memory
+    only: nothing outside the sink can read it, and nothing survives the
+    process). A call that raised recorded nothing. A record that cannot be
+    encoded is refused by either call with the encoder's error, never at
+    read time; so is every record once the sink is closed.
 
     Args:
       clock: Returns the time of each entry (UTC ISO-8601 ending in ``Z``);
@@ -97,6 +171,46 @@ class MemorySink:
             entry, _ = link(record, when if isinstance(when, str) else utc_from_ns(when))
             append(entry)
 
+    def record_nowait(self, record: Record) -> None:
+        """Check ``record`` and append it to the pending records, without waiting.
+
+        The synchronous form of :meth:`record`, for recorders on a hot path (the
+        library's runs and tasks use it when a sink offers it): the same checks,
+        in the same order, with the same errors, and an acknowledged entry (this
+        call returned) means exactly what it means for :meth:`record`. Recording
+        into this sink never blocks, so an entry recorded this way is **not a
+        checkpoint**: it neither yields to the scheduler nor checks for
+        cancellation (a caller that wants "a cancelled recorder records
+        nothing" checks first: ``agentcore`` does, with
+        :func:`trio.lowlevel.checkpoint_if_cancelled`). The order of entries is
+        the order of the calls that returned, through either method.
+
+        Raises:
+          trio.WouldBlock: ``record`` holds more than 64 KiB of text: it is
+            redacted in a worker thread, which only :meth:`record` can wait for.
+            Nothing was recorded; call :meth:`record`.
+          SinkClosedError: The sink was closed.
+          ValueError: ``record.kind`` is empty, or ``record.duration`` is not finite.
+          TypeError: A field of ``record`` cannot be encoded.
+        """
+        if self._closed:
+            raise SinkClosedError("record() on a closed MemorySink")
+        size = _plain_size(record)
+        if size < 0:
+            try:
+                check_content(record)
+            except (TypeError, ValueError):
+                # Raise what redacting, then encoding, raises (as the file sinks do).
+                check_content(redact_record(record))
+                raise
+            if is_large(record):
+                raise trio.WouldBlock
+        elif size > OFFLOAD_CHARS:
+            raise trio.WouldBlock
+        clock = self.clock
+        self._times.append(time.time_ns() if clock is utc_now else clock())
+        self._pending.append(record)
+
     async def record(self, record: Record) -> None:
         """Check ``record`` and append it to the pending records.
 
@@ -104,7 +218,8 @@ class MemorySink:
         read; the entry is the same as if it had been built here. Returns
         ``None`` (the :class:`~ledger.Sink` protocol allows it): use
         :attr:`entries`. A record of more than 64 KiB of text is redacted now,
-        in a worker thread.
+        in a worker thread. :meth:`record_nowait` does the same without
+        awaiting (for all but those large records).
 
         It always checks for cancellation (a cancelled call records nothing),
         but since appending to a list never blocks, it yields to the scheduler
@@ -118,22 +233,18 @@ class MemorySink:
           TypeError: A field of ``record`` cannot be encoded.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        if self._closed:
-            raise SinkClosedError("record() on a closed MemorySink")
         try:
-            check_content(record)
-        except (TypeError, ValueError):
-            # Raise what redacting, then encoding, raises (as the file sinks do).
-            check_content(redact_record(record))
-            raise
-        item: Record | _Redacted = record
-        if is_large(record):
-            item = _Redacted(await redact_in_thread(record))
+            self.record_nowait(record)
+            large = False
+        except trio.WouldBlock:
+            large = True
+        if large:
+            redacted = _Redacted(await redact_in_thread(record))
             if self._closed:
                 raise SinkClosedError("record() on a closed MemorySink")
-        clock = self.clock
-        self._times.append(time.time_ns() if clock is utc_now else clock())
-        self._pending.append(item)
+            clock = self.clock
+            self._times.append(time.time_ns() if clock is utc_now else clock())
+            self._pending.append(redacted)
         self._unyielded += 1
         if self._unyielded >= RECORD_BATCH:
             self._unyielded = 0

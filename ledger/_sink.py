@@ -11,7 +11,17 @@ from ._entry import Entry, Record
 
 
 class Sink(Protocol):
-    """Where audit entries go. Safe to use from many tasks at once."""
+    """Where audit entries go. Safe to use from many tasks at once.
+
+    A sink whose recording never blocks may also offer a synchronous
+    ``record_nowait(record) -> None`` (:meth:`ledger.MemorySink.record_nowait`
+    is the stock one): the same checks, order and acknowledged entries as
+    :meth:`record`, not a checkpoint, raising ``trio.WouldBlock`` (having
+    recorded nothing) for a record it can only take by waiting. The library's
+    recorders call it when it is there (an audit entry recorded into a sink
+    that never blocks need not be a trio checkpoint) and fall back to
+    ``await record(...)`` otherwise.
+    """
 
     async def record(self, record: Record) -> Entry | None:
         """Redact, chain and store ``record``; return once the entry is as

@@ -15,6 +15,7 @@ import agentcore
 from agentcore import Agent, AuditError, EndReason, RunSummary
 from agentcore._audit import record, record_within
 from ledger import Record, Sink
+from ledger._record import record_of
 
 from ._background import end_children, orphan, settle
 from ._budgeted import budgeted_model
@@ -184,14 +185,9 @@ def _record(task: Task, kind: EventKind, summary: RunSummary | None, error: str 
     if task.history:
         # The run starts from earlier messages (submit's history), not in its own entries.
         data["history_messages"] = len(task.history)
-    return Record(
-        str(kind),
-        run_id="/".join(task.path),
-        path=task.path,
-        agent_id=task.spec.agent_id,
-        call_id=task.call_id,
-        error=error,
-        data=data,
+    return record_of(
+        str(kind), "/".join(task.path), task.path, task.spec.agent_id,
+        call_id=task.call_id, error=error, data=data,
     )
 
 
@@ -216,8 +212,9 @@ async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
 
 async def _report_end(task: Task, kind: EventKind) -> None:
     # The task's end: its entry, shielded and bounded by END_TIMEOUT so that a hung
-    # sink cannot hold back the event, then its event (with the sink's failure as
-    # its error when it has none), which never waits (see Stream).
+    # sink cannot hold back the event (no scope with a sink that never blocks: see
+    # record_within), then its event (with the sink's failure as its error when it
+    # has none), which never waits (see Stream).
     sink = task.spec.audit
     error = task._error
     if sink is not None:
