@@ -64,6 +64,10 @@ class Run(RunHandle):
       summary: The :class:`RunSummary` once the run has ended, else None.
     """
 
+    # Slotted: a parked run keeps no instance dict (about 100 B each).
+    __slots__ = ("_emit_to", "_observers", "_output", "_resuming", "_scope", "_state",
+                 "agent", "input", "path", "run_id")
+
     def __init__(
         self,
         agent: Agent,
@@ -243,7 +247,10 @@ class Run(RunHandle):
         if state.phase is not Phase.new:
             raise RuntimeError(f"run {self.run_id} was already started")
         state.phase = Phase.running
-        token = _current_run.set(self)
+        # The outer value, not set()'s Token, is kept to restore it: a Token is 64 B
+        # of every parked run.
+        outer = _current_run.get()
+        _current_run.set(self)
         clock_start = trio.current_time()
         output = ""
         reason = EndReason.stop
@@ -268,39 +275,54 @@ class Run(RunHandle):
         except BaseException as exc:
             reason, error = EndReason.aborted, exc
         finally:
-            _current_run.reset(token)
-            state.close()
-            summary = RunSummary(
-                turns=state.turn,
-                tool_calls=state.tool_calls,
-                tool_errors=state.tool_errors,
-                denied=state.denied,
-                usage=state.usage,
-                end_reason=reason,
-                error=describe(error) if reason in _FAILED else None,
-                duration=state.elapsed + (trio.current_time() - clock_start),
-            )
-            state.summary = summary
-            state.elapsed = summary.duration
-            if reason is not EndReason.paused:
-                state.pending = []
-                state.children = []
-            end = RunEnd(self, summary, error, state.abort_reason,
-                         state.follow_ups[state.reported:])
-            await end.finish(audited=self.agent.audit is not None,
-                             announced=state.start_delivered)
+            _current_run.set(outer)
+            end = await self._end(reason, error, clock_start)
             error = end.error
             reason = end.summary.end_reason
         if self.agent.checkpoint is not None:
             await at_end(state, self.agent.checkpoint, self.agent.end_timeout)
         if reason is EndReason.aborted and error is not None:
             raise error
-        paused = end.summary.end_reason is EndReason.paused
+        return self._result(output, end)
+
+    # The end and the result of run(), apart: what run()'s frame holds while the run
+    # is parked (its locals and its deepest expression) is part of every parked run.
+
+    async def _end(
+        self, reason: EndReason, error: BaseException | None, clock_start: float
+    ) -> RunEnd:
+        # The summary, then the end entry and events (RunEnd). A checkpoint.
+        state = self._state
+        state.close()
+        summary = RunSummary(
+            turns=state.turn,
+            tool_calls=state.tool_calls,
+            tool_errors=state.tool_errors,
+            denied=state.denied,
+            usage=state.usage,
+            end_reason=reason,
+            error=describe(error) if reason in _FAILED else None,
+            duration=state.elapsed + (trio.current_time() - clock_start),
+        )
+        state.summary = summary
+        state.elapsed = summary.duration
+        if reason is not EndReason.paused:
+            state.pending = []
+            state.children = []
+        end = RunEnd(self, summary, error, state.abort_reason,
+                     state.follow_ups[state.reported:])
+        await end.finish(audited=self.agent.audit is not None,
+                         announced=state.start_delivered)
+        return end
+
+    def _result(self, output: str, end: RunEnd) -> RunResult:
+        state = self._state
+        reason = end.summary.end_reason
         checked = self._output
         return RunResult(
-            output, end.summary, tuple(state.messages), error, tuple(state.follow_ups),
+            output, end.summary, tuple(state.messages), end.error, tuple(state.follow_ups),
             checked.value if checked is not None and reason is EndReason.stop else None,
-            state if paused else None,
+            state if reason is EndReason.paused else None,
         )
 
     async def _report_follow_ups(self) -> None:
