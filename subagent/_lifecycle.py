@@ -309,14 +309,16 @@ async def run_task(task: Task) -> None:
             if failure is None:
                 # Its limits are the task's own scope's deadline (see Task._limit).
                 run = _prepare(task)
-                token = current_task.set(task)
+                # The outer value is restored (a Token would be 64 B of every parked run).
+                outer = current_task.get()
+                current_task.set(task)
                 try:
                     result = await run.run()
                     task._conclude_run(result)
                     status = settle_budget(task, end_status(result.summary.end_reason))
                 finally:
                     task._unlimit()
-                    current_task.reset(token)
+                    current_task.set(outer)
             else:
                 # Fail closed: a task whose queueing or start cannot be audited does not run.
                 task._conclude("", None, failure, f"AuditError: {failure}")
