@@ -32,6 +32,7 @@ from ._tools import ToolOutcome
 if TYPE_CHECKING:
     from ._agent import Agent
     from ._pending import PendingCall
+    from ._steering import Pending
 
 _run_ids = itertools.count(1)
 _FAILED = frozenset({EndReason.error, EndReason.timeout})
@@ -361,22 +362,19 @@ class Run(RunHandle):
             injected = state.read_inbox()
             state.begin_turn()
             await self.emit(EventKind.turn_start)
-            for pending in injected:
-                message = pending.message
-                if pending.event is not None:
-                    await self.emit(pending.event, message=message, text=message.content)
-                if pending.on_read is not None:
-                    await pending.on_read()
+            if injected:
+                await self._announce(injected)
             if state.reported < len(state.follow_ups):
                 await self._report_follow_ups()
             message = (await complete(self, agent.tool_specs)).message
             last_text = message.content
-            checked = self._output
-            if checked is not None and (message.tool_calls or not state.interrupt_requested):
+            if self._output is not None and (
+                message.tool_calls or not state.interrupt_requested
+            ):
                 # Typed output: the answer must be a valid final_result call.
-                if await checked.answer(self, message):
+                if await self._output.answer(self, message):
                     state.close()
-                    return checked.text, EndReason.stop
+                    return self._output.text, EndReason.stop
                 continue
             if message.tool_calls:
                 await run_tools(self, message.tool_calls)
@@ -389,6 +387,17 @@ class Run(RunHandle):
                 continue
             state.close()
             return last_text, EndReason.stop
+
+    async def _announce(self, injected: list[Pending]) -> None:
+        # The messages read from the inbox at the top of a turn: their events and
+        # on_read callbacks, in order (apart from _loop, whose frame every parked run
+        # holds).
+        for pending in injected:
+            message = pending.message
+            if pending.event is not None:
+                await self.emit(pending.event, message=message, text=message.content)
+            if pending.on_read is not None:
+                await pending.on_read()
 
     async def _summarise(self) -> tuple[str, EndReason]:
         state = self._state
