@@ -97,8 +97,6 @@ class Pool(Waits):
         # The rules and the state of slots, queue and task tree; this class only
         # carries out the effects its methods return (see _apply).
         self._core: PoolCore[Task] = PoolCore(max_concurrent, max_queued, max_depth)
-        # One bound _apply handed to every task (a bound method per task is 64 B).
-        self._applier = self._apply
         # The budgets over its tasks (the pool's own, and each spec's).
         self._budgets = Budgets(budget, nursery.start_soon, defaults.audit, events)
         # Runs parked taking their slot back (see _take_back), by task.
@@ -363,7 +361,7 @@ class Pool(Waits):
             budget = self._budgets.admit(spec, parent, parent_path)
             path = (*parent_path, f"{name}/{next(self._numbers):04d}")
             task = Task(
-                path, name, input, spec, self, parent, events, call_id, core, self._applier,
+                path, name, input, spec, self, parent, events, call_id, core, self._apply,
                 history=history, resume=resume, depth=depth,
             )
             effects = core.accept(task._node, fanout=parent is not None, background=background)
