@@ -26,23 +26,16 @@ async def complete(run: RunPort, tools: tuple[ToolSpec, ...]) -> ModelResponse:
     :class:`RetryPolicy` says, each retry announced by a ``retry`` event. Other
     errors, and the last one when retries are exhausted, propagate.
     """
+    # The rare steps are helpers: this frame is part of every run parked in its
+    # model call, so it keeps few locals and a shallow stack.
     agent = run.agent
-    policy = agent.retry
-    hooks = agent.hookset
     transient = context = length = 0
     while True:
         if agent.budgeted:
-            fitted = fit(
-                run.messages,
-                max_messages=agent.max_messages,
-                limit=agent.history_limit,
-                counter=agent.history_counter,
-            )
-            if fitted is not None:
-                await _compressed(run, fitted)
+            await _fit(run)
         request = ModelRequest(tuple(run.messages), tools)
-        if hooks.before_model:
-            request, _ = await intercept(run, hooks.before_model, (run,), request, ModelRequest)
+        if agent.hookset.before_model:
+            request = await _before_model(run, request)
         try:
             await run.emit(EventKind.model_request)
             if agent.streams:
@@ -51,43 +44,89 @@ async def complete(run: RunPort, tools: tuple[ToolSpec, ...]) -> ModelResponse:
                 response = await agent.model.complete(request)
         except TransientModelError as exc:
             transient += 1
-            if transient >= policy.max_attempts:
-                raise
-            delay = policy.delay(transient, exc.retry_after)
-            await run.emit(
-                EventKind.retry, text=f"{describe(exc)}; retrying in {delay:g}s", attempt=transient
-            )
-            await trio.sleep(delay)
+            await _retry_transient(run, exc, transient)
             continue
         except ContextTooLongError as exc:
-            shorter = drop_oldest_half(run.messages) if context < policy.context_retries else None
-            if shorter is None:
-                raise
             context += 1
-            await _compressed(run, shorter)
-            await run.emit(
-                EventKind.retry, text=f"{describe(exc)}; retrying shorter", attempt=context
-            )
+            await _retry_shorter(run, exc, context)
             continue
-        if hooks.after_model:
-            response, _ = await intercept(
-                run, hooks.after_model, (run, request), response, ModelResponse
-            )
-        if response.finish_reason == "length" and length < policy.length_retries:
+        if agent.hookset.after_model:
+            response = await _after_model(run, request, response)
+        if response.finish_reason == "length" and length < agent.retry.length_retries:
             length += 1
-            # Truncated tool calls may be garbled: keep only the text, then ask again.
-            await _record_response(run, attrs.evolve(
-                response, message=Message("assistant", response.message.content)
-            ))
-            run.add_message(Message("user", LENGTH_RECOVERY))
-            await run.emit(
-                EventKind.retry,
-                text="the response was cut off (finish_reason length); asking for a shorter one",
-                attempt=length,
-            )
+            await _retry_length(run, response, length)
             continue
         await _record_response(run, response)
         return response
+
+
+async def _fit(run: RunPort) -> None:
+    # Fit the history to the agent's budget before a call.
+    agent = run.agent
+    fitted = fit(
+        run.messages,
+        max_messages=agent.max_messages,
+        limit=agent.history_limit,
+        counter=agent.history_counter,
+    )
+    if fitted is not None:
+        await _compressed(run, fitted)
+
+
+async def _before_model(run: RunPort, request: ModelRequest) -> ModelRequest:
+    request, _ = await intercept(
+        run, run.agent.hookset.before_model, (run,), request, ModelRequest
+    )
+    return request
+
+
+async def _after_model(
+    run: RunPort, request: ModelRequest, response: ModelResponse
+) -> ModelResponse:
+    response, _ = await intercept(
+        run, run.agent.hookset.after_model, (run, request), response, ModelResponse
+    )
+    return response
+
+
+async def _retry_transient(run: RunPort, exc: TransientModelError, attempt: int) -> None:
+    # The transient error of attempt ``attempt``: re-raised when retries are exhausted,
+    # else announced and waited out.
+    policy = run.agent.retry
+    if attempt >= policy.max_attempts:
+        raise exc
+    delay = policy.delay(attempt, exc.retry_after)
+    await run.emit(
+        EventKind.retry, text=f"{describe(exc)}; retrying in {delay:g}s", attempt=attempt
+    )
+    await trio.sleep(delay)
+
+
+async def _retry_shorter(run: RunPort, exc: ContextTooLongError, attempt: int) -> None:
+    # The history was too long (retry ``attempt``): drop its oldest half and announce
+    # it; re-raised when it cannot be shortened or retries are exhausted.
+    if attempt > run.agent.retry.context_retries:
+        raise exc
+    shorter = drop_oldest_half(run.messages)
+    if shorter is None:
+        raise exc
+    await _compressed(run, shorter)
+    await run.emit(
+        EventKind.retry, text=f"{describe(exc)}; retrying shorter", attempt=attempt
+    )
+
+
+async def _retry_length(run: RunPort, response: ModelResponse, attempt: int) -> None:
+    # Truncated tool calls may be garbled: keep only the text, then ask again.
+    await _record_response(run, attrs.evolve(
+        response, message=Message("assistant", response.message.content)
+    ))
+    run.add_message(Message("user", LENGTH_RECOVERY))
+    await run.emit(
+        EventKind.retry,
+        text="the response was cut off (finish_reason length); asking for a shorter one",
+        attempt=attempt,
+    )
 
 
 async def _stream(run: RunPort, request: ModelRequest) -> ModelResponse:

@@ -32,6 +32,7 @@ from ._tools import ToolOutcome
 if TYPE_CHECKING:
     from ._agent import Agent
     from ._pending import PendingCall
+    from ._steering import Pending
 
 _run_ids = itertools.count(1)
 _FAILED = frozenset({EndReason.error, EndReason.timeout})
@@ -63,6 +64,10 @@ class Run(RunHandle):
       messages: The conversation so far (a live list; read it, do not change it).
       summary: The :class:`RunSummary` once the run has ended, else None.
     """
+
+    # Slotted: a parked run keeps no instance dict (about 100 B each).
+    __slots__ = ("_emit_to", "_observers", "_output", "_resuming", "_scope", "_state",
+                 "agent", "input", "path", "run_id")
 
     def __init__(
         self,
@@ -258,7 +263,10 @@ class Run(RunHandle):
         if state.phase is not Phase.new:
             raise RuntimeError(f"run {self.run_id} was already started")
         state.phase = Phase.running
-        token = _current_run.set(self)
+        # The outer value, not set()'s Token, is kept to restore it: a Token is 64 B
+        # of every parked run.
+        outer = _current_run.get()
+        _current_run.set(self)
         clock_start = trio.current_time()
         output = ""
         reason = EndReason.stop
@@ -283,41 +291,59 @@ class Run(RunHandle):
         except BaseException as exc:
             reason, error = EndReason.aborted, exc
         finally:
-            _current_run.reset(token)
-            state.close()
-            summary = RunSummary(
-                turns=state.turn,
-                tool_calls=state.tool_calls,
-                tool_errors=state.tool_errors,
-                denied=state.denied,
-                usage=state.usage,
-                end_reason=reason,
-                error=describe(error) if reason in _FAILED else None,
-                duration=state.elapsed + (trio.current_time() - clock_start),
-            )
-            state.summary = summary
-            state.elapsed = summary.duration
-            if reason is not EndReason.paused:
-                state.pending = []
-                state.children = []
-            if self.agent.audit is not None or state.start_delivered:
-                end = RunEnd(self, summary, error, state.abort_reason,
-                             state.follow_ups[state.reported:])
-                await end.finish(audited=self.agent.audit is not None,
-                                 announced=state.start_delivered)
-                error = end.error
-                summary = end.summary
-                reason = summary.end_reason
+            _current_run.set(outer)
+            summary, error = await self._end(reason, error, clock_start)
+            reason = summary.end_reason
         if self.agent.checkpoint is not None:
             await at_end(state, self.agent.checkpoint, self.agent.end_timeout)
         if reason is EndReason.aborted and error is not None:
             raise error
-        paused = reason is EndReason.paused
+        return self._result(output, summary, error)
+
+    # The end and the result of run(), apart: what run()'s frame holds while the run
+    # is parked (its locals and its deepest expression) is part of every parked run.
+
+    async def _end(
+        self, reason: EndReason, error: BaseException | None, clock_start: float
+    ) -> tuple[RunSummary, BaseException | None]:
+        # The summary, then the end entry and events (RunEnd) when there is a sink or
+        # a delivered agent_start (else there is nothing to record or announce). A
+        # checkpoint when there is either.
+        state = self._state
+        state.close()
+        summary = RunSummary(
+            turns=state.turn,
+            tool_calls=state.tool_calls,
+            tool_errors=state.tool_errors,
+            denied=state.denied,
+            usage=state.usage,
+            end_reason=reason,
+            error=describe(error) if reason in _FAILED else None,
+            duration=state.elapsed + (trio.current_time() - clock_start),
+        )
+        state.summary = summary
+        state.elapsed = summary.duration
+        if reason is not EndReason.paused:
+            state.pending = []
+            state.children = []
+        if self.agent.audit is None and not state.start_delivered:
+            return summary, error
+        end = RunEnd(self, summary, error, state.abort_reason,
+                     state.follow_ups[state.reported:])
+        await end.finish(audited=self.agent.audit is not None,
+                         announced=state.start_delivered)
+        return end.summary, end.error
+
+    def _result(
+        self, output: str, summary: RunSummary, error: BaseException | None
+    ) -> RunResult:
+        state = self._state
+        reason = summary.end_reason
         checked = self._output
         return RunResult(
             output, summary, tuple(state.messages), error, tuple(state.follow_ups),
             checked.value if checked is not None and reason is EndReason.stop else None,
-            state if paused else None,
+            state if reason is EndReason.paused else None,
         )
 
     async def _report_follow_ups(self) -> None:
@@ -356,22 +382,19 @@ class Run(RunHandle):
             injected = state.read_inbox()
             state.begin_turn()
             await self.emit(EventKind.turn_start)
-            for pending in injected:
-                message = pending.message
-                if pending.event is not None:
-                    await self.emit(pending.event, message=message, text=message.content)
-                if pending.on_read is not None:
-                    await pending.on_read()
+            if injected:
+                await self._announce(injected)
             if state.reported < len(state.follow_ups):
                 await self._report_follow_ups()
             message = (await complete(self, agent.tool_specs)).message
             last_text = message.content
-            checked = self._output
-            if checked is not None and (message.tool_calls or not state.interrupt_requested):
+            if self._output is not None and (
+                message.tool_calls or not state.interrupt_requested
+            ):
                 # Typed output: the answer must be a valid final_result call.
-                if await checked.answer(self, message):
+                if await self._output.answer(self, message):
                     state.close()
-                    return checked.text, EndReason.stop
+                    return self._output.text, EndReason.stop
                 continue
             if message.tool_calls:
                 await run_tools(self, message.tool_calls)
@@ -384,6 +407,17 @@ class Run(RunHandle):
                 continue
             state.close()
             return last_text, EndReason.stop
+
+    async def _announce(self, injected: list[Pending]) -> None:
+        # The messages read from the inbox at the top of a turn: their events and
+        # on_read callbacks, in order (apart from _loop, whose frame every parked run
+        # holds).
+        for pending in injected:
+            message = pending.message
+            if pending.event is not None:
+                await self.emit(pending.event, message=message, text=message.content)
+            if pending.on_read is not None:
+                await pending.on_read()
 
     async def _summarise(self) -> tuple[str, EndReason]:
         state = self._state

@@ -17,6 +17,8 @@ from ._steering import Pending, RunEndedError
 class RunHandle:
     """The control side of a :class:`agentcore.Run` (a mixin over its state)."""
 
+    __slots__ = ()
+
     run_id: str
     _state: RunState
     # The run's cancel scope while it runs (abort cancels it).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import math
 import weakref
 from collections.abc import Callable
@@ -293,7 +292,8 @@ async def run_task(task: Task) -> None:
     """
     status = TaskStatus.cancelled
     failure: AuditError | None = None
-    token: contextvars.Token[Task | None] | None = None
+    ran = False
+    outer: Task | None = None
     try:
         with task._scope:
             if task._scope.cancel_called:
@@ -308,7 +308,10 @@ async def run_task(task: Task) -> None:
             if failure is None:
                 # Its limits are the task's own scope's deadline (see Task._limit).
                 run = _prepare(task)
-                token = current_task.set(task)
+                # The outer value is restored (a Token would be 64 B of every parked run).
+                outer = current_task.get()
+                current_task.set(task)
+                ran = True
                 result = await run.run()
                 task._conclude_run(result)
                 status = settle_budget(task, end_status(result.summary.end_reason))
@@ -322,9 +325,9 @@ async def run_task(task: Task) -> None:
     finally:
         # (The run's limits and current_task are undone here, not in a try of their
         # own: an exception unwinding a cancelled run then passes one handler less.)
-        if token is not None:
+        if ran:
             task._unlimit()
-            current_task.reset(token)
+            current_task.set(outer)
         # Through the pool's _apply, like Task.cancel.
         core = task._core
         node = task._node

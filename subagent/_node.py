@@ -73,7 +73,10 @@ class Node(Generic[H]):
     parent: Node[H] | None
     #: The shell's handle (the Task); the core never looks inside it.
     handle: H
-    children: list[Node[H]] = attrs.field(factory=list)
+    #: Its children, background children and unread results live in containers made
+    #: on first use (the properties below): most tasks never delegate, and three
+    #: empty containers cost every parked run 176 B.
+    _children: list[Node[H]] | None = attrs.field(default=None, init=False)
     status: TaskStatus = TaskStatus.queued
     #: Invariant: only a running node holds a slot; PoolCore.holding counts them.
     holds_slot: bool = False
@@ -103,8 +106,8 @@ class Node(Generic[H]):
     #: Parent side: background children whose result is not in its run's inbox yet
     #: (in the order they went to the background), and results in the inbox not read
     #: yet. Invariant: a child is in at most one of them, and its deliver_to is self.
-    background: dict[Node[H], None] = attrs.field(factory=dict)
-    unread: list[Node[H]] = attrs.field(factory=list)
+    _background: dict[Node[H], None] | None = attrs.field(default=None, init=False)
+    _unread: list[Node[H]] | None = attrs.field(default=None, init=False)
     #: Usage roll-up (opaque values that support ``+``; None is nothing): its own
     #: run's usage (set when it seals), and the tree usage of its children that
     #: settled before it sealed. PoolCore.tree_usage adds them.
@@ -112,6 +115,32 @@ class Node(Generic[H]):
     child_usage: Any = None
     #: Set just before the task reports its end: later children's usage is not added.
     sealed: bool = False
+
+    @property
+    def children(self) -> list[Node[H]]:
+        """The nodes accepted under it, in order (the list is made on first use)."""
+        if self._children is None:
+            self._children = []
+        return self._children
+
+    @property
+    def background(self) -> dict[Node[H], None]:
+        """Parent side: background children whose result is not in its run's inbox yet
+        (the dict is made on first use); see the fields above."""
+        if self._background is None:
+            self._background = {}
+        return self._background
+
+    @property
+    def unread(self) -> list[Node[H]]:
+        """Parent side: results in the inbox not read yet (made on first use)."""
+        if self._unread is None:
+            self._unread = []
+        return self._unread
+
+    @unread.setter
+    def unread(self, value: list[Node[H]]) -> None:
+        self._unread = value
 
     def __repr__(self) -> str:
         return f"<Node {'/'.join(self.path)} {self.status}>"
