@@ -29,7 +29,7 @@ from ._core import (
 from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
-from ._recovery import recover
+from ._recovery import Recovered, recover
 from ._resumable import Names as _Names
 from ._resumable import check_resumable
 from ._spec import Defaults, Spec, delegated
@@ -288,10 +288,12 @@ class Pool(Waits):
         check_resumable(_Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
         return await self._submit(name, state.input, (), events, None, resume=state)
 
-    async def recover(self) -> list[Task]:
+    async def recover(self) -> Recovered:
         """Resume the root tasks a crash left unfinished in :attr:`checkpoints`, each
-        from its last checkpoint (see ``subagent._recovery``); returns their Tasks.
-        A checkpoint. Raises ``CheckpointError`` when the pool has no checkpoints."""
+        from its last checkpoint (see ``subagent._recovery``); returns their Tasks
+        (a list), with the trees that wait for a human's answers, not resumed, in
+        ``.paused`` (:class:`PausedTree`: answer, then :meth:`resume`). A checkpoint.
+        Raises ``CheckpointError`` when the pool has no checkpoints."""
         if self.checkpoints is None:
             raise CheckpointError("this pool has no checkpoints: open_pool(checkpoints=...)")
         return await recover(self, self.checkpoints)

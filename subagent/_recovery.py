@@ -6,11 +6,17 @@ A pool opened with ``checkpoints=`` gives each task's Agent a checkpointer
 the delegating call's id. :func:`recover` reads the rows back, rebuilds each root
 task's tree as a paused tree (a child whose delegating call was in flight is nested
 in its parent's state, as a pause nests it) and resumes it with ``Pool.resume``.
+A tree that waits for a human (a run of it paused for approval before the crash) is
+not resumed: :func:`recover` lists it in :attr:`Recovered.paused`, to be answered
+and resumed like any paused run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
+
+import attrs
 
 import agentcore
 from agentcore import MAX_STATE_DEPTH
@@ -33,6 +39,41 @@ class Pool(Protocol):
     async def resume(self, state: agentcore.RunState, *, name: str | None = None) -> Task: ...
 
 
+@attrs.frozen
+class PausedTree:
+    """A tree :func:`recover` found waiting for a human: answer its
+    ``state.pending_approvals`` (``state.approve`` / ``state.deny``), then
+    ``Pool.resume(state, name=name)``; or store it with ``state.to_json()``.
+
+    Attributes:
+      name: The spec its root ran (give it to ``Pool.resume``).
+      state: The root's paused state, its children's nested (a root that was still
+        running at the crash is in its recovered form, as ``recover`` would resume it).
+      checkpoint: The name of the root's last checkpoint (``<run_id>@<seq>``).
+    """
+
+    name: str
+    state: agentcore.RunState
+    checkpoint: str
+
+
+class Recovered(list["Task"]):
+    """What :func:`recover` returns: the Tasks it resumed (it is their list, in the
+    order they were first checkpointed) and, in :attr:`paused`, the trees it left
+    as they were because they wait for a human's answers."""
+
+    paused: tuple[PausedTree, ...]
+    """Each root tree paused for approval (before the crash, or with a subagent
+    paused inside a tree that was still running), in the order first checkpointed."""
+
+    def __init__(self, tasks: Iterable[Task] = (), paused: Iterable[PausedTree] = ()) -> None:
+        super().__init__(tasks)
+        self.paused = tuple(paused)
+
+    def __repr__(self) -> str:
+        return f"Recovered({list(self)!r}, paused={list(self.paused)!r})"
+
+
 async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
     """The checkpointer of every checkpointed task's Agent: writes ``point`` in the
     row of the task whose run it is (``current_task``: the run's own task, or the
@@ -48,11 +89,12 @@ async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
     await store.write(task.name, parent_run, call_id, point)
 
 
-async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
+async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     """Resume every root task ``store`` shows unfinished (``running`` at its last
     checkpoint: the process ended without it ending) from its last checkpoint, in
     ``pool``; returns their Tasks in the order they were first checkpointed. A
-    checkpoint. A tree with a subagent paused for approval is left as it is.
+    checkpoint. A tree that waits for a human (its root paused, or a subagent of it
+    paused for approval) is not resumed: it is listed in ``Recovered.paused``.
 
     Raises:
       CheckpointError: the store cannot be read (see ``SqliteCheckpoints.rows``), or
@@ -65,15 +107,22 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
         (r.parent, r.call_id): r for r in rows if r.parent is not None
     }
     tasks = []
+    paused = []
     for row in rows:
-        if row.parent is None and row.status == "running":
+        if row.parent is not None:
+            continue
+        if row.status == "paused":
+            assert row.state is not None
+            paused.append(PausedTree(row.name, row.state, row.checkpoint))
+        elif row.status == "running":
             state = _tree(pool, row, by_call)
             if state.pending_approvals:
                 # A subagent paused for a human before the crash: the tree waits for
-                # answers (it stays in the file), it is not resumed here.
+                # answers (it stays in the file), it is listed, not resumed.
+                paused.append(PausedTree(row.name, state, row.checkpoint))
                 continue
             tasks.append(await pool.resume(state, name=row.name))
-    return tasks
+    return Recovered(tasks, paused)
 
 
 def _tree(

@@ -1,0 +1,90 @@
+"""Pool.recover() reports the trees that wait for a human (issue 20, "Other limits"):
+a root paused before the crash, and a running root whose subagent had paused, are
+listed in ``Recovered.paused`` instead of being skipped without notice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import agentcore
+from agentcore import Checkpoint, CheckpointKind, Message, RunState, ToolCall
+from agentcore._checkpoint import snapshot
+from subagent import PausedTree, Recovered, Spec, SqliteCheckpoints, TaskPaused, open_pool
+from tests.agentcore._durable import gate, make_tool, model
+
+WORK = [[["c1", "write", 0], ["c2", "look", 0]], [["c3", "write", 0]]]
+
+
+def asks() -> Spec:
+    return Spec("asks", model=model(WORK), gate=gate("c1", None),
+                tools=[make_tool("write", False), make_tool("look", True)])
+
+
+async def test_a_root_paused_before_the_crash_is_listed_then_resumed(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(asks())
+        with pytest.raises(TaskPaused):
+            await (await pool.submit("asks", "go")).wait()
+    # A new process: the paused tree is reported, nothing is resumed.
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(asks())
+        recovered = await pool.recover()
+        assert isinstance(recovered, Recovered)
+        assert list(recovered) == []
+        [tree] = recovered.paused
+        assert (tree.name, tree.checkpoint) == ("asks", "asks/0001@2")
+        assert [(a.call_id, a.tool, a.reason) for a in tree.state.pending_approvals] == [
+            ("c1", "write", "ask a human")]
+        tree.state.approve("c1", by="alice")
+        result = await (await pool.resume(tree.state, name=tree.name)).wait()
+        assert result.output == "done after 2 turns"
+        # Resumed and ended: nothing is left to report.
+        again = await pool.recover()
+        assert (list(again), again.paused) == ([], ())
+
+
+def _boss_snapshot() -> RunState:
+    # The root "boss" at its call checkpoint: it delegated call d1 (in flight).
+    call = ToolCall("d1", "subagent", '{"agent": "asks", "task": "go"}')
+    state = RunState.begin(
+        [Message("user", "go"), Message("assistant", "delegating", tool_calls=[call])],
+        run_id="boss/0001", agent="boss", path=("boss/0001",), input="go",
+    )
+    return snapshot(state)
+
+
+async def test_a_running_root_with_a_paused_subagent_is_listed(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(asks())
+        with pytest.raises(TaskPaused) as info:
+            await (await pool.submit("asks", "go")).wait()
+        child = info.value.state
+        # As if the child had been delegated by boss's call d1, and the process was
+        # killed before the pause reached boss: boss's last checkpoint is "call".
+        await store.write("boss", None, None,
+                          Checkpoint(CheckpointKind.call, _boss_snapshot(), ("d1",)))
+        await store.write("asks", "boss/0001", "d1", Checkpoint(CheckpointKind.paused, child))
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(asks())
+        pool.register(Spec("boss", model=model([]), tools=[make_tool("look", True)]))
+        recovered = await pool.recover()
+        assert list(recovered) == []
+        # "asks/0001" is boss's child now (its row got the parent link): not a root.
+        assert [(t.name, t.checkpoint) for t in recovered.paused] == [("boss", "boss/0001@1")]
+        [tree] = recovered.paused
+        state = tree.state
+        assert [(a.path, a.call_id) for a in state.pending_approvals] == [
+            (("asks/0001",), "c1")]
+        assert [(p.call.id, p.status, p.reason) for p in state.pending] == [
+            ("d1", agentcore.CallStatus.delegated, "recovered")]
+        assert state.checkpoint == "boss/0001@1"
+
+
+async def test_recovered_compares_as_the_list_of_its_tasks() -> None:
+    assert Recovered() == []
+    assert Recovered([], [PausedTree("w", RunState.begin([]), "w@1")]) == []
+    assert repr(Recovered()) == "Recovered([], paused=[])"
