@@ -10,6 +10,7 @@ from ._checkpoint import Checkpoint as Checkpoint
 from ._checkpoint import Checkpointer as Checkpointer
 from ._checkpoint import CheckpointKind as CheckpointKind
 from ._checkpoint import recover_calls as recover_calls
+from ._checkpoint import start_checkpoint as start_checkpoint
 from ._errors import AgentCoreError as AgentCoreError
 from ._errors import AuditError as AuditError
 from ._errors import CallPaused as CallPaused

@@ -181,7 +181,7 @@ class SqliteCheckpoints:
         await trio.lowlevel.checkpoint_if_cancelled()
         kind = point.kind
         state = point.state
-        status = {"turn": "running", "call": "running"}.get(kind, kind.value)
+        status = {"start": "running", "turn": "running", "call": "running"}.get(kind, kind.value)
         body: str | agentcore.RunState
         if kind is agentcore.CheckpointKind.paused:
             body = state.to_json()  # the run's own state: encoded before it changes

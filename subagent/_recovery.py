@@ -13,10 +13,12 @@ and resumed like any paused run.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
+import trio
 
 import agentcore
 from agentcore import MAX_STATE_DEPTH
@@ -83,10 +85,46 @@ async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
     assert task is not None, "a checkpointed Agent runs only in its pool's tasks"
     store = task.pool.checkpoints
     assert store is not None
+    await store.write(task.name, *_link(task), point)
+
+
+async def commit_start(task: Task, agent: agentcore.Agent) -> agentcore.Checkpoint:
+    """Commit the ``start`` checkpoint of ``task`` (a new run, not a resumed one) in
+    its pool's checkpoints: its opening conversation, before it waits for a slot, so
+    that :func:`recover` restarts it from its input if the process dies before its
+    run's first checkpoint. Returns it. A checkpoint.
+
+    Raises:
+      CheckpointError: it cannot be stored (the task must not run).
+    """
+    store = task.pool.checkpoints
+    assert store is not None
+    point = agentcore.start_checkpoint(
+        agent.system_prompt, task.input, run_id="/".join(task.path), agent=agent.agent_id,
+        path=task.path, history=task.history,
+    )
+    await store.write(task.name, *_link(task), point)
+    return point
+
+
+def _link(task: Task) -> tuple[str | None, str | None]:
+    # The run id of the run that delegated ``task``'s run and the delegating call's id.
     parent = task.parent
     parent_run = parent._run.run_id if parent is not None and parent._run is not None else None
-    call_id = task.call_id if parent_run is not None else None
-    await store.write(task.name, parent_run, call_id, point)
+    return parent_run, task.call_id if parent_run is not None else None
+
+
+async def end_unstarted(task: Task, start: agentcore.Checkpoint, bound: float) -> None:
+    """Mark ``task``'s run ended in its pool's checkpoints when it never ran (it was
+    cancelled or failed before its run started): a run ends its own row otherwise.
+    Shielded, for at most ``bound`` seconds; a failure to store it is dropped (the
+    row stays ``running`` and :func:`recover` would restart it). A checkpoint."""
+    store = task.pool.checkpoints
+    assert store is not None
+    ended = agentcore.Checkpoint(agentcore.CheckpointKind.ended, start.state)
+    with trio.move_on_after(bound, shield=True):
+        with contextlib.suppress(CheckpointError):
+            await store.write(task.name, *_link(task), ended)
 
 
 async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:

@@ -28,7 +28,7 @@ def test_recover_lists_a_tree_paused_before_the_crash(tmp_path: Path) -> None:
     listed = run("recover", str(db), str(specs), *common, cwd=tmp_path)
     assert listed.returncode == 4, listed.stderr
     assert (
-        "output:\nleft paused at checkpoint helper/0001@2 (it waits for a human):\n"
+        "output:\nleft paused at checkpoint helper/0001@3 (it waits for a human):\n"
         + PENDING + "the run paused: 1 calls wait for approval\n"
     ) in listed.stdout
 
@@ -37,7 +37,7 @@ def test_recover_lists_a_tree_paused_before_the_crash(tmp_path: Path) -> None:
                  cwd=tmp_path)
     assert stored.returncode == 4, stored.stderr
     assert (
-        "output:\nleft paused at checkpoint helper/0001@2 (it waits for a human):\n"
+        "output:\nleft paused at checkpoint helper/0001@3 (it waits for a human):\n"
         + PENDING + f"the run paused: 1 calls wait for approval, stored in {later}\n"
         f"  subagent pending {later}\n"
         f"  subagent approve {later} CALL_ID   (or: subagent deny {later} CALL_ID "

@@ -35,7 +35,7 @@ async def test_a_root_paused_before_the_crash_is_listed_then_resumed(tmp_path: P
         assert isinstance(recovered, Recovered)
         assert list(recovered) == []
         [tree] = recovered.paused
-        assert (tree.name, tree.checkpoint) == ("asks", "asks/0001@2")
+        assert (tree.name, tree.checkpoint) == ("asks", "asks/0001@3")
         assert [(a.call_id, a.tool, a.reason) for a in tree.state.pending_approvals] == [
             ("c1", "write", "ask a human")]
         tree.state.approve("c1", by="alice")
