@@ -118,6 +118,8 @@ def snapshot(state: RunState) -> RunState:
     copy.denied = state.denied
     copy.usage = state.usage
     copy.follow_ups = list(state.follow_ups)
+    copy.inbox = list(state.inbox)  # its steering is stored (Pending values are frozen)
+    copy.preempting = state.preempting
     copy.reported = state.reported
     copy.elapsed = state.elapsed
     copy.pending = [PendingCall(c, CallStatus.waiting) for c in unanswered(messages)]
