@@ -181,8 +181,14 @@ def recover_calls(
     """
     pending: list[PendingCall] = []
     kids: list[RunState] = []
+    # A paused state stored as a checkpoint (an answered state being resumed) keeps
+    # its delegated calls' children, in order, and any other children after them.
+    kept = iter(state.children)
     for p in state.pending:
-        if p.status is CallStatus.waiting and p.call.id in in_flight:
+        if p.status is CallStatus.delegated:
+            pending.append(p)
+            kids.append(next(kept))
+        elif p.status is CallStatus.waiting and p.call.id in in_flight:
             child = children.get(p.call.id)
             if child is not None:
                 pending.append(PendingCall(p.call, CallStatus.delegated, "recovered"))
@@ -195,5 +201,5 @@ def recover_calls(
         else:
             pending.append(p)
     state.pending = pending
-    state.children = kids
+    state.children = [*kids, *kept]
     state.checkpoint = checkpoint

@@ -40,6 +40,7 @@ from ._recovery import PausedTree as PausedTree
 from ._recovery import Recovered as Recovered
 from ._result import Result as Result
 from ._results import SubagentResultsTool as SubagentResultsTool
+from ._resumed import AlreadyResumedError as AlreadyResumedError
 from ._spec import Defaults as Defaults
 from ._spec import Spec as Spec
 from ._statistics import PoolStatistics as PoolStatistics

@@ -54,7 +54,13 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   in_flight TEXT NOT NULL,
   state BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS resumed (
+  run_id TEXT NOT NULL,
+  key TEXT NOT NULL,
+  PRIMARY KEY (run_id, key)
+);
 """
+_CLAIM = "INSERT OR IGNORE INTO resumed (run_id, key) VALUES (?, ?)"
 _UPSERT = (
     "INSERT INTO checkpoints (run_id, name, parent, call_id, status, seq, in_flight, state) "
     "VALUES (?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
@@ -112,8 +118,18 @@ def _to_path(path: str | os.PathLike[str]) -> str:
 
 
 @attrs.define(eq=False)
+class _Claim:
+    # A resume's marker (run id, key) and its run's row, written only if it is new.
+    run_id: str
+    key: str
+    row: _Write
+    taken: bool = False
+
+
+@attrs.define(eq=False)
 class _Batch:
     rows: list[_Write] = attrs.Factory(list)
+    claims: list[_Claim] = attrs.Factory(list)
     done: trio.Event = attrs.Factory(trio.Event)
     cause: str | None = None
 
@@ -191,6 +207,29 @@ class SqliteCheckpoints:
             body = state  # a snapshot nobody changes: the writer thread encodes it
         row: _Write = (state.run_id, name, parent, call_id, status,
                        msgspec.json.encode(list(point.in_flight)).decode(), body)
+        await self._commit(row, None)
+        self.commits += 1
+
+    async def claim(self, name: str, state: agentcore.RunState, key: str) -> bool:
+        """Record that the paused ``state`` is being resumed (by its run id and
+        ``key``, see ``subagent._resumed``) and, in the same transaction, store it as
+        its run's checkpoint (``running``, nothing in flight: answered, not yet
+        resumed), so a crash from here on is recovered with its answers. Returns ``False``, writing
+        nothing, when that state was resumed already. A checkpoint.
+
+        Raises:
+          CheckpointError: the database cannot be opened or written.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        row: _Write = (state.run_id, name, None, None, "running", "[]", state.to_json())
+        claim = _Claim(state.run_id, key, row)
+        await self._commit(None, claim)
+        if claim.taken:
+            self.commits += 1
+        return claim.taken
+
+    async def _commit(self, row: _Write | None, claim: _Claim | None) -> None:
+        # Hand ``row`` or ``claim`` to the writer thread and wait for its commit.
         if self._thread is None:
             await self._open()
         if self._closed:
@@ -200,13 +239,15 @@ class SqliteCheckpoints:
             if batch is None:
                 batch = self._pending = _Batch()
                 self._wakeup.notify()
-            batch.rows.append(row)
+            if row is not None:
+                batch.rows.append(row)
+            if claim is not None:
+                batch.claims.append(claim)
         with trio.CancelScope(shield=True):
             # Once handed over it is committed or not; wait to know which.
             await batch.done.wait()
         if batch.cause is not None:
             raise CheckpointError(f"cannot store a checkpoint: {batch.cause}")
-        self.commits += 1
 
     async def _open(self) -> None:
         async with self._open_lock:
@@ -291,7 +332,14 @@ class SqliteCheckpoints:
                         for row in batch.rows]
                 conn.execute("BEGIN IMMEDIATE")
                 conn.executemany(_UPSERT, rows)
+                taken = []
+                for claim in batch.claims:
+                    if conn.execute(_CLAIM, (claim.run_id, claim.key)).rowcount == 1:
+                        conn.execute(_UPSERT, claim.row)
+                        taken.append(claim)
                 conn.execute("COMMIT")
+                for claim in taken:
+                    claim.taken = True
             except Exception as exc:
                 if conn.in_transaction:
                     with contextlib.suppress(sqlite3.Error):

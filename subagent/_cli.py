@@ -56,7 +56,14 @@ from ._ledgerfile import default_ledger_path, open_sink
 from ._open import open_pool
 from ._results import SubagentResultsTool
 from ._safe_text import one_line, safe_text
-from ._statefile import answer, defer_changes, print_pending, read_state, write_state
+from ._statefile import (
+    answer,
+    defer_changes,
+    print_pending,
+    read_state,
+    take_for_resume,
+    write_state,
+)
 from ._stream import Stream
 from ._terminal import Screen, TerminalAnswers, TerminalApproval
 from ._view import TreeView, dollars, left, render_lines, render_rich
@@ -368,7 +375,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
                                   recover=True, state_file=args.approve_later)
             )
         if args.command == "resume":
-            state = read_state(args.file)
+            # Taken (moved to FILE.resumed, under its lock) before anything runs: the
+            # same file is not resumed twice.
+            state = take_for_resume(args.file)
             return trio.run(
                 lambda: run_specs(specs, state.agent, state.input, gate=gate,
                                   ledger_path=ledger_path, screen=screen, rich=rich,

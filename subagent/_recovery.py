@@ -38,7 +38,9 @@ class Pool(Protocol):
     @property
     def specs(self) -> dict[str, Spec]: ...
 
-    async def resume(self, state: agentcore.RunState, *, name: str | None = None) -> Task: ...
+    async def _resume(
+        self, state: agentcore.RunState, name: str | None, events: None, *, claim: bool
+    ) -> Task: ...
 
 
 @attrs.frozen
@@ -159,7 +161,9 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
                 # answers (it stays in the file), it is listed, not resumed.
                 paused.append(PausedTree(row.name, state, row.checkpoint))
                 continue
-            tasks.append(await pool.resume(state, name=row.name))
+            # Not claimed as a resume: a crash before its next checkpoint leaves the
+            # same row, recovered again the same way.
+            tasks.append(await pool._resume(state, row.name, None, claim=False))
     return Recovered(tasks, paused)
 
 

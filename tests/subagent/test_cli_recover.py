@@ -52,6 +52,16 @@ def test_recover_lists_a_tree_paused_before_the_crash(tmp_path: Path) -> None:
                cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "out.txt").read_text() == "x"
+    # The file was taken by that resume: a second one (or a late answer) is refused.
+    assert not later.exists()
+    assert (tmp_path / "later.json.resumed").exists()
+    twice = run("resume", str(later), str(specs), *common, cwd=tmp_path)
+    assert (twice.returncode, twice.stderr) == (2, (
+        f"subagent: the paused run {later} was resumed already (it is kept as "
+        "later.json.resumed): resuming or answering it again could run its approved "
+        "calls twice\n"))
+    assert run("deny", str(later), "c1", cwd=tmp_path).returncode == 2
+    assert (tmp_path / "out.txt").read_text() == "x"
     # Resumed with the same checkpoints: it ended, nothing is left.
     again = run("recover", str(db), str(specs), *common, cwd=tmp_path)
     assert again.returncode == 0, again.stderr

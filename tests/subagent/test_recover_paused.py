@@ -7,11 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trio
 
 import agentcore
 from agentcore import Checkpoint, CheckpointKind, Message, RunState, ToolCall
 from agentcore._checkpoint import snapshot
-from subagent import PausedTree, Recovered, Spec, SqliteCheckpoints, TaskPaused, open_pool
+from subagent import (
+    AlreadyResumedError,
+    PausedTree,
+    Recovered,
+    Spec,
+    SqliteCheckpoints,
+    TaskPaused,
+    open_pool,
+)
+from subagent._resumed import resume_key
 from tests.agentcore._durable import gate, make_tool, model
 
 WORK = [[["c1", "write", 0], ["c2", "look", 0]], [["c3", "write", 0]]]
@@ -88,3 +98,77 @@ async def test_recovered_compares_as_the_list_of_its_tasks() -> None:
     assert Recovered() == []
     assert Recovered([], [PausedTree("w", RunState.begin([]), "w@1")]) == []
     assert repr(Recovered()) == "Recovered([], paused=[])"
+
+
+def counting_write(ran: list[str]) -> agentcore.FunctionTool:
+    async def run(arguments: str) -> str:
+        await trio.lowlevel.checkpoint()
+        ran.append(arguments)
+        return "written"
+
+    return agentcore.FunctionTool("write", "write", {"type": "object"}, run)
+
+
+def asks_counted(ran: list[str]) -> Spec:
+    return Spec("asks", model=model(WORK), gate=gate("c1", None),
+                tools=[counting_write(ran), make_tool("look", True)])
+
+
+async def test_the_same_stored_state_is_not_resumed_twice(tmp_path: Path) -> None:
+    ran: list[str] = []
+    async with SqliteCheckpoints(tmp_path / "c.db") as store, \
+            open_pool(checkpoints=store) as pool:
+        pool.register(asks_counted(ran))
+        with pytest.raises(TaskPaused) as info:
+            await (await pool.submit("asks", "go")).wait()
+        text = info.value.state.to_json()
+        first = RunState.from_json(text)
+        first.approve("c1", by="alice")
+        assert (await (await pool.resume(first)).wait()).output == "done after 2 turns"
+        assert ran == ['{"s": 0}', '{"s": 0}']  # c1 (approved), then c3
+        for answer in ("approve", "deny"):
+            again = RunState.from_json(text)
+            if answer == "approve":
+                again.approve("c1")
+            else:
+                again.deny("c1", "no")
+            with pytest.raises(AlreadyResumedError) as refused:
+                await pool.resume(again)
+            assert str(refused.value) == (
+                "the paused run 'asks/0001' was resumed already from this state (the "
+                "pool's checkpoints record it): resuming it again would run its approved "
+                "calls again")
+        assert ran == ['{"s": 0}', '{"s": 0}']
+        assert pool.statistics().accepted == 2
+
+
+async def test_a_crash_right_after_the_resume_was_recorded_is_recovered(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.db"
+    ran: list[str] = []
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(asks_counted(ran))
+        with pytest.raises(TaskPaused) as info:
+            await (await pool.submit("asks", "go")).wait()
+        state = info.value.state
+        state.approve("c1", by="alice")
+        # What Pool.resume records first; the process dies before the task runs.
+        assert await store.claim("asks", state, resume_key(state)) is True
+        assert await store.claim("asks", state, resume_key(state)) is False
+    assert ran == []
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(asks_counted(ran))
+        recovered = await pool.recover()
+        assert recovered.paused == ()
+        [task] = recovered
+        assert (await task.wait()).output == "done after 2 turns"
+    assert ran == ['{"s": 0}', '{"s": 0}']  # the approved c1 ran once, then c3
+
+
+def test_the_resume_key_ignores_the_answers() -> None:
+    state = RunState.begin([Message("user", "go")], run_id="r")
+    before = resume_key(state)
+    assert before.startswith("sha256:") and len(before) == 71
+    state.messages.append(Message("assistant", "more"))
+    assert resume_key(state) != before
