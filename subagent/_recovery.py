@@ -231,8 +231,10 @@ def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> Non
     if row.status != "running":
         return
     waiting = [p.call.id for p in state.pending if p.status is agentcore.CallStatus.waiting]
-    if waiting and waiting[0] not in row.in_flight:
+    if waiting and len(waiting) == len(state.pending) and waiting[0] not in row.in_flight:
         # A ``call`` checkpoint is taken just before its call, the first without a result.
+        # (A state with answered calls is a claimed resume, ``SqliteCheckpoints.claim``:
+        # none of its calls started, nothing is in flight.)
         raise CheckpointError(
             f"{where} does not match its state: call {waiting[0][:200]!r} has no result "
             "and is not among its in-flight calls (edited or damaged); refusing to recover it"

@@ -14,6 +14,7 @@ from agentcore import Checkpoint, CheckpointKind, Message, RunState, ToolCall
 from agentcore._checkpoint import snapshot
 from subagent import (
     AlreadyResumedError,
+    CheckpointError,
     PausedTree,
     Recovered,
     Spec,
@@ -172,3 +173,32 @@ def test_the_resume_key_ignores_the_answers() -> None:
     assert before.startswith("sha256:") and len(before) == 71
     state.messages.append(Message("assistant", "more"))
     assert resume_key(state) != before
+
+
+async def test_a_file_written_before_resumes_were_claimed_is_still_read(tmp_path: Path) -> None:
+    import sqlite3
+
+    from subagent._checkschema import UPSERT
+
+    path = tmp_path / "old.db"
+    state = _boss_snapshot()
+    with sqlite3.connect(path) as conn:
+        # The schema of files written before the ``resumed`` table.
+        conn.executescript(
+            "CREATE TABLE checkpoints (run_id TEXT PRIMARY KEY, name TEXT NOT NULL, "
+            "parent TEXT, call_id TEXT, status TEXT NOT NULL, seq INTEGER NOT NULL, "
+            "in_flight TEXT NOT NULL, state BLOB NOT NULL);")
+        conn.execute(UPSERT, ("boss/0001", "boss", None, None, "running", '["d1"]',
+                              state.to_json()))
+    [row] = await SqliteCheckpoints(path).rows()
+    assert (row.run_id, row.status) == ("boss/0001", "running")
+    async with SqliteCheckpoints(path) as store:  # its writer adds the table
+        assert await store.claim("boss", state, "k") is True
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE resumed")
+        conn.execute("CREATE TABLE resumed (run_id TEXT, key TEXT, extra TEXT, "
+                     "PRIMARY KEY (run_id, key))")
+    with pytest.raises(CheckpointError) as info:
+        await SqliteCheckpoints(path).rows()
+    assert str(info.value) == ("not a checkpoint database: its schema is not the one "
+                               "SqliteCheckpoints creates (refusing to run its SQL)")
