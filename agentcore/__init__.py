@@ -10,6 +10,7 @@ from ._checkpoint import Checkpoint as Checkpoint
 from ._checkpoint import Checkpointer as Checkpointer
 from ._checkpoint import CheckpointKind as CheckpointKind
 from ._checkpoint import recover_calls as recover_calls
+from ._checkpoint import start_checkpoint as start_checkpoint
 from ._errors import AgentCoreError as AgentCoreError
 from ._errors import AuditError as AuditError
 from ._errors import CallPaused as CallPaused
@@ -65,6 +66,7 @@ from ._run import current_run as current_run
 from ._state import RunState as RunState
 from ._statecodec import MAX_STATE_BYTES as MAX_STATE_BYTES
 from ._statecodec import MAX_STATE_DEPTH as MAX_STATE_DEPTH
+from ._statecodec import MAX_STATE_STEERING as MAX_STATE_STEERING
 from ._steering import Pending as Pending
 from ._steering import RunEndedError as RunEndedError
 from ._summary import EndReason as EndReason

@@ -4,6 +4,9 @@ An Agent built with ``checkpoint=`` (a :data:`Checkpointer`) hands it a
 :class:`Checkpoint` at three kinds of moment, awaiting it each time so that what
 it stores is durable before the run goes on:
 
+- ``start`` is not the Agent's: whoever starts a run may take it before the run
+  exists (:func:`start_checkpoint`; a pool with checkpoints does, when a task is
+  queued), so a run killed before its first turn is restarted from its input;
 - ``turn``: at every turn boundary, after the tool results are appended and before
   the next model call;
 - ``call``: just before a call of a tool that is not read-only executes (the call is
@@ -29,7 +32,7 @@ from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 import attrs
 import trio
 
-from ._messages import Message, ToolCall
+from ._messages import AgentPath, Message, ToolCall
 from ._pending import CallStatus, PendingCall
 from ._state import Phase, RunState
 from ._summary import EndReason, RunSummary
@@ -41,6 +44,9 @@ INTERRUPTED = "interrupted by a crash; not repeated"
 class CheckpointKind(enum.StrEnum):
     """When a :class:`Checkpoint` was taken."""
 
+    start = "start"
+    """Before the run's first turn: its conversation is its opening (system prompt,
+    history, input); taken by whoever starts it (:func:`start_checkpoint`)."""
     turn = "turn"
     """At a turn boundary: every call so far has its result in the conversation."""
     call = "call"
@@ -75,6 +81,29 @@ class Checkpoint:
 Checkpointer = Callable[[Checkpoint], Awaitable[None]]
 
 
+def opening(system_prompt: str, history: Sequence[Message], input: str) -> list[Message]:
+    """The conversation a run starts on: the system prompt (if any), ``history``,
+    then ``input`` as the user message. Not a checkpoint."""
+    messages: list[Message] = []
+    if system_prompt:
+        messages.append(Message("system", system_prompt))
+    messages.extend(history)
+    messages.append(Message("user", input))
+    return messages
+
+
+def start_checkpoint(
+    system_prompt: str, input: str, *, run_id: str, agent: str, path: AgentPath,
+    history: Sequence[Message] = (),
+) -> Checkpoint:
+    """The ``start`` checkpoint of a run not started yet: its opening conversation in
+    the form of a paused run with no pending call, which ``Agent.resume`` restarts
+    from its input (recording its prompt again). Not a checkpoint (trio); O(history)."""
+    state = RunState.begin(opening(system_prompt, history, input), run_id=run_id,
+                           agent=agent, path=path, input=input)
+    return Checkpoint(CheckpointKind.start, snapshot(state))
+
+
 def snapshot(state: RunState) -> RunState:
     """A copy of a running run's ``state`` in the form of a paused run, with the
     current turn's calls that have no result message as ``waiting`` pending calls.
@@ -89,6 +118,8 @@ def snapshot(state: RunState) -> RunState:
     copy.denied = state.denied
     copy.usage = state.usage
     copy.follow_ups = list(state.follow_ups)
+    copy.inbox = list(state.inbox)  # its steering is stored (Pending values are frozen)
+    copy.preempting = state.preempting
     copy.reported = state.reported
     copy.elapsed = state.elapsed
     copy.pending = [PendingCall(c, CallStatus.waiting) for c in unanswered(messages)]
@@ -150,8 +181,14 @@ def recover_calls(
     """
     pending: list[PendingCall] = []
     kids: list[RunState] = []
+    # A paused state stored as a checkpoint (an answered state being resumed) keeps
+    # its delegated calls' children, in order, and any other children after them.
+    kept = iter(state.children)
     for p in state.pending:
-        if p.status is CallStatus.waiting and p.call.id in in_flight:
+        if p.status is CallStatus.delegated:
+            pending.append(p)
+            kids.append(next(kept))
+        elif p.status is CallStatus.waiting and p.call.id in in_flight:
             child = children.get(p.call.id)
             if child is not None:
                 pending.append(PendingCall(p.call, CallStatus.delegated, "recovered"))
@@ -164,5 +201,5 @@ def recover_calls(
         else:
             pending.append(p)
     state.pending = pending
-    state.children = kids
+    state.children = [*kids, *kept]
     state.checkpoint = checkpoint

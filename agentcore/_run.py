@@ -12,7 +12,7 @@ import trio
 from ledger._record import record_of
 
 from ._audit import record, record_now
-from ._checkpoint import at_end, at_turn
+from ._checkpoint import at_end, at_turn, opening
 from ._errors import describe
 from ._events import Event, EventKind, EventSink
 from ._hookcall import call_hook
@@ -98,11 +98,7 @@ class Run(RunHandle):
             resume.reopen()
             self._state = resume
             return
-        messages: list[Message] = []
-        if agent.system_prompt:
-            messages.append(Message("system", agent.system_prompt))
-        messages.extend(history)
-        messages.append(Message("user", input))
+        messages = opening(agent.system_prompt, history, input)
         self._state = RunState.begin(
             messages, run_id=self.run_id, agent=agent.agent_id, path=path, input=input
         )
@@ -359,6 +355,11 @@ class Run(RunHandle):
         pending, state.pending = state.pending, []
         children, state.children = state.children, []
         await audit_answers(self, pending)
+        if state.turn == 0 and not pending:
+            # Recovered from before its first turn (a ``start`` checkpoint, or a crash
+            # before the first model call): it restarts from its input, and records
+            # its prompt as a run that starts does (again, if the crash came after).
+            await self.audit("prompt", arguments=self.input)
         await finish_pending(self, pending, children)
         return await self._loop(last_answer(state.messages))
 

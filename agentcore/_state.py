@@ -23,6 +23,7 @@ from collections.abc import Iterator
 import attrs
 
 from ._errors import RunStateError
+from ._events import EventKind
 from ._messages import AgentPath, Message, Usage
 from ._pending import CallStatus, PendingApproval, PendingCall
 from ._statecodec import Decoded, decode_state, encode_state
@@ -218,12 +219,14 @@ class RunState:
         the state and the state. Not a checkpoint.
 
         Tools, models, gates, hooks and sinks are not in it: they are the Agent's,
-        bound again by name on resume. Nor are steering messages waiting in the
-        inbox, the interrupt and abort flags: only a run that is not running (new,
-        paused or ended) can be stored.
+        bound again by name on resume. Nor are the interrupt and abort flags: only
+        a run that is not running (new, paused or ended) can be stored. Steering
+        messages waiting in the inbox are (a snapshot taken at a checkpoint of a
+        running run may hold some; at most ``MAX_STATE_STEERING``).
 
         Raises:
-          RunStateError: the run is running.
+          RunStateError: the run is running, or more than ``MAX_STATE_STEERING``
+            steering messages wait.
         """
         if any(state.phase is Phase.running for state in self._tree()):
             raise RunStateError(
@@ -271,7 +274,19 @@ class RunState:
         state.summary = d.summary
         state.pending = list(d.pending)
         state.elapsed = d.elapsed
+        # Steering that waited in the inbox at a checkpoint: read by the resumed run.
+        state.inbox = [Pending(Message("user", t), EventKind.steering_injected, t)
+                       for t in d.steering]
+        state.preempting = len(state.inbox)
         return state
+
+    @property
+    def steering(self) -> list[str]:
+        """The texts of the steering messages waiting in the inbox, in order: what
+        :meth:`to_json` stores of it (a checkpoint of a running run may hold some;
+        other kinds of inbox entries are not stored). Not a checkpoint."""
+        return [p.message.content for p in self.inbox
+                if p.event is EventKind.steering_injected and p.on_read is None]
 
     def put(self, pending: Pending) -> None:
         """Add ``pending`` to the inbox (the caller checked the run has not ended)."""

@@ -33,6 +33,9 @@ MAX_STATE_BYTES = 64 << 20
 #: The deepest nesting of children states ``RunState.from_json`` accepts (the
 #: root is level 1).
 MAX_STATE_DEPTH = 32
+#: The most steering messages waiting in a run's inbox that a state holds (a
+#: checkpoint taken while they wait stores them; more cannot be stored).
+MAX_STATE_STEERING = 1000
 #: An error quotes at most this much of the decoder's message.
 _QUOTED = 300
 
@@ -84,7 +87,8 @@ class _Pending(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     denied: bool = False
 
 
-class _Body(msgspec.Struct, forbid_unknown_fields=True):
+class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    # Only ``steering`` has a default: a state without it is written as before.
     run_id: str
     agent: str
     path: list[str]
@@ -101,6 +105,7 @@ class _Body(msgspec.Struct, forbid_unknown_fields=True):
     pending: list[_Pending]
     elapsed: _Seconds
     children: list[msgspec.Raw]
+    steering: Annotated[list[str], msgspec.Meta(max_length=MAX_STATE_STEERING)] = []
 
 
 class _Envelope(msgspec.Struct):
@@ -151,6 +156,8 @@ class StateLike(Protocol):
     def elapsed(self) -> float: ...
     @property
     def children(self) -> Sequence[StateLike]: ...
+    @property
+    def steering(self) -> Sequence[str]: ...
 
 
 @attrs.frozen
@@ -173,6 +180,7 @@ class Decoded:
     pending: list[PendingCall]
     elapsed: float
     children: list[Decoded] = attrs.Factory(list)
+    steering: list[str] = attrs.Factory(list)
 
 
 _encoder = msgspec.json.Encoder()
@@ -219,7 +227,18 @@ def _body_of(state: StateLike, children: list[msgspec.Raw]) -> _Body:
         ],
         elapsed=state.elapsed,
         children=children,
+        steering=_steering(state),
     )
+
+
+def _steering(state: StateLike) -> list[str]:
+    texts = list(state.steering)
+    if len(texts) > MAX_STATE_STEERING:
+        raise RunStateError(
+            f"more than {MAX_STATE_STEERING} steering messages wait in the run's inbox "
+            "(MAX_STATE_STEERING): its state cannot be stored"
+        )
+    return texts
 
 
 def encode_state(state: StateLike) -> str:
@@ -367,4 +386,5 @@ def _build(b: _Body) -> Decoded:
         )
     return Decoded(b.run_id, b.agent, tuple(b.path), b.input, messages, b.turn,
                    b.tool_calls, b.tool_errors, b.denied, _the_usage(b.usage),
-                   list(b.follow_ups), b.reported, summary, pending, b.elapsed)
+                   list(b.follow_ups), b.reported, summary, pending, b.elapsed,
+                   steering=list(b.steering))

@@ -4,8 +4,8 @@ Run ``python -m bench.checkpoints [--runs N] [--repeat N] [--fsync]``. W1 (2,000
 of a two-turn agent calling a read-only echo, 8 at once, audited to a
 ``MemorySink``) on the pool as ``python -m bench`` runs it, and the same with
 ``open_pool(checkpoints=SqliteCheckpoints(file))`` (a fresh file in a temporary
-directory per run of the case): each run commits three checkpoints (two turn
-boundaries and its end). Also W1 with the echo declared mutating, which adds one
+directory per run of the case): each run commits four checkpoints (its start when
+queued, two turn boundaries and its end). Also W1 with the echo declared mutating, which adds one
 "call in flight" checkpoint per run. Best of N, interleaved. A benchmark, not a
 test: nothing here asserts a time.
 """
@@ -50,7 +50,7 @@ def w1_checkpointed(runs: int, *, fsync: bool = False, mutating: bool = False) -
                 assert pool.statistics().finished == runs
                 stream.close()
             await store.aclose()
-            assert store.commits == runs * (4 if mutating else 3), store.commits
+            assert store.commits == runs * (5 if mutating else 4), store.commits
         return runs
 
     return main
@@ -70,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         w1_checkpointed(n, fsync=args.fsync, mutating=True), repeat=args.repeat,
     )
     print(f"checkpoints off: {off.per_op_us:.0f} us/run")
-    print(f"checkpoints on ({'FULL' if args.fsync else 'NORMAL'}, 3 commits/run): "
+    print(f"checkpoints on ({'FULL' if args.fsync else 'NORMAL'}, 4 commits/run): "
           f"{on.per_op_us:.0f} us/run, ratio on/off {on.seconds / off.seconds:.2f}x")
-    print(f"checkpoints on, mutating echo (4 commits/run): {mutating.per_op_us:.0f} us/run, "
+    print(f"checkpoints on, mutating echo (5 commits/run): {mutating.per_op_us:.0f} us/run, "
           f"ratio {mutating.seconds / off.seconds:.2f}x")
     return 0
 

@@ -19,7 +19,8 @@ import agentcore
 from agentcore import Message, RunState, ToolCall
 from agentcore._checkpoint import snapshot
 from subagent import CheckpointError, SqliteCheckpoints
-from subagent._checkpoints import _SCHEMA, _UPSERT
+from subagent._checkschema import SCHEMA as _SCHEMA
+from subagent._checkschema import UPSERT as _UPSERT
 
 from ._bytes import ByteReader
 from ._runner import main

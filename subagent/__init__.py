@@ -36,8 +36,11 @@ from ._history_input import MAX_HISTORY_MESSAGES as MAX_HISTORY_MESSAGES
 from ._open import open_pool as open_pool
 from ._outputschema import JsonSchemaOutput as JsonSchemaOutput
 from ._pool import Pool as Pool
+from ._recovery import PausedTree as PausedTree
+from ._recovery import Recovered as Recovered
 from ._result import Result as Result
 from ._results import SubagentResultsTool as SubagentResultsTool
+from ._resumed import AlreadyResumedError as AlreadyResumedError
 from ._spec import Defaults as Defaults
 from ._spec import Spec as Spec
 from ._statistics import PoolStatistics as PoolStatistics

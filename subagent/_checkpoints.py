@@ -34,6 +34,7 @@ import agentcore
 from ledger._files import create_private, lock_path, open_private, try_lock
 from ledger._oserror import describe
 
+from ._checkschema import CLAIM, SCHEMA, STATUSES, UPSERT, schema_ok
 from ._errors import SubagentError
 
 #: The most rows :meth:`SqliteCheckpoints.rows` reads (one per run): 100,000.
@@ -43,34 +44,6 @@ MAX_CHECKPOINT_BYTES = agentcore.MAX_STATE_BYTES
 #: The most bytes of a row's text columns other than the state.
 _MAX_FIELD = 4096
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS checkpoints (
-  run_id TEXT PRIMARY KEY,
-  name TEXT NOT NULL,
-  parent TEXT,
-  call_id TEXT,
-  status TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  in_flight TEXT NOT NULL,
-  state BLOB NOT NULL
-);
-"""
-_UPSERT = (
-    "INSERT INTO checkpoints (run_id, name, parent, call_id, status, seq, in_flight, state) "
-    "VALUES (?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
-    "name = excluded.name, parent = excluded.parent, call_id = excluded.call_id, "
-    "status = excluded.status, seq = seq + 1, in_flight = excluded.in_flight, "
-    "state = excluded.state"
-)
-_STATUSES = ("running", "paused", "ended")
-# What the file may hold: the table above (each column: name, declared type, not null,
-# primary key, hidden) and its key's index; no trigger, view or generated column, whose
-# SQL would run in this process on every read or write.
-_COLUMNS = [("run_id", "TEXT", 0, 1, 0), ("name", "TEXT", 1, 0, 0), ("parent", "TEXT", 0, 0, 0),
-            ("call_id", "TEXT", 0, 0, 0), ("status", "TEXT", 1, 0, 0),
-            ("seq", "INTEGER", 1, 0, 0), ("in_flight", "TEXT", 1, 0, 0),
-            ("state", "BLOB", 1, 0, 0)]
-_OBJECTS = [("index", "sqlite_autoindex_checkpoints_1"), ("table", "checkpoints")]
 _ids = msgspec.json.Decoder(list[str])
 _LOCKED = "another SqliteCheckpoints is writing to it (here or in another process)"
 
@@ -120,8 +93,18 @@ def _to_path(path: str | os.PathLike[str]) -> str:
 
 
 @attrs.define(eq=False)
+class _Claim:
+    # A resume's marker (run id, key) and its run's row, written only if it is new.
+    run_id: str
+    key: str
+    row: _Write
+    taken: bool = False
+
+
+@attrs.define(eq=False)
 class _Batch:
     rows: list[_Write] = attrs.Factory(list)
+    claims: list[_Claim] = attrs.Factory(list)
     done: trio.Event = attrs.Factory(trio.Event)
     cause: str | None = None
 
@@ -189,7 +172,7 @@ class SqliteCheckpoints:
         await trio.lowlevel.checkpoint_if_cancelled()
         kind = point.kind
         state = point.state
-        status = {"turn": "running", "call": "running"}.get(kind, kind.value)
+        status = {"start": "running", "turn": "running", "call": "running"}.get(kind, kind.value)
         body: str | agentcore.RunState
         if kind is agentcore.CheckpointKind.paused:
             body = state.to_json()  # the run's own state: encoded before it changes
@@ -199,6 +182,29 @@ class SqliteCheckpoints:
             body = state  # a snapshot nobody changes: the writer thread encodes it
         row: _Write = (state.run_id, name, parent, call_id, status,
                        msgspec.json.encode(list(point.in_flight)).decode(), body)
+        await self._commit(row, None)
+        self.commits += 1
+
+    async def claim(self, name: str, state: agentcore.RunState, key: str) -> bool:
+        """Record that the paused ``state`` is being resumed (by its run id and
+        ``key``, see ``subagent._resumed``) and, in the same transaction, store it as
+        its run's checkpoint (``running``, nothing in flight: answered, not yet
+        resumed), so a crash from here on is recovered with its answers. Returns ``False``, writing
+        nothing, when that state was resumed already. A checkpoint.
+
+        Raises:
+          CheckpointError: the database cannot be opened or written.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        row: _Write = (state.run_id, name, None, None, "running", "[]", state.to_json())
+        claim = _Claim(state.run_id, key, row)
+        await self._commit(None, claim)
+        if claim.taken:
+            self.commits += 1
+        return claim.taken
+
+    async def _commit(self, row: _Write | None, claim: _Claim | None) -> None:
+        # Hand ``row`` or ``claim`` to the writer thread and wait for its commit.
         if self._thread is None:
             await self._open()
         if self._closed:
@@ -208,13 +214,15 @@ class SqliteCheckpoints:
             if batch is None:
                 batch = self._pending = _Batch()
                 self._wakeup.notify()
-            batch.rows.append(row)
+            if row is not None:
+                batch.rows.append(row)
+            if claim is not None:
+                batch.claims.append(claim)
         with trio.CancelScope(shield=True):
             # Once handed over it is committed or not; wait to know which.
             await batch.done.wait()
         if batch.cause is not None:
             raise CheckpointError(f"cannot store a checkpoint: {batch.cause}")
-        self.commits += 1
 
     async def _open(self) -> None:
         async with self._open_lock:
@@ -273,7 +281,7 @@ class SqliteCheckpoints:
                 create_private(self.path)
                 conn = _connect(self.path, self.busy_timeout)
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync else 'NORMAL'}")
-                conn.executescript(_SCHEMA)
+                conn.executescript(SCHEMA)
                 _check_schema(conn)
             except CheckpointError as exc:
                 report(str(exc))
@@ -302,8 +310,15 @@ class SqliteCheckpoints:
                 rows = [(*row[:6], row[6] if isinstance(row[6], str) else row[6].to_json())
                         for row in batch.rows]
                 conn.execute("BEGIN IMMEDIATE")
-                conn.executemany(_UPSERT, rows)
+                conn.executemany(UPSERT, rows)
+                taken = []
+                for claim in batch.claims:
+                    if conn.execute(CLAIM, (claim.run_id, claim.key)).rowcount == 1:
+                        conn.execute(UPSERT, claim.row)
+                        taken.append(claim)
                 conn.execute("COMMIT")
+                for claim in taken:
+                    claim.taken = True
             except Exception as exc:
                 if conn.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
@@ -363,7 +378,7 @@ class SqliteCheckpoints:
             t is None or (isinstance(t, str) and len(t) <= _MAX_FIELD) for t in (parent, call_id)
         ):
             raise CheckpointError(f"malformed {where}: bad text column")
-        if status not in _STATUSES or not isinstance(seq, int) or not isinstance(size, int):
+        if status not in STATUSES or not isinstance(seq, int) or not isinstance(size, int):
             raise CheckpointError(f"malformed {where}: bad status or counter")
         try:
             ids = tuple(_ids.decode(str(in_flight)))
@@ -401,9 +416,6 @@ def _connect(path: str, timeout: float) -> sqlite3.Connection:
 
 
 def _check_schema(conn: sqlite3.Connection) -> None:
-    objects = sorted(conn.execute("SELECT type, name FROM sqlite_master LIMIT 100"))
-    columns = [(name, kind, notnull, pk, hidden) for _, name, kind, notnull, _, pk, hidden
-               in conn.execute("PRAGMA table_xinfo(checkpoints)").fetchmany(100)]
-    if objects != _OBJECTS or columns != _COLUMNS:
+    if not schema_ok(conn):
         raise CheckpointError("not a checkpoint database: its schema is not the one "
                               "SqliteCheckpoints creates (refusing to run its SQL)")

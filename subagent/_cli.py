@@ -43,7 +43,7 @@ from ._clibase import (
     EXIT_USAGE,
     read_only_or_delegation,
 )
-from ._clirecover import add_recover
+from ._clirecover import add_recover, left_paused, paused_files
 from ._clitemporal import add_temporal, run_temporal
 from ._declarative import SpecFile, load_specs
 from ._delegation import SubagentTool
@@ -56,7 +56,14 @@ from ._ledgerfile import default_ledger_path, open_sink
 from ._open import open_pool
 from ._results import SubagentResultsTool
 from ._safe_text import one_line, safe_text
-from ._statefile import answer, defer_changes, print_pending, read_state, write_state
+from ._statefile import (
+    answer,
+    defer_changes,
+    print_pending,
+    read_state,
+    take_for_resume,
+    write_state,
+)
 from ._stream import Stream
 from ._terminal import Screen, TerminalAnswers, TerminalApproval
 from ._view import TreeView, dollars, left, render_lines, render_rich
@@ -139,8 +146,10 @@ async def run_specs(
     """Run ``agent`` on ``task_text`` (or continue the paused run ``resume``, or with
     ``recover`` the tasks a crash left unfinished in ``checkpoints``) with a live
     tree, then print the output, the usage of the whole tree and the ledger's
-    verification. A run that pauses is stored in ``state_file``; with
-    ``checkpoints`` every task's state is committed there. A checkpoint.
+    verification. A run that pauses is stored in ``state_file`` (with ``recover``,
+    the trees found waiting for a human and those that pause go to it, then to
+    ``state_file.2``, ...); with ``checkpoints`` every task's state is committed
+    there. A checkpoint.
 
     ``on_pool`` is called with the pool once it is open (``--otel`` instruments it)."""
     names = tuple(sorted(spec.name for spec in specs.specs))
@@ -179,9 +188,17 @@ async def run_specs(
                     display.view.budgets = {
                         name: spec.budget for name, spec in pool.specs.items() if spec.budget
                     }
+                    files = paused_files(state_file)
+                    said: list[str] = []
                     if recover:
-                        tasks = await pool.recover()
-                        output = "nothing to recover: no task was left unfinished"
+                        recovered = await pool.recover()
+                        tasks = list(recovered)
+                        for tree in recovered.paused:
+                            code = EXIT_PAUSED
+                            said.append(left_paused(tree.state, tree.checkpoint,
+                                                    _paused(tree.state, next(files))))
+                        if not tasks and not said:
+                            said.append("nothing to recover: no task was left unfinished")
                     elif resume is not None:
                         tasks = [await pool.resume(resume)]
                     else:
@@ -193,10 +210,12 @@ async def run_specs(
                             usage = result.tree_usage
                         except TaskPaused as paused:
                             code = EXIT_PAUSED
-                            output = _paused(paused.state, state_file)
+                            output = _paused(paused.state, next(files))
                         except TaskError as exc:
-                            code = EXIT_TASK_FAILED
+                            code = code or EXIT_TASK_FAILED
                             output = f"the task did not finish: {one_line(str(exc))}"
+                        said.append(output)
+                    output = "\n\n".join(said)
             finally:
                 stream.close()
                 await sink.aclose()
@@ -270,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--ledger", type=Path, default=None,
                         help="the ledger file the run wrote (its chain is continued)")
     resume.add_argument("--plain", action="store_true", help="plain lines, no live tree")
+    resume.add_argument("--checkpoints", type=Path, default=None, metavar="FILE",
+                        help="commit every task's state to this SQLite file (as run does)")
     pending = commands.add_parser("pending", help="list the calls a paused run waits on")
     pending.add_argument("file", type=Path, help="the paused run")
     for verb in ("approve", "deny"):
@@ -351,14 +372,17 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
             return trio.run(
                 lambda: run_specs(specs, "", "", gate=gate, ledger_path=ledger_path,
                                   screen=screen, rich=rich, checkpoints=args.file,
-                                  recover=True)
+                                  recover=True, state_file=args.approve_later)
             )
         if args.command == "resume":
-            state = read_state(args.file)
+            # Taken (moved to FILE.resumed, under its lock) before anything runs: the
+            # same file is not resumed twice.
+            state = take_for_resume(args.file)
             return trio.run(
                 lambda: run_specs(specs, state.agent, state.input, gate=gate,
                                   ledger_path=ledger_path, screen=screen, rich=rich,
-                                  state_file=args.file, resume=state)
+                                  state_file=args.file, resume=state,
+                                  checkpoints=args.checkpoints)
             )
         tracing = _tracing() if args.otel else None
         try:

@@ -4,8 +4,15 @@
 from __future__ import annotations
 
 import argparse
+import io
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from agentcore import RunState
+
+from ._safe_text import one_line
+from ._statefile import print_pending
 
 
 def add_recover(run: argparse.ArgumentParser, commands: Any) -> None:
@@ -25,3 +32,26 @@ def add_recover(run: argparse.ArgumentParser, commands: Any) -> None:
     gates = recover.add_mutually_exclusive_group()
     gates.add_argument("--approve", action="store_true", help="ask on the terminal per tool call")
     gates.add_argument("--yes", action="store_true", help="allow every tool call")
+    gates.add_argument("--approve-later", type=Path, default=None, metavar="FILE",
+                       help="store each tree that waits for approval (paused before the "
+                            "crash, or pausing now) in FILE, FILE.2, ... to answer it")
+
+
+def paused_files(base: Path | None) -> Iterator[Path | None]:
+    """Where ``recover --approve-later FILE`` stores the paused trees, in turn: FILE,
+    then FILE.2, FILE.3, ... (``None`` each time without the option)."""
+    yield base
+    k = 2
+    while True:
+        yield None if base is None else base.with_name(f"{base.name}.{k}")
+        k += 1
+
+
+def left_paused(state: RunState, checkpoint: str, how: str) -> str:
+    """What ``recover`` says of a tree it found waiting for a human: its checkpoint,
+    the deferred calls (as ``subagent pending`` lists them) and ``how`` to answer
+    (the ``--approve-later`` text)."""
+    listed = io.StringIO()
+    print_pending(state, listed)
+    return (f"left paused at checkpoint {one_line(checkpoint, 200)} (it waits for a "
+            f"human):\n{listed.getvalue()}{how}")

@@ -19,11 +19,12 @@ from ledger._record import record_of
 from ._background import end_children, orphan, settle
 from ._budgeted import budgeted_model
 from ._budgeted import settle as settle_budget
+from ._checkpoints import CheckpointError
 from ._core import TaskStatus
 from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation
 from ._events import Event, EventKind
-from ._recovery import commit_checkpoint
+from ._recovery import commit_checkpoint, commit_start, end_unstarted
 from ._result import end_status
 from ._results import SubagentResultsTool
 from ._spec import Spec, agent_settings
@@ -242,14 +243,17 @@ async def _audit(sink: Sink, entry: Record) -> AuditError | None:
     return None
 
 
-def _prepare(task: Task) -> agentcore.Run:
-    # The task's run, and its limits (the deadline of task._scope; none without limits).
+def _prepare(task: Task, agent: Agent | None = None) -> agentcore.Run:
+    # The task's run (on ``agent``, built already, or built here), and its limits
+    # (the deadline of task._scope; none without limits).
     spec = task.spec
+    if agent is None:
+        agent = build_agent(task)
     if task._resume is not None:
         # Pool.resume checked the state against the spec.
-        run = build_agent(task).new_run_from(task._resume, emit=_emitter(task))
+        run = agent.new_run_from(task._resume, emit=_emitter(task))
     else:
-        run = build_agent(task).new_run(
+        run = agent.new_run(
             task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path),
             history=task.history,
         )
@@ -285,13 +289,17 @@ async def run_task(task: Task) -> None:
     """Take ``task`` from queued to resolved; the pool starts it in its nursery (the
     core's StartRunner). A checkpoint.
 
-    It reports ``task_queued``, waits for a slot, reports ``task_started`` and runs;
+    It commits its ``start`` checkpoint (with checkpoints, a new run: see
+    ``commit_start``), reports ``task_queued``, waits for a slot, reports
+    ``task_started`` and runs;
     then it tells the core how the run ended (``cancelled``: cancelled before or
     while it ran), ends the task (:func:`end_task`) and resolves it. One coroutine
     for all of it: a frame fewer per parked run.
     """
     status = TaskStatus.cancelled
-    failure: AuditError | None = None
+    failure: AuditError | CheckpointError | None = None
+    agent: Agent | None = None
+    started: agentcore.Checkpoint | None = None
     ran = False
     outer: Task | None = None
     try:
@@ -301,13 +309,20 @@ async def run_task(task: Task) -> None:
                 with trio.move_on_after(END_TIMEOUT, shield=True):
                     failure = await _report_start(task, EventKind.task_queued)
             else:
-                failure = await _report_start(task, EventKind.task_queued)
+                if task.pool.checkpoints is not None and task._resume is None:
+                    # Durable before it is announced: recover() restarts it from its input.
+                    agent = build_agent(task)
+                    try:
+                        started = await commit_start(task, agent)
+                    except CheckpointError as exc:
+                        failure = exc
+                failure = await _report_start(task, EventKind.task_queued) or failure
             await task._wait_granted()
             if failure is None:
                 failure = await _report_start(task, EventKind.task_started)
             if failure is None:
                 # Its limits are the task's own scope's deadline (see Task._limit).
-                run = _prepare(task)
+                run = _prepare(task, agent)
                 # The outer value is restored (a Token would be 64 B of every parked run).
                 outer = current_task.get()
                 current_task.set(task)
@@ -316,8 +331,9 @@ async def run_task(task: Task) -> None:
                 task._conclude_run(result)
                 status = settle_budget(task, end_status(result.summary.end_reason))
             else:
-                # Fail closed: a task whose queueing or start cannot be audited does not run.
-                task._conclude("", None, failure, f"AuditError: {failure}")
+                # Fail closed: a task whose queueing or start cannot be audited (or
+                # checkpointed) does not run.
+                task._conclude("", None, failure, f"{type(failure).__name__}: {failure}")
                 status = TaskStatus.failed
         if task._scope.cancelled_caught and not task._node.cancel_called and task._run is not None:
             # Not cancelled: the scope caught its deadline, one of the run's limits.
@@ -328,6 +344,8 @@ async def run_task(task: Task) -> None:
         if ran:
             task._unlimit()
             current_task.set(outer)
+        if started is not None and task._run is None:
+            await end_unstarted(task, started, END_TIMEOUT)
         # Through the pool's _apply, like Task.cancel.
         core = task._core
         node = task._node

@@ -29,9 +29,10 @@ from ._core import (
 from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
-from ._recovery import recover
+from ._recovery import Recovered, recover
 from ._resumable import Names as _Names
 from ._resumable import check_resumable
+from ._resumed import already_resumed, resume_key
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
 from ._stream import Stream
@@ -269,14 +270,32 @@ class Pool(Waits):
         and audit entries continue the paused run's). It continues as
         :meth:`agentcore.Agent.resume` does, and may pause again.
 
+        With :attr:`checkpoints`, the state is recorded there as resumed (its run id
+        and answers-independent key), with its answers as its run's checkpoint, before
+        the task is queued: the same paused state given again (the same stored JSON
+        resumed twice) raises :class:`AlreadyResumedError` instead of running its
+        approved calls again. Without checkpoints nothing records it: resuming the
+        same state twice runs its approved calls twice (keep the state where only
+        one resume can take it, as ``subagent resume`` does with its file).
+
         Raises:
           agentcore.ResumeError: the state is not paused, has an unanswered call, an
             approved call of a tool the spec does not have, or the states of
             delegated runs (not supported by the pool yet).
           UnknownAgentError: no spec has that name (or that agent id); or several
             specs share the agent id and ``name`` is not given.
+          AlreadyResumedError: the checkpoints record this state as resumed already.
+          CheckpointError: the checkpoints cannot record it (nothing is queued).
           PoolClosedError: the pool is closed.
         """
+        return await self._resume(state, name, events, claim=True)
+
+    async def _resume(
+        self, state: agentcore.RunState, name: str | None, events: Stream | None, *,
+        claim: bool,
+    ) -> Task:
+        # ``claim``: record the state as resumed in the checkpoints (not for a
+        # recovered state: a second crash is recovered again from the same row).
         if name is None:
             found = [s.name for s in self._specs.values() if s.agent_id == state.agent]
             if len(found) != 1:
@@ -286,12 +305,18 @@ class Pool(Waits):
         if spec is None:
             raise UnknownAgentError(name, tuple(sorted(self._specs)))
         check_resumable(_Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
+        if claim and self.checkpoints is not None and not await self.checkpoints.claim(
+            name, state, resume_key(state)
+        ):
+            raise already_resumed(state)
         return await self._submit(name, state.input, (), events, None, resume=state)
 
-    async def recover(self) -> list[Task]:
+    async def recover(self) -> Recovered:
         """Resume the root tasks a crash left unfinished in :attr:`checkpoints`, each
-        from its last checkpoint (see ``subagent._recovery``); returns their Tasks.
-        A checkpoint. Raises ``CheckpointError`` when the pool has no checkpoints."""
+        from its last checkpoint (see ``subagent._recovery``); returns their Tasks
+        (a list), with the trees that wait for a human's answers, not resumed, in
+        ``.paused`` (:class:`PausedTree`: answer, then :meth:`resume`). A checkpoint.
+        Raises ``CheckpointError`` when the pool has no checkpoints."""
         if self.checkpoints is None:
             raise CheckpointError("this pool has no checkpoints: open_pool(checkpoints=...)")
         return await recover(self, self.checkpoints)

@@ -6,11 +6,19 @@ A pool opened with ``checkpoints=`` gives each task's Agent a checkpointer
 the delegating call's id. :func:`recover` reads the rows back, rebuilds each root
 task's tree as a paused tree (a child whose delegating call was in flight is nested
 in its parent's state, as a pause nests it) and resumes it with ``Pool.resume``.
+A tree that waits for a human (a run of it paused for approval before the crash) is
+not resumed: :func:`recover` lists it in :attr:`Recovered.paused`, to be answered
+and resumed like any paused run.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
+
+import attrs
+import trio
 
 import agentcore
 from agentcore import MAX_STATE_DEPTH
@@ -30,7 +38,44 @@ class Pool(Protocol):
     @property
     def specs(self) -> dict[str, Spec]: ...
 
-    async def resume(self, state: agentcore.RunState, *, name: str | None = None) -> Task: ...
+    async def _resume(
+        self, state: agentcore.RunState, name: str | None, events: None, *, claim: bool
+    ) -> Task: ...
+
+
+@attrs.frozen
+class PausedTree:
+    """A tree :func:`recover` found waiting for a human: answer its
+    ``state.pending_approvals`` (``state.approve`` / ``state.deny``), then
+    ``Pool.resume(state, name=name)``; or store it with ``state.to_json()``.
+
+    Attributes:
+      name: The spec its root ran (give it to ``Pool.resume``).
+      state: The root's paused state, its children's nested (a root that was still
+        running at the crash is in its recovered form, as ``recover`` would resume it).
+      checkpoint: The name of the root's last checkpoint (``<run_id>@<seq>``).
+    """
+
+    name: str
+    state: agentcore.RunState
+    checkpoint: str
+
+
+class Recovered(list["Task"]):
+    """What :func:`recover` returns: the Tasks it resumed (it is their list, in the
+    order they were first checkpointed) and, in :attr:`paused`, the trees it left
+    as they were because they wait for a human's answers."""
+
+    paused: tuple[PausedTree, ...]
+    """Each root tree paused for approval (before the crash, or with a subagent
+    paused inside a tree that was still running), in the order first checkpointed."""
+
+    def __init__(self, tasks: Iterable[Task] = (), paused: Iterable[PausedTree] = ()) -> None:
+        super().__init__(tasks)
+        self.paused = tuple(paused)
+
+    def __repr__(self) -> str:
+        return f"Recovered({list(self)!r}, paused={list(self.paused)!r})"
 
 
 async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
@@ -42,17 +87,54 @@ async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
     assert task is not None, "a checkpointed Agent runs only in its pool's tasks"
     store = task.pool.checkpoints
     assert store is not None
+    await store.write(task.name, *_link(task), point)
+
+
+async def commit_start(task: Task, agent: agentcore.Agent) -> agentcore.Checkpoint:
+    """Commit the ``start`` checkpoint of ``task`` (a new run, not a resumed one) in
+    its pool's checkpoints: its opening conversation, before it waits for a slot, so
+    that :func:`recover` restarts it from its input if the process dies before its
+    run's first checkpoint. Returns it. A checkpoint.
+
+    Raises:
+      CheckpointError: it cannot be stored (the task must not run).
+    """
+    store = task.pool.checkpoints
+    assert store is not None
+    point = agentcore.start_checkpoint(
+        agent.system_prompt, task.input, run_id="/".join(task.path), agent=agent.agent_id,
+        path=task.path, history=task.history,
+    )
+    await store.write(task.name, *_link(task), point)
+    return point
+
+
+def _link(task: Task) -> tuple[str | None, str | None]:
+    # The run id of the run that delegated ``task``'s run and the delegating call's id.
     parent = task.parent
     parent_run = parent._run.run_id if parent is not None and parent._run is not None else None
-    call_id = task.call_id if parent_run is not None else None
-    await store.write(task.name, parent_run, call_id, point)
+    return parent_run, task.call_id if parent_run is not None else None
 
 
-async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
+async def end_unstarted(task: Task, start: agentcore.Checkpoint, bound: float) -> None:
+    """Mark ``task``'s run ended in its pool's checkpoints when it never ran (it was
+    cancelled or failed before its run started): a run ends its own row otherwise.
+    Shielded, for at most ``bound`` seconds; a failure to store it is dropped (the
+    row stays ``running`` and :func:`recover` would restart it). A checkpoint."""
+    store = task.pool.checkpoints
+    assert store is not None
+    ended = agentcore.Checkpoint(agentcore.CheckpointKind.ended, start.state)
+    with trio.move_on_after(bound, shield=True):
+        with contextlib.suppress(CheckpointError):
+            await store.write(task.name, *_link(task), ended)
+
+
+async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     """Resume every root task ``store`` shows unfinished (``running`` at its last
     checkpoint: the process ended without it ending) from its last checkpoint, in
     ``pool``; returns their Tasks in the order they were first checkpointed. A
-    checkpoint. A tree with a subagent paused for approval is left as it is.
+    checkpoint. A tree that waits for a human (its root paused, or a subagent of it
+    paused for approval) is not resumed: it is listed in ``Recovered.paused``.
 
     Raises:
       CheckpointError: the store cannot be read (see ``SqliteCheckpoints.rows``), or
@@ -66,15 +148,24 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
         (r.parent, r.call_id): r for r in rows if r.parent is not None
     }
     tasks = []
+    paused = []
     for row in rows:
-        if row.parent is None and row.status == "running":
+        if row.parent is not None:
+            continue
+        if row.status == "paused":
+            assert row.state is not None
+            paused.append(PausedTree(row.name, row.state, row.checkpoint))
+        elif row.status == "running":
             state = _tree(pool, row, by_call)
             if state.pending_approvals:
                 # A subagent paused for a human before the crash: the tree waits for
-                # answers (it stays in the file), it is not resumed here.
+                # answers (it stays in the file), it is listed, not resumed.
+                paused.append(PausedTree(row.name, state, row.checkpoint))
                 continue
-            tasks.append(await pool.resume(state, name=row.name))
-    return tasks
+            # Not claimed as a resume: a crash before its next checkpoint leaves the
+            # same row, recovered again the same way.
+            tasks.append(await pool._resume(state, row.name, None, claim=False))
+    return Recovered(tasks, paused)
 
 
 def _tree(
@@ -140,8 +231,10 @@ def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> Non
     if row.status != "running":
         return
     waiting = [p.call.id for p in state.pending if p.status is agentcore.CallStatus.waiting]
-    if waiting and waiting[0] not in row.in_flight:
+    if waiting and len(waiting) == len(state.pending) and waiting[0] not in row.in_flight:
         # A ``call`` checkpoint is taken just before its call, the first without a result.
+        # (A state with answered calls is a claimed resume, ``SqliteCheckpoints.claim``:
+        # none of its calls started, nothing is in flight.)
         raise CheckpointError(
             f"{where} does not match its state: call {waiting[0][:200]!r} has no result "
             "and is not among its in-flight calls (edited or damaged); refusing to recover it"

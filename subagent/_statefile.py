@@ -4,12 +4,22 @@ one, ``pending`` / ``approve`` / ``deny`` read and answer it, ``resume`` continu
 A file holds exactly ``RunState.to_json()``. It is read as hostile input: a regular
 file only, at most ``MAX_STATE_BYTES``, decoded by ``RunState.from_json`` (version and
 digest checked). It is written whole (a temporary file, then a rename) with mode 0600.
+
+Answering is a read-modify-write of the whole file: it runs under an exclusive
+advisory lock (``flock``) on ``FILE.lock`` (created 0600 beside it, never removed), so
+two answers given at once are both kept; a lock held longer than ``LOCK_TIMEOUT``
+seconds is an error, not a wait without end. ``subagent resume`` takes the file
+under the same lock and renames it ``FILE.resumed`` before it runs anything, so the
+same paused run is not resumed twice (its approved calls would run twice).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -22,6 +32,7 @@ from agentcore import (
     is_read_only,
 )
 from agentcore.models._replay import read_regular_file
+from ledger._files import open_private, try_lock
 
 from ._delegation import SubagentTool
 from ._errors import SubagentError
@@ -31,10 +42,56 @@ from ._safe_text import one_line
 SHOWN_ARGUMENTS = 500
 #: How much of a deferred call's id, path, tool name and reason it shows.
 SHOWN_FIELD = 200
+#: The most seconds an answer (or a resume) waits for the lock of a paused-run file.
+LOCK_TIMEOUT = 10.0
+#: How long it waits between two tries of the lock.
+_LOCK_POLL = 0.005
 
 
 class StateFileError(SubagentError):
     """A paused-run file cannot be read, is not a RunState, or cannot be written."""
+
+
+def resumed_path(path: Path) -> Path:
+    """Where ``subagent resume`` moves the paused run at ``path`` when it takes it."""
+    return path.with_name(path.name + ".resumed")
+
+
+@contextlib.contextmanager
+def locked(path: Path, timeout: float | None = None) -> Iterator[None]:
+    """Hold the exclusive lock of the paused-run file ``path`` (``flock`` on
+    ``path.lock``). Not a checkpoint: it blocks, polling, for at most ``timeout``
+    seconds (default ``LOCK_TIMEOUT``).
+
+    Raises:
+      StateFileError: the lock file cannot be opened or locked, or another process
+        held the lock for ``timeout`` seconds.
+    """
+    if timeout is None:
+        timeout = LOCK_TIMEOUT
+    lock = path.with_name(path.name + ".lock")
+    try:
+        fd = open_private(str(lock), os.O_RDWR)
+    except OSError as exc:
+        raise StateFileError(f"cannot lock the paused run {path}: {exc.strerror}") from None
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if try_lock(fd):
+                    break
+            except OSError as exc:
+                raise StateFileError(
+                    f"cannot lock the paused run {path}: {exc.strerror}") from None
+            if time.monotonic() >= deadline:
+                raise StateFileError(
+                    f"the paused run {path} is locked by another subagent command "
+                    f"(approve, deny or resume) for more than {timeout:g}s; try again"
+                )
+            time.sleep(_LOCK_POLL)
+        yield
+    finally:
+        os.close(fd)  # closing the file releases the lock
 
 
 def read_state(path: Path) -> RunState:
@@ -42,8 +99,15 @@ def read_state(path: Path) -> RunState:
 
     Raises:
       StateFileError: unreadable, not a regular file, too large, or not a valid
-        RunState (the reason is given; the path is the user's own).
+        RunState (the reason is given; the path is the user's own); or resumed
+        already (moved to ``FILE.resumed``).
     """
+    if not path.exists() and resumed_path(path).exists():
+        raise StateFileError(
+            f"the paused run {path} was resumed already (it is kept as "
+            f"{resumed_path(path).name}): resuming or answering it again could run its "
+            "approved calls twice"
+        )
     try:
         data = read_regular_file(path, MAX_STATE_BYTES)
         return RunState.from_json(data)
@@ -105,22 +169,43 @@ def print_pending(state: RunState, out: TextIO) -> int:
 
 def answer(path: Path, call_id: str, *, allow: bool, reason: str | None, by: str,
            run_path: str | None) -> None:
-    """Record an answer in the paused run at ``path``. Not a checkpoint.
+    """Record an answer in the paused run at ``path``, under its lock (see
+    :func:`locked`). Not a checkpoint.
 
     Raises:
-      StateFileError: the file cannot be read or written, or no deferred call has
-        that id (the message lists those waiting).
+      StateFileError: the file cannot be read, locked or written, or no deferred call
+        has that id (the message lists those waiting).
     """
-    state = read_state(path)
     where = tuple(run_path.split("/")) if run_path else None
     where = None if where is None else tuple(
         "/".join(where[i:i + 2]) for i in range(0, len(where), 2)
     )
-    try:
-        if allow:
-            state.approve(call_id, reason=reason or "approved", by=by, path=where)
-        else:
-            state.deny(call_id, reason or "denied", by=by, path=where)
-    except RunStateError as exc:
-        raise StateFileError(str(exc)) from None
-    write_state(path, state)
+    with locked(path):
+        state = read_state(path)
+        try:
+            if allow:
+                state.approve(call_id, reason=reason or "approved", by=by, path=where)
+            else:
+                state.deny(call_id, reason or "denied", by=by, path=where)
+        except RunStateError as exc:
+            raise StateFileError(str(exc)) from None
+        write_state(path, state)
+
+
+def take_for_resume(path: Path) -> RunState:
+    """Read the paused run at ``path`` and move it to ``FILE.resumed``, under its lock,
+    before it is resumed: a second ``subagent resume`` (or a late answer) of the same
+    file is refused instead of running its approved calls again. Not a checkpoint.
+
+    Raises:
+      StateFileError: as :func:`read_state` (including resumed already), or the file
+        cannot be moved.
+    """
+    with locked(path):
+        state = read_state(path)
+        try:
+            os.replace(path, resumed_path(path))
+        except OSError as exc:
+            raise StateFileError(
+                f"cannot mark the paused run {path} resumed: {exc.strerror}") from None
+        return state

@@ -82,6 +82,10 @@ class HeartbeatCheckpoints(SqliteCheckpoints):
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         kind = point.kind
+        if kind is agentcore.CheckpointKind.start:
+            # Not heartbeated (one more heartbeat per task): a retried attempt starts
+            # its tree again from the workflow's input and its runs' checkpoints.
+            return
         state = point.state
         status = {"turn": "running", "call": "running"}.get(kind, kind.value)
         # Encoded now: a paused run's own state changes once the checkpointer returns.
@@ -104,6 +108,12 @@ class HeartbeatCheckpoints(SqliteCheckpoints):
                     raise CheckpointError(
                         f"cannot record a checkpoint: {type(exc).__name__}") from None
         self.commits += 1
+
+    async def claim(self, name: str, state: agentcore.RunState, key: str) -> bool:
+        """Nothing to record: the workflow resumes each paused state once (its answer
+        is an event of its history), so ``Pool.resume`` goes on. A checkpoint."""
+        await trio.lowlevel.checkpoint()
+        return True
 
     def encoded(self) -> str:
         """The rows of the runs still running or paused, as JSON. Not a checkpoint."""

@@ -36,10 +36,10 @@ async def test_a_pool_commits_each_turn_each_mutating_call_and_the_end(tmp_path:
             pool.register(spec())
             result = await (await pool.submit("w", "go")).wait()
         assert result.output == "done after 2 turns"
-        # turn 0, c1, turn 1, c3, turn 2, the end
-        assert store.commits == 6
+        # start (queued), turn 0, c1, turn 1, c3, turn 2, the end
+        assert store.commits == 7
         assert await store.rows() == [
-            CheckpointRow("w/0001", "w", None, None, "ended", 6, (), None)
+            CheckpointRow("w/0001", "w", None, None, "ended", 7, (), None)
         ]
         assert await pool.recover() == []
     assert oct(path.stat().st_mode & 0o777) == "0o600"

@@ -73,7 +73,10 @@ def test_deny_and_a_damaged_file(tmp_path: Path) -> None:
     assert "denied write_file: not today" in done.stdout
     assert not (tmp_path / "out.txt").exists()
 
-    paused.write_text(paused.read_text().replace("helper", "helpex"))
+    # resume took the file (moved to paused.json.resumed): damage a copy of it.
+    taken = tmp_path / "paused.json.resumed"
+    assert not paused.exists()
+    paused.write_text(taken.read_text().replace("helper", "helpex"))
     broken = run("pending", str(paused), cwd=tmp_path)
     assert broken.returncode == 2
     assert broken.stderr == (

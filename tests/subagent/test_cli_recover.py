@@ -1,0 +1,68 @@
+"""``subagent recover FILE SPECS`` reports the trees that wait for a human, with the
+pending calls and the ``--approve-later`` wording, and stores them with
+``--approve-later FILE`` so that they can be answered and resumed (run as
+subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+from .test_cli import run, write_specs
+from .test_cli_pause import WRITE
+
+PENDING = ('c1  helper/0001  write_file {"path": "out.txt", "content": "x"}  '
+           "(tool 'write_file' may change things: approve it later)\n")
+
+
+def test_recover_lists_a_tree_paused_before_the_crash(tmp_path: Path) -> None:
+    specs = write_specs(tmp_path, [WRITE, {"content": "never reached"}])
+    db = tmp_path / "ckpt.db"
+    log = tmp_path / "l.jsonl"
+    common = ("--ledger", str(log), "--workspace", str(tmp_path), "--plain")
+    done = run("run", str(specs), "--agent", "helper", "write it", "--approve-later",
+               str(tmp_path / "first.json"), "--checkpoints", str(db), *common, cwd=tmp_path)
+    assert done.returncode == 4, done.stderr
+
+    listed = run("recover", str(db), str(specs), *common, cwd=tmp_path)
+    assert listed.returncode == 4, listed.stderr
+    assert (
+        "output:\nleft paused at checkpoint helper/0001@3 (it waits for a human):\n"
+        + PENDING + "the run paused: 1 calls wait for approval\n"
+    ) in listed.stdout
+
+    later = tmp_path / "later.json"
+    stored = run("recover", str(db), str(specs), "--approve-later", str(later), *common,
+                 cwd=tmp_path)
+    assert stored.returncode == 4, stored.stderr
+    assert (
+        "output:\nleft paused at checkpoint helper/0001@3 (it waits for a human):\n"
+        + PENDING + f"the run paused: 1 calls wait for approval, stored in {later}\n"
+        f"  subagent pending {later}\n"
+        f"  subagent approve {later} CALL_ID   (or: subagent deny {later} CALL_ID "
+        f"--reason TEXT)\n  subagent resume {later} SPECS --ledger LEDGER\n"
+    ) in stored.stdout
+    assert stat.S_IMODE(later.stat().st_mode) == 0o600
+    assert run("pending", str(later), cwd=tmp_path).stdout == PENDING
+
+    assert run("approve", str(later), "c1", cwd=tmp_path).returncode == 0
+    (tmp_path / "replies.json").write_text(json.dumps([{"content": "wrote it"}]))
+    done = run("resume", str(later), str(specs), "--checkpoints", str(db), *common,
+               cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "out.txt").read_text() == "x"
+    # The file was taken by that resume: a second one (or a late answer) is refused.
+    assert not later.exists()
+    assert (tmp_path / "later.json.resumed").exists()
+    twice = run("resume", str(later), str(specs), *common, cwd=tmp_path)
+    assert (twice.returncode, twice.stderr) == (2, (
+        f"subagent: the paused run {later} was resumed already (it is kept as "
+        "later.json.resumed): resuming or answering it again could run its approved "
+        "calls twice\n"))
+    assert run("deny", str(later), "c1", cwd=tmp_path).returncode == 2
+    assert (tmp_path / "out.txt").read_text() == "x"
+    # Resumed with the same checkpoints: it ended, nothing is left.
+    again = run("recover", str(db), str(specs), *common, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "output:\nnothing to recover: no task was left unfinished\n" in again.stdout
