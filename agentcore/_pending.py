@@ -76,3 +76,38 @@ class PendingApproval:
     tool: str
     arguments: str
     reason: str
+
+
+@attrs.frozen(slots=True)
+class BackgroundChild:
+    """The mark of a child state that is a *background* child of its parent run (a
+    subagent started with ``wait: false``) whose result the parent had not read when
+    the tree paused: ``RunState.background`` of one of ``RunState.children``, after
+    the states of the delegated calls. Values only.
+
+    A background child that had not ended when its tree paused was paused too (at
+    its next safe point, like the rest of the tree): its state is that paused run's,
+    and ``result`` is None. One that had ended carries the message that delivers its
+    result (``result``, with exactly one of ``output`` and ``error``); its state then
+    holds only its path, agent, input and summary. On ``subagent.Pool.resume`` the
+    first kind is resumed as a background child of the resumed parent, and the
+    second kind's message is delivered to it once, before its next model call.
+
+    Attributes:
+      call_id: The id of the parent's tool call that started it.
+      name: The name of the spec it runs in the pool (its ``agent`` is the agent id).
+      result: The content of the user message that delivers its result (ended only).
+      output: Its output (ended and finished only).
+      error: Its error text (ended otherwise only).
+    """
+
+    call_id: str
+    name: str
+    result: str | None = None
+    output: str | None = None
+    error: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the child had ended (its result waits to be delivered)."""
+        return self.result is not None

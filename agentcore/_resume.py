@@ -49,6 +49,13 @@ def check_resumable(agent: Resumer, state: RunState) -> None:
             f"this RunState is a run of agent {state.agent[:200]!r}, "
             f"not of this Agent ({agent.agent_id!r})"
         )
+    kept = [c for c in state.children if c.background is not None]
+    if kept and not getattr(agent, "takes_background", False):
+        # Only a pool can start them again and deliver their results.
+        raise ResumeError(
+            f"this RunState has {len(kept)} background subagent(s) not yet delivered: "
+            "resume it with subagent's Pool.resume"
+        )
     for waiting in state.pending_approvals:
         raise ResumeError(
             f"call {waiting.call_id[:200]!r} (tool {waiting.tool[:200]!r}) has no answer "
@@ -113,7 +120,8 @@ async def finish_pending(
     not started go through the tool phase as usual. Any of them may pause the run
     again: the calls not finished stay pending, with their answers.
     """
-    kids = list(children)
+    # The background children's states are the pool's (it took them before the run).
+    kids = [c for c in children if c.background is None]
     for k, p in enumerate(pending):
         if p.status is CallStatus.waiting:
             await run_tools(run, [q.call for q in pending[k:]])

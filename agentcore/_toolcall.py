@@ -39,6 +39,10 @@ async def run_tools(run: RunPort, calls: Sequence[ToolCall]) -> None:
     read_only = run.agent.read_only_names
     i, n = 0, len(calls)
     while i < n:
+        if run.pausing:
+            # Asked to pause (Run.pause) before this call started: nothing new starts.
+            run.pause_calls(*pending_of(calls[i:], []))
+            return
         if run.interrupt_requested or run.has_pending:
             text = SKIPPED_INTERRUPTED if run.interrupt_requested else SKIPPED_STEERED
             await skip_calls(run, calls[i:], text)

@@ -20,6 +20,7 @@ import trio
 from agentcore import AuditError, Message, Pending
 from agentcore._audit import record_within
 
+from ._bgstate import keep_background, keeps_result, orphan_kept, take_kept
 from ._events import Event, EventKind
 from ._reply import with_output
 
@@ -67,9 +68,12 @@ def settle(task: Task) -> bool:
     target = task._node.deliver_to
     run = target.handle._run if target is not None else None
     inbox_open = run is not None and not run.ended
-    kept, effects = task._core.settle(task._node, inbox_open)
+    # A result kept for the state of a parent that paused (see _bgstate): unread,
+    # not offered to its inbox; the parent's end nests it in its RunState.
+    keep = target is not None and run is not None and keeps_result(run, task)
+    kept, effects = task._core.settle(task._node, inbox_open or keep)
     task._apply(effects)
-    if target is not None and inbox_open:
+    if target is not None and inbox_open and not keep:
         assert run is not None
         parent = target.handle
         read = functools.partial(_delivered, parent, task)
@@ -188,6 +192,13 @@ async def end_children(task: Task, *, hard: bool, bound: float) -> None:
     other end cancels the background children that are not critical, waits for them
     at most ``bound`` seconds, and leaves critical ones running.
     """
+    if task._run is not None and task._run.state.paused:
+        # The tree paused: its background children become part of the state.
+        await keep_background(task)
+        return
+    for kept in take_kept(task):
+        with trio.move_on_after(2 * bound):
+            await orphan_kept(task, kept, bound=bound)
     for node in task._core.take_unread(task._node):
         child = node.handle
         # The entry and the event are bounded apart: a hung sink cannot hold back the event.

@@ -16,6 +16,7 @@ from agentcore._audit import record, record_within
 from ledger import Record, Sink
 
 from ._background import end_children, orphan, settle
+from ._bgstate import has_kept, start_background, take_background
 from ._budgeted import budgeted_model
 from ._budgeted import settle as settle_budget
 from ._core import TaskStatus
@@ -308,9 +309,11 @@ async def run_task(task: Task) -> None:
                 failure = await _report_start(task, EventKind.task_started)
             if failure is None:
                 # Its limits are the task's own scope's deadline (see Task._limit).
+                taken = take_background(task)
                 run = _prepare(task)
                 token = current_task.set(task)
                 try:
+                    await start_background(task, run, taken)
                     result = await run.run()
                     task._conclude_run(result)
                     status = settle_budget(task, end_status(result.summary.end_reason))
@@ -340,7 +343,7 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     task._end_summary()
     hard = status is TaskStatus.cancelled
     node = task._node
-    if node.unread or node.background or (hard and node.children):
+    if node.unread or node.background or (hard and node.children) or has_kept(task):
         with trio.CancelScope(shield=True):
             await end_children(task, hard=hard, bound=END_TIMEOUT)
     elif hard and not node.cancel_called:

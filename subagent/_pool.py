@@ -11,6 +11,7 @@ import trio
 import agentcore
 from agentcore import AgentPath, Message
 
+from ._bgstate import check_background
 from ._budgeted import Budgets
 from ._checkpoints import CheckpointError, SqliteCheckpoints
 from ._core import (
@@ -286,6 +287,7 @@ class Pool(Waits):
         if spec is None:
             raise UnknownAgentError(name, tuple(sorted(self._specs)))
         check_resumable(_Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
+        check_background(self._specs, state)
         return await self._submit(name, state.input, (), events, None, resume=state)
 
     async def recover(self) -> list[Task]:

@@ -16,3 +16,5 @@ class Names:
 
     agent_id: str
     tools_by_name: Mapping[str, object]
+    #: The pool starts a state's background children again (see ``_bgstate``).
+    takes_background: bool = True
