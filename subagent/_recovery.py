@@ -64,10 +64,16 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
     by_call: dict[tuple[str | None, str | None], CheckpointRow] = {
         (r.parent, r.call_id): r for r in rows if r.parent is not None
     }
+    # A background child (wait: false) is tied to its parent's run by the parent's
+    # run id and the id of the call that started it; that call is not in flight.
+    background: dict[str, list[CheckpointRow]] = {}
+    for r in rows:
+        if r.parent is not None and r.status in ("running", "paused"):
+            background.setdefault(r.parent, []).append(r)
     tasks = []
     for row in rows:
         if row.parent is None and row.status == "running":
-            state = _tree(pool, row, by_call)
+            state = _tree(pool, row, by_call, background)
             if state.pending_approvals:
                 # A subagent paused for a human before the crash: the tree waits for
                 # answers (it stays in the file), it is not resumed here.
@@ -76,8 +82,18 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
     return tasks
 
 
+def _background_rows(
+    row: CheckpointRow, background: dict[str, list[CheckpointRow]]
+) -> list[CheckpointRow]:
+    # The background children of ``row``'s run that were not done at the crash.
+    return [r for r in background.get(row.run_id, []) if r.call_id not in row.in_flight]
+
+
 def _tree(
-    pool: Pool, root: CheckpointRow, by_call: dict[tuple[str | None, str | None], CheckpointRow]
+    pool: Pool,
+    root: CheckpointRow,
+    by_call: dict[tuple[str | None, str | None], CheckpointRow],
+    background: dict[str, list[CheckpointRow]],
 ) -> agentcore.RunState:
     # Deepest first, with an explicit stack: a child is recovered before its parent.
     order: list[tuple[CheckpointRow, int]] = []
@@ -92,6 +108,9 @@ def _tree(
         for call_id in row.in_flight:
             child = by_call.get((row.run_id, call_id))
             if child is not None and child.status == "running":
+                stack.append((child, depth + 1))
+        for child in _background_rows(row, background):
+            if child.status == "running":
                 stack.append((child, depth + 1))
     recovered: dict[str, agentcore.RunState] = {}
     for row, _ in reversed(order):
@@ -111,5 +130,13 @@ def _tree(
         repeatable = {t.name for t in spec.tools if agentcore.is_idempotent(t)}
         agentcore.recover_calls(row.state, set(row.in_flight), repeatable, children,
                                 row.checkpoint)
+        for child in _background_rows(row, background):
+            # Resumed as a background child of the recovered parent (Pool.resume):
+            # its result is delivered to it.
+            kid = recovered[child.run_id] if child.status == "running" else child.state
+            if kid is None:
+                continue
+            kid.background = agentcore.BackgroundChild(child.call_id or "", child.name)
+            row.state.children.append(kid)
         recovered[row.run_id] = row.state
     return recovered[root.run_id]

@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio.testing
 
-from agentcore import BackgroundChild, EndReason, ResumeError, RunState, RunStateError
+from agentcore import BackgroundChild, EndReason, ResumeError, RunState
 from ledger import JsonlSink, verify
 from subagent import TaskPaused, open_pool
 from tests.subagent._bgtree import register
@@ -104,7 +104,6 @@ async def test_pause_json_resume_delivers_the_background_result_once(
     ledger_path = tmp_path / "audit.jsonl"
     sink = JsonlSink(ledger_path)
     log = tmp_path / "writes.log"
-    events = []
     try:
         async with open_pool() as pool:
             register(pool, sink, log, case)
@@ -130,7 +129,6 @@ async def test_pause_json_resume_delivers_the_background_result_once(
     # A running or paused child resumes as a background child of the resumed root.
     assert (stats.accepted, stats.finished, stats.paused) == (
         (1, 1, 0) if case == "ended" else (2, 2, 0))
-    del events
     verify(ledger_path)
 
 
@@ -161,8 +159,8 @@ def test_a_paused_tree_with_a_background_child_resumes_in_a_new_process(
 async def test_agent_resume_alone_refuses_background_children(
     autojump_clock: Clock, tmp_path: Path
 ) -> None:
-    from tests.subagent._bgtree import root_model
     from agentcore import Agent
+    from tests.subagent._bgtree import root_model
 
     state, _ = await _pause("ended", tmp_path)
     state.approve("w1")
