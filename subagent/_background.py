@@ -11,51 +11,21 @@ run ends are orphaned by the parent's end.
 from __future__ import annotations
 
 import functools
-import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
-from agentcore import AuditError, Message, Pending
-from agentcore._audit import record_within
+from agentcore import AuditError, Pending
 
+from ._bgresult import RESULT_PREFIX as RESULT_PREFIX
+from ._bgresult import _audit, outcome, result_message
 from ._bgstate import keep_background, keeps_result, orphan_kept, take_kept
 from ._events import Event, EventKind
-from ._reply import with_output
 
 if TYPE_CHECKING:
-    from ledger import Sink
 
     from ._task import Task
-
-#: Starts the content of the message that delivers a background result. The rest is
-#: JSON: ``{"agent", "path", "output"}``, or ``"error"`` instead of ``"output"``.
-RESULT_PREFIX = "[subagent result] "
-
-
-def outcome(task: Task) -> tuple[str | None, str | None]:
-    """The output of an ended task, or the error ``wait()`` raises for it: one is None."""
-    failure = task._failure()
-    if failure is None:
-        return task._output, None
-    return None, str(failure)
-
-
-def result_message(task: Task) -> Message:
-    """The user message that hands a background task's result to its parent run.
-
-    Its role is ``user`` (the only role a model accepts outside a tool answer), and the
-    ``[subagent result]`` prefix tells the model it is information, not a request.
-    """
-    output, error = outcome(task)
-    body: dict[str, object] = {"agent": task.name, "path": list(task.path)}
-    if error is None:
-        assert output is not None
-        return Message("user", RESULT_PREFIX + with_output(body, task, output))
-    body["error"] = error
-    return Message("user", RESULT_PREFIX + json.dumps(body))
-
 
 def settle(task: Task) -> bool:
     """Account for a task that has ended and reported its end (see
@@ -79,18 +49,6 @@ def settle(task: Task) -> bool:
         read = functools.partial(_delivered, parent, task)
         run.put(Pending(result_message(task), None, on_read=read, preempts=False))
     return kept
-
-
-async def _audit(sink: Sink, kind: EventKind, bound: float, **fields: Any) -> AuditError | None:
-    # One entry of background delegation, bounded by ``bound``: a sink that fails or
-    # does not answer in time is returned as an AuditError naming the entry's kind.
-    from ledger import Record
-
-    try:
-        await record_within(sink, Record(str(kind), **fields), bound)
-    except AuditError as failure:
-        return failure
-    return None
 
 
 async def _delivered(parent: Task, task: Task) -> None:

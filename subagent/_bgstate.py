@@ -26,23 +26,29 @@ import functools
 import json
 import math
 import weakref
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, cast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Protocol, cast
 
 import agentcore
 from agentcore import AuditError, BackgroundChild, Message, Pending, RunState
 from agentcore._run import _current_run
 from agentcore._state import Phase
 
+from ._bgresult import RESULT_PREFIX, _audit, outcome, result_message
 from ._core import TaskStatus
-from ._errors import UnknownAgentError
 from ._events import Event, EventKind
-from ._resumable import Names, check_resumable
 
 if TYPE_CHECKING:
     from ._pool import Pool
-    from ._spec import Spec
     from ._task import Task
+
+class StartChild(Protocol):
+    """``_delegation.start_child``: starts a background child (passed in, so that
+    this module does not depend on the delegation tool's)."""
+
+    async def __call__(self, pool: Pool, caller: Task, agent: str, text: str,
+                       call_id: str | None, *, resume: RunState | None = None) -> Task: ...
+
 
 # Tasks asked to pause before their run was made (read when it is), and the kept
 # results each resumed task has not read yet (its run's inbox holds their messages).
@@ -77,8 +83,6 @@ async def keep_background(task: Task) -> None:
     for them, and nest every result it has not read in its run's state (see the module
     docstring). A checkpoint; call it shielded. Each child's wait is bounded by its own
     limits (its model call or tool calls in progress finish first)."""
-    from ._background import outcome, result_message
-
     assert task._run is not None
     running = [node.handle for node in task._node.background]
     for child in running:
@@ -135,36 +139,18 @@ def _tree(state: RunState) -> Iterator[RunState]:
         stack.extend(node.children)
 
 
-def check_background(specs: Mapping[str, Spec], state: RunState) -> None:
-    """Raise unless every background child in ``state``'s tree can be started again
-    in a pool with ``specs``. Not a checkpoint.
-
-    Raises:
-      UnknownAgentError: a background child's spec name is not registered.
-      agentcore.ResumeError: a paused background child's spec cannot resume it.
-    """
-    for node in _tree(state):
-        mark = node.background
-        if mark is None:
-            continue
-        spec = specs.get(mark.name)
-        if spec is None:
-            raise UnknownAgentError(mark.name[:200], tuple(sorted(specs)))
-        if not mark.ended:
-            check_resumable(Names(spec.agent_id, {t.name: t for t in spec.tools}), node)
-
-
-async def start_background(task: Task, run: agentcore.Run, taken: list[RunState]) -> None:
+async def start_background(
+    task: Task, run: agentcore.Run, taken: list[RunState], start_child: StartChild
+) -> None:
     """Before ``task``'s run runs: apply a pause asked for before it was made, offer
     the kept results ``taken`` to its inbox, and resume the paused ones as background
-    children of ``task``. A checkpoint when there are paused ones (a fan-out slot or
-    room in the queue may be waited for, with ``task``'s slot lent).
+    children of ``task`` with ``start_child`` (``_delegation.start_child``). A
+    checkpoint when there are paused ones (a fan-out slot or room in the queue may
+    be waited for, with ``task``'s slot lent).
 
     A paused child that cannot be started again (its fan-out stayed full, the pool
     closed) becomes a kept result with that error: it is delivered or orphaned once.
     """
-    from ._delegation import start_child
-
     if task in _pause_asked:
         _pause_asked.discard(task)
         run.pause()
@@ -183,8 +169,6 @@ async def start_background(task: Task, run: agentcore.Run, taken: list[RunState]
             except Exception as exc:
                 error = f"subagent {'/'.join(state.path)} could not be resumed: {exc}"
                 body = {"agent": mark.name, "path": list(state.path), "error": error}
-                from ._background import RESULT_PREFIX
-
                 mark = BackgroundChild(mark.call_id, mark.name,
                                        RESULT_PREFIX + json.dumps(body), None, error)
                 state = RunState.begin([], run_id=state.run_id, agent=state.agent,
@@ -202,8 +186,6 @@ async def start_background(task: Task, run: agentcore.Run, taken: list[RunState]
 async def _delivered_kept(parent: Task, state: RunState) -> None:
     # Awaited by the parent run's loop right after it appended the kept result's
     # message: as _background._delivered, from the stored values.
-    from ._background import _audit
-
     mark = state.background
     assert mark is not None
     sink = parent.spec.audit
@@ -236,8 +218,6 @@ async def orphan_kept(parent: Task, state: RunState, *, bound: float) -> AuditEr
     """Report a kept result its parent's run ended without reading (and not paused):
     ``task_orphaned``, as ``_background.orphan`` reports a live child's. A checkpoint;
     call it shielded, bounded by more than ``bound``."""
-    from ._background import _audit
-
     mark = state.background
     assert mark is not None
     spec = parent.pool.specs.get(mark.name)

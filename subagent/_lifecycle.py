@@ -21,7 +21,7 @@ from ._budgeted import budgeted_model
 from ._budgeted import settle as settle_budget
 from ._core import TaskStatus
 from ._current import current_task
-from ._delegation import SubagentTool, limit_delegation
+from ._delegation import SubagentTool, limit_delegation, start_child
 from ._events import Event, EventKind
 from ._recovery import commit_checkpoint
 from ._result import end_status
@@ -313,7 +313,7 @@ async def run_task(task: Task) -> None:
                 run = _prepare(task)
                 token = current_task.set(task)
                 try:
-                    await start_background(task, run, taken)
+                    await start_background(task, run, taken, start_child)
                     result = await run.run()
                     task._conclude_run(result)
                     status = settle_budget(task, end_status(result.summary.end_reason))

@@ -11,7 +11,6 @@ import trio
 import agentcore
 from agentcore import AgentPath, Message
 
-from ._bgstate import check_background
 from ._budgeted import Budgets
 from ._checkpoints import CheckpointError, SqliteCheckpoints
 from ._core import (
@@ -32,7 +31,7 @@ from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
 from ._recovery import recover
 from ._resumable import Names as _Names
-from ._resumable import check_resumable
+from ._resumable import check_background, check_resumable
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
 from ._stream import Stream
