@@ -19,7 +19,7 @@ import trio
 from agentcore import AuditError, Pending
 
 from ._bgresult import RESULT_PREFIX as RESULT_PREFIX
-from ._bgresult import _audit, outcome, result_message
+from ._bgresult import audit_entry, outcome, result_message
 from ._bgstate import keep_background, keeps_result, orphan_kept, take_kept
 from ._events import Event, EventKind
 
@@ -58,7 +58,7 @@ async def _delivered(parent: Task, task: Task) -> None:
     output, error = outcome(task)
     sink = parent.spec.audit
     if sink is not None:
-        failure = await _audit(
+        failure = await audit_entry(
             sink,
             EventKind.result_delivered,
             math.inf,
@@ -105,7 +105,7 @@ async def orphan(task: Task, *, bound: float) -> AuditError | None:
     if sink is not None:
         target = task._node.deliver_to
         parent = target.handle if target is not None else None
-        failure = await _audit(
+        failure = await audit_entry(
             sink,
             EventKind.task_orphaned,
             bound,

@@ -46,7 +46,9 @@ def result_message(task: Task) -> Message:
     return Message("user", RESULT_PREFIX + json.dumps(body))
 
 
-async def _audit(sink: Sink, kind: EventKind, bound: float, **fields: Any) -> AuditError | None:
+async def audit_entry(
+    sink: Sink, kind: EventKind, bound: float, **fields: Any
+) -> AuditError | None:
     # One entry of background delegation, bounded by ``bound``: a sink that fails or
     # does not answer in time is returned as an AuditError naming the entry's kind.
     from ledger import Record

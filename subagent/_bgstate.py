@@ -34,7 +34,7 @@ from agentcore import AuditError, BackgroundChild, Message, Pending, RunState
 from agentcore._run import _current_run
 from agentcore._state import Phase
 
-from ._bgresult import RESULT_PREFIX, _audit, outcome, result_message
+from ._bgresult import RESULT_PREFIX, audit_entry, outcome, result_message
 from ._core import TaskStatus
 from ._events import Event, EventKind
 
@@ -190,7 +190,7 @@ async def _delivered_kept(parent: Task, state: RunState) -> None:
     assert mark is not None
     sink = parent.spec.audit
     if sink is not None:
-        failure = await _audit(
+        failure = await audit_entry(
             sink,
             EventKind.result_delivered,
             math.inf,
@@ -224,7 +224,7 @@ async def orphan_kept(parent: Task, state: RunState, *, bound: float) -> AuditEr
     sink = spec.audit if spec is not None else None
     failure: AuditError | None = None
     if sink is not None:
-        failure = await _audit(
+        failure = await audit_entry(
             sink,
             EventKind.task_orphaned,
             bound,

@@ -15,17 +15,25 @@ from typing import TYPE_CHECKING, Protocol
 import agentcore
 from agentcore import MAX_STATE_DEPTH
 
+from ._bgresult import audit_entry
 from ._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints
 from ._current import current_task
 from ._errors import UnknownAgentError
+from ._events import Event, EventKind
+
+#: Seconds the audit entry of an orphan found at recovery may take.
+END_BOUND = 5.0
 
 if TYPE_CHECKING:
     from ._spec import Spec
+    from ._stream import Stream
     from ._task import Task
 
 
 class Pool(Protocol):
     """What :func:`recover` uses of a ``subagent.Pool``."""
+
+    events: Stream | None
 
     @property
     def specs(self) -> dict[str, Spec]: ...
@@ -70,6 +78,10 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
     for r in rows:
         if r.parent is not None and r.status in ("running", "paused"):
             background.setdefault(r.parent, []).append(r)
+    ended = {r.run_id for r in rows if r.status == "ended"}
+    for row in rows:
+        if row.parent in ended and row.status == "running":
+            await _orphan(pool, store, row)
     tasks = []
     for row in rows:
         if row.parent is None and row.status == "running":
@@ -80,6 +92,36 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
                 continue
             tasks.append(await pool.resume(state, name=row.name))
     return tasks
+
+
+#: The error of a checkpointed background child whose parent had ended at the crash.
+ORPHANED = "its parent run had ended before the crash: not resumed"
+
+
+async def _orphan(pool: Pool, store: SqliteCheckpoints, row: CheckpointRow) -> None:
+    # A child still running at the crash whose parent run had ended (a background
+    # child, critical or not yet cancelled): reported orphaned (audited in its
+    # spec's sink, a task_orphaned event on the pool's stream), then marked ended in
+    # the store so that a later recovery does not report it again. An orphan cannot
+    # be refused: an entry that cannot be recorded is named in the event's error.
+    assert row.state is not None
+    spec = pool.specs.get(row.name)
+    path = row.state.path
+    error = ORPHANED
+    if spec is not None and spec.audit is not None:
+        failure = await audit_entry(
+            spec.audit, EventKind.task_orphaned, END_BOUND, run_id=row.run_id, path=path,
+            agent_id=spec.agent_id, call_id=row.call_id, error=ORPHANED,
+            data={"agent": row.name, "parent": row.parent or ""},
+        )
+        if failure is not None:
+            error = f"{ORPHANED}; AuditError: {failure}"
+    if pool.events is not None:
+        pool.events._send_reserved(
+            Event(path, EventKind.task_orphaned, None, row.call_id, error=error)
+        )
+    point = agentcore.Checkpoint(agentcore.CheckpointKind.ended, row.state)
+    await store.write(row.name, row.parent, row.call_id, point)
 
 
 def _background_rows(
