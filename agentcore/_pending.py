@@ -11,6 +11,10 @@ pause. Values only; no I/O.
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -47,6 +51,10 @@ class PendingCall:
       result: Its result text (``done`` only).
       is_error: Whether that result is an error (``done`` only).
       denied: Whether that result is a denial (``done`` only).
+      schema: For a call its gate deferred, :func:`schema_digest` of its tool's
+        name and JSON schema then: resuming an approved call against a tool of the
+        same name whose schema differs is refused (``ResumeError``). Empty for
+        other calls (and in states written before it existed: not checked).
     """
 
     call: ToolCall
@@ -56,6 +64,16 @@ class PendingCall:
     result: str = ""
     is_error: bool = False
     denied: bool = False
+    schema: str = attrs.field(default="", eq=False)
+    """(Not compared: two pending calls are equal whatever digest they carry.)"""
+
+
+def schema_digest(name: str, parameters: Mapping[str, Any]) -> str:
+    """``sha256:`` and the hex SHA-256 of a tool's name and JSON schema (canonical
+    JSON: sorted keys, no spaces). Not a checkpoint."""
+    text = json.dumps([name, parameters], sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, default=repr)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @attrs.frozen(slots=True)

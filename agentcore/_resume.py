@@ -16,7 +16,7 @@ from ._errors import ResumeError
 from ._gate import GateDecision
 from ._messages import Message
 from ._pause import Deferred, pending_of
-from ._pending import CallStatus, PendingCall
+from ._pending import CallStatus, PendingCall, schema_digest
 from ._state import RunState
 from ._toolcall import answer_call, continue_call, result_message, run_tools
 from ._tools import ToolOutcome
@@ -68,6 +68,15 @@ def check_resumable(agent: Resumer, state: RunState) -> None:
                 f"tool {p.call.name[:200]!r} of {p.status} call {p.call.id[:200]!r} is not "
                 f"among this Agent's tools ({names})"
             )
+        if p.status is CallStatus.approved and p.schema:
+            tool = agent.tools_by_name[p.call.name]
+            now = schema_digest(p.call.name, getattr(tool, "parameters", {}))
+            if now != p.schema:
+                raise ResumeError(
+                    f"tool {p.call.name[:200]!r} of approved call {p.call.id[:200]!r} is not "
+                    "the tool that was approved: its JSON schema changed since the pause "
+                    "(refused; ask for a new approval)"
+                )
         if p.status is CallStatus.delegated and not getattr(
             agent.tools_by_name[p.call.name], "resumes_paused_calls", False
         ):

@@ -22,15 +22,15 @@ import msgspec
 from ._errors import RunStateError
 from ._messages import AgentPath, Message, ToolCall, Usage
 from ._pending import BackgroundChild, CallStatus, PendingCall
+from ._statechecks import check_mark, check_schema
 from ._summary import EndReason, RunSummary
 
 #: The format name in every encoded state.
 FORMAT = "agentcore.RunState"
-#: The newest version this agentcore writes and reads. A state is written in the
-#: oldest version that can hold it: 1 unless it has background children (2); both
-#: are read.
+#: The newest version this agentcore writes and reads (versions 1 and 2 are read). A
+#: state is written as 1 unless it has background children or schema digests.
 VERSION = 2
-#: The version of states without background children (read and written as before).
+#: The version of states without them (read and written as before).
 _VERSION_1 = 1
 #: The most bytes of JSON text ``RunState.from_json`` reads by default: 64 MiB.
 MAX_STATE_BYTES = 64 << 20
@@ -86,6 +86,7 @@ class _Pending(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     result: str = ""
     is_error: bool = False
     denied: bool = False
+    schema: str = ""
 
 
 class _Background(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -189,8 +190,7 @@ class Decoded:
     pending: list[PendingCall]
     elapsed: float
     background: BackgroundChild | None = None
-    delegated: int = 0
-    """How many of ``pending`` are ``delegated`` (as many children states come first)."""
+    delegated: int = 0  # how many of ``pending`` are delegated (their children first)
     children: list[Decoded] = attrs.Factory(list)
 
 
@@ -233,7 +233,8 @@ def _body_of(state: StateLike, children: list[msgspec.Raw]) -> _Body:
             s.error, s.duration,
         ),
         pending=[
-            _Pending(_call(p.call), p.status, p.reason, p.by, p.result, p.is_error, p.denied)
+            _Pending(_call(p.call), p.status, p.reason, p.by, p.result, p.is_error, p.denied,
+                     p.schema)
             for p in state.pending
         ],
         elapsed=state.elapsed,
@@ -257,7 +258,7 @@ def encode_state(state: StateLike) -> str:
     version = _VERSION_1
     encoded: dict[int, bytes] = {}
     for node in reversed(order):
-        if node.background is not None:
+        if node.background is not None or any(p.schema for p in node.pending):
             version = VERSION
         kids = [msgspec.Raw(encoded.pop(id(c))) for c in node.children]
         encoded[id(node)] = _encoder.encode(_body_of(node, kids))
@@ -353,7 +354,7 @@ def _decode_tree(body: bytes, version: int) -> Decoded:
 
 
 def _check_count(state: Decoded, kids: list[msgspec.Raw]) -> None:
-    if state.delegated > len(kids):
+    if state.delegated > len(kids):  # (more children: background ones, checked next)
         raise _refuse(
             f"bad state: {state.delegated} delegated calls but {len(kids)} children states"
         )
@@ -369,16 +370,21 @@ def _check_order(parent: Decoded, child: Decoded, total: int) -> None:
             "child (the delegated calls' states come first)"
         )
     if k >= parent.delegated and child.background is None:
-        raise _refuse(
-            f"bad state: {parent.delegated} delegated calls but {total} children states"
-        )
+        raise _refuse(f"bad state: {parent.delegated} delegated calls but {total} children states")
+
+
+def _check_version_1(b: _Body) -> None:
+    if b.background is not None:
+        raise ValueError(f"a version {_VERSION_1} state has no background children")
+    if any(p.schema for p in b.pending):
+        raise ValueError(f"a version {_VERSION_1} state has no schema digests")
 
 
 def _state_of(body: bytes, version: int) -> tuple[Decoded, list[msgspec.Raw]]:
     try:
         b = _body.decode(body)
-        if b.background is not None and version == _VERSION_1:
-            raise ValueError(f"a version {_VERSION_1} state has no background children")
+        if version == _VERSION_1:
+            _check_version_1(b)
         return _build(b), b.children
     except RecursionError:
         raise _too_deep() from None
@@ -412,7 +418,7 @@ def _build(b: _Body) -> Decoded:
                              _the_usage(s.usage), s.end_reason, s.error, s.duration)
     pending = [
         PendingCall(_tool_call(p.call), p.status, p.reason, p.by, p.result, p.is_error,
-                    p.denied)
+                    p.denied, check_schema(p.schema))
         for p in b.pending
     ]
     if pending and (summary is None or summary.end_reason is not EndReason.paused):
@@ -429,15 +435,6 @@ def _background(m: _Background | None, summary: RunSummary | None) -> Background
     # A background mark, checked against the state it marks.
     if m is None:
         return None
-    paused = summary is not None and summary.end_reason is EndReason.paused
-    if m.result is None:
-        if m.output is not None or m.error is not None:
-            raise ValueError("a background child with an output or an error needs its result")
-        if not paused:
-            raise ValueError("a background child that has not ended must be paused")
-    else:
-        if (m.output is None) == (m.error is None):
-            raise ValueError("an ended background child has exactly one of output and error")
-        if paused:
-            raise ValueError("an ended background child cannot be paused")
-    return BackgroundChild(m.call_id, m.name, m.result, m.output, m.error)
+    mark = BackgroundChild(m.call_id, m.name, m.result, m.output, m.error)
+    check_mark(mark, summary is not None and summary.end_reason is EndReason.paused)
+    return mark

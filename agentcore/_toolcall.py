@@ -18,6 +18,7 @@ from ._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
 from ._hookcall import intercept
 from ._messages import Message, ToolCall
 from ._pause import Deferred, pending_of
+from ._pending import schema_digest
 from ._state import RunState
 from ._steering import SKIPPED_INTERRUPTED, SKIPPED_STEERED
 from ._tools import SelfMonitoring, Tool, ToolOutcome
@@ -238,7 +239,8 @@ async def _gated_execute(run: RunPort, call: ToolCall) -> ToolOutcome:
     await _record_decision(run, call, decision)
     if decision.deferred:
         run.note_deferral()
-        return Deferred(decision.reason, call=call)
+        return Deferred(decision.reason, call=call,
+                        schema=schema_digest(tool.name, tool.parameters))
     if not decision.allowed:
         return ToolOutcome(f"denied: {decision.reason}", True, True)
     return await _execute(run, tool, call)
