@@ -110,6 +110,11 @@ async def keep_background(task: Task) -> None:
     state.children.extend(take_kept(task))
 
 
+def pause_asked(task: Task) -> bool:
+    """Whether ``task`` was asked to pause before its run was made. Not a checkpoint."""
+    return bool(_pause_asked) and task in _pause_asked
+
+
 def take_kept(task: Task) -> list[RunState]:
     """The kept results ``task``'s run did not read (it has ended). Not a checkpoint."""
     return _kept.pop(task, [])
@@ -117,7 +122,7 @@ def take_kept(task: Task) -> list[RunState]:
 
 def has_kept(task: Task) -> bool:
     """Whether ``task`` holds kept results not read yet. Not a checkpoint."""
-    return bool(_kept.get(task))
+    return bool(_kept) and bool(_kept.get(task))
 
 
 def take_background(task: Task) -> list[RunState]:

@@ -16,7 +16,7 @@ from agentcore._audit import record, record_within
 from ledger import Record, Sink
 
 from ._background import end_children, orphan, settle
-from ._bgstate import has_kept, start_background, take_background
+from ._bgstate import has_kept, pause_asked, start_background, take_background
 from ._budgeted import budgeted_model
 from ._budgeted import settle as settle_budget
 from ._core import TaskStatus
@@ -313,7 +313,8 @@ async def run_task(task: Task) -> None:
                 run = _prepare(task)
                 token = current_task.set(task)
                 try:
-                    await start_background(task, run, taken, start_child)
+                    if taken or pause_asked(task):
+                        await start_background(task, run, taken, start_child)
                     result = await run.run()
                     task._conclude_run(result)
                     status = settle_budget(task, end_status(result.summary.end_reason))

@@ -171,3 +171,32 @@ async def test_agent_resume_alone_refuses_background_children(
         "this RunState has 1 background subagent(s) not yet delivered: "
         "resume it with subagent's Pool.resume"
     )
+
+
+async def test_a_queued_background_child_is_paused_before_its_first_model_call(
+    autojump_clock: Clock, tmp_path: Path
+) -> None:
+    # One slot: bg waits in the queue while root runs; root's pause frees the slot,
+    # bg starts and pauses at once (asked before its run was made).
+    sink = JsonlSink(tmp_path / "audit.jsonl")
+    log = tmp_path / "writes.log"
+    try:
+        async with open_pool(max_concurrent=1) as pool:
+            register(pool, sink, log, "running")
+            task = await pool.submit("root", "go")
+            with pytest.raises(TaskPaused) as info:
+                await task.wait()
+            assert trio.current_time() == 1.0
+            state = info.value.state
+            [child] = state.children
+            assert child.background == BackgroundChild("start-bg", "bg")
+            assert (child.turn, child.pending, [m.role for m in child.messages]) == (
+                0, [], ["system", "user"])
+            stored = RunState.from_json(state.to_json())
+            stored.approve("w1")
+            result = await (await pool.resume(stored)).wait()
+    finally:
+        await sink.aclose()
+    assert result.output == "root got bg done: slept"
+    assert log.read_text() == 'write {"s": 0}\n'
+    assert _kinds(tmp_path / "audit.jsonl").count("result_delivered") == 1
