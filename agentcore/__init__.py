@@ -56,6 +56,7 @@ from ._models import StreamingChatModel as StreamingChatModel
 from ._output import FINAL_RESULT as FINAL_RESULT
 from ._output import OutputSchema as OutputSchema
 from ._output import TypedOutput as TypedOutput
+from ._pending import BackgroundChild as BackgroundChild
 from ._pending import CallStatus as CallStatus
 from ._pending import PendingApproval as PendingApproval
 from ._pending import PendingCall as PendingCall

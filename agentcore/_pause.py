@@ -26,6 +26,8 @@ class Deferred(ToolOutcome):
 
     call: ToolCall = ToolCall("", "")
     child: RunState | None = None
+    schema: str = ""
+    """The deferred call's tool's ``schema_digest`` (a gate's deferral only)."""
 
 
 def pending_of(
@@ -45,7 +47,8 @@ def pending_of(
             pending.append(PendingCall(outcome.call, CallStatus.delegated, outcome.text))
             children.append(outcome.child)
         elif isinstance(outcome, Deferred):
-            pending.append(PendingCall(outcome.call, CallStatus.deferred, outcome.text))
+            pending.append(PendingCall(outcome.call, CallStatus.deferred, outcome.text,
+                                       schema=outcome.schema))
         else:
             pending.append(PendingCall(call, CallStatus.done, result=outcome.text,
                                        is_error=outcome.is_error, denied=outcome.denied))

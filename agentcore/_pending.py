@@ -11,6 +11,10 @@ pause. Values only; no I/O.
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -47,6 +51,10 @@ class PendingCall:
       result: Its result text (``done`` only).
       is_error: Whether that result is an error (``done`` only).
       denied: Whether that result is a denial (``done`` only).
+      schema: For a call its gate deferred, :func:`schema_digest` of its tool's
+        name and JSON schema then: resuming an approved call against a tool of the
+        same name whose schema differs is refused (``ResumeError``). Empty for
+        other calls (and in states written before it existed: not checked).
     """
 
     call: ToolCall
@@ -56,6 +64,16 @@ class PendingCall:
     result: str = ""
     is_error: bool = False
     denied: bool = False
+    schema: str = attrs.field(default="", eq=False)
+    """(Not compared: two pending calls are equal whatever digest they carry.)"""
+
+
+def schema_digest(name: str, parameters: Mapping[str, Any]) -> str:
+    """``sha256:`` and the hex SHA-256 of a tool's name and JSON schema (canonical
+    JSON: sorted keys, no spaces). Not a checkpoint."""
+    text = json.dumps([name, parameters], sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, default=repr)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @attrs.frozen(slots=True)
@@ -76,3 +94,38 @@ class PendingApproval:
     tool: str
     arguments: str
     reason: str
+
+
+@attrs.frozen(slots=True)
+class BackgroundChild:
+    """The mark of a child state that is a *background* child of its parent run (a
+    subagent started with ``wait: false``) whose result the parent had not read when
+    the tree paused: ``RunState.background`` of one of ``RunState.children``, after
+    the states of the delegated calls. Values only.
+
+    A background child that had not ended when its tree paused was paused too (at
+    its next safe point, like the rest of the tree): its state is that paused run's,
+    and ``result`` is None. One that had ended carries the message that delivers its
+    result (``result``, with exactly one of ``output`` and ``error``); its state then
+    holds only its path, agent, input and summary. On ``subagent.Pool.resume`` the
+    first kind is resumed as a background child of the resumed parent, and the
+    second kind's message is delivered to it once, before its next model call.
+
+    Attributes:
+      call_id: The id of the parent's tool call that started it.
+      name: The name of the spec it runs in the pool (its ``agent`` is the agent id).
+      result: The content of the user message that delivers its result (ended only).
+      output: Its output (ended and finished only).
+      error: Its error text (ended otherwise only).
+    """
+
+    call_id: str
+    name: str
+    result: str | None = None
+    output: str | None = None
+    error: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the child had ended (its result waits to be delivered)."""
+        return self.result is not None

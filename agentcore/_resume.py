@@ -16,7 +16,7 @@ from ._errors import ResumeError
 from ._gate import GateDecision
 from ._messages import Message
 from ._pause import Deferred, pending_of
-from ._pending import CallStatus, PendingCall
+from ._pending import CallStatus, PendingCall, schema_digest
 from ._state import RunState
 from ._toolcall import answer_call, continue_call, result_message, run_tools
 from ._tools import ToolOutcome
@@ -49,6 +49,13 @@ def check_resumable(agent: Resumer, state: RunState) -> None:
             f"this RunState is a run of agent {state.agent[:200]!r}, "
             f"not of this Agent ({agent.agent_id!r})"
         )
+    kept = [c for c in state.children if c.background is not None]
+    if kept and not getattr(agent, "takes_background", False):
+        # Only a pool can start them again and deliver their results.
+        raise ResumeError(
+            f"this RunState has {len(kept)} background subagent(s) not yet delivered: "
+            "resume it with subagent's Pool.resume"
+        )
     for waiting in state.pending_approvals:
         raise ResumeError(
             f"call {waiting.call_id[:200]!r} (tool {waiting.tool[:200]!r}) has no answer "
@@ -61,6 +68,15 @@ def check_resumable(agent: Resumer, state: RunState) -> None:
                 f"tool {p.call.name[:200]!r} of {p.status} call {p.call.id[:200]!r} is not "
                 f"among this Agent's tools ({names})"
             )
+        if p.status is CallStatus.approved and p.schema:
+            tool = agent.tools_by_name[p.call.name]
+            now = schema_digest(p.call.name, getattr(tool, "parameters", {}))
+            if now != p.schema:
+                raise ResumeError(
+                    f"tool {p.call.name[:200]!r} of approved call {p.call.id[:200]!r} is not "
+                    "the tool that was approved: its JSON schema changed since the pause "
+                    "(refused; ask for a new approval)"
+                )
         if p.status is CallStatus.delegated and not getattr(
             agent.tools_by_name[p.call.name], "resumes_paused_calls", False
         ):
@@ -113,7 +129,8 @@ async def finish_pending(
     not started go through the tool phase as usual. Any of them may pause the run
     again: the calls not finished stay pending, with their answers.
     """
-    kids = list(children)
+    # The background children's states are the pool's (it took them before the run).
+    kids = [c for c in children if c.background is None]
     for k, p in enumerate(pending):
         if p.status is CallStatus.waiting:
             await run_tools(run, [q.call for q in pending[k:]])

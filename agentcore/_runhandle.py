@@ -62,6 +62,20 @@ class RunHandle:
         if self._state.phase is not Phase.ended:
             self._state.interrupt_requested = True
 
+    def pause(self) -> None:
+        """Ask the run to pause at its next safe point, as if a gate had deferred a
+        call but with nothing to answer. Not a checkpoint; idempotent.
+
+        Tool calls running now finish, none starts after them (the turn's other
+        calls stay pending, to run on resume), and the run ends ``paused`` with its
+        ``RunState``; a model call in progress finishes first. If the model answers
+        without tool calls, the run ends with that answer instead. Does nothing once
+        the run has ended. (The pool pauses a background subagent this way when its
+        parent's tree pauses.)
+        """
+        if self._state.phase is not Phase.ended:
+            self._state.pausing = True
+
     @property
     def interrupt_requested(self) -> bool:
         """Whether :meth:`interrupt` was called before the run ended."""

@@ -25,7 +25,7 @@ import attrs
 from ._errors import RunStateError
 from ._events import EventKind
 from ._messages import AgentPath, Message, Usage
-from ._pending import CallStatus, PendingApproval, PendingCall
+from ._pending import BackgroundChild, CallStatus, PendingApproval, PendingCall
 from ._statecodec import Decoded, decode_state, encode_state
 from ._steering import Pending
 from ._summary import EndReason, RunSummary
@@ -99,7 +99,11 @@ class RunState:
     across pauses."""
     children: list[RunState] = attrs.Factory(list)
     """The states of the runs this run's delegated calls left paused: one per
-    ``delegated`` pending call, in the same order (see ``CallPaused``)."""
+    ``delegated`` pending call, in the same order (see ``CallPaused``); then those
+    of its background children not yet delivered (each marked ``background``)."""
+    background: BackgroundChild | None = None
+    """Set on a child state that is a background child of its parent run, not yet
+    delivered (see :class:`BackgroundChild`); None on every other state."""
     pausing: bool = False
     """Whether a gate deferred a call in the current turn (the run is pausing)."""
     checkpoint: str = ""
@@ -278,6 +282,7 @@ class RunState:
         state.inbox = [Pending(Message("user", t), EventKind.steering_injected, t)
                        for t in d.steering]
         state.preempting = len(state.inbox)
+        state.background = d.background
         return state
 
     @property

@@ -21,13 +21,17 @@ import msgspec
 
 from ._errors import RunStateError
 from ._messages import AgentPath, Message, ToolCall, Usage
-from ._pending import CallStatus, PendingCall
+from ._pending import BackgroundChild, CallStatus, PendingCall
+from ._statechecks import check_mark, check_schema
 from ._summary import EndReason, RunSummary
 
 #: The format name in every encoded state.
 FORMAT = "agentcore.RunState"
-#: The version this agentcore writes and the only one it reads.
-VERSION = 1
+#: The newest version this agentcore writes and reads (versions 1 and 2 are read). A
+#: state is written as 1 unless it has background children or schema digests.
+VERSION = 2
+#: The version of states without them (read and written as before).
+_VERSION_1 = 1
 #: The most bytes of JSON text ``RunState.from_json`` reads by default: 64 MiB.
 MAX_STATE_BYTES = 64 << 20
 #: The deepest nesting of children states ``RunState.from_json`` accepts (the
@@ -85,10 +89,20 @@ class _Pending(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     result: str = ""
     is_error: bool = False
     denied: bool = False
+    schema: str = ""
+
+
+class _Background(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    call_id: str
+    name: str
+    result: str | None = None
+    output: str | None = None
+    error: str | None = None
 
 
 class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    # Only ``steering`` has a default: a state without it is written as before.
+    # Only ``steering`` and ``background`` have defaults: a state without either is
+    # version 1's, byte for byte.
     run_id: str
     agent: str
     path: list[str]
@@ -106,6 +120,7 @@ class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     elapsed: _Seconds
     children: list[msgspec.Raw]
     steering: Annotated[list[str], msgspec.Meta(max_length=MAX_STATE_STEERING)] = []
+    background: _Background | None = None
 
 
 class _Envelope(msgspec.Struct):
@@ -158,6 +173,8 @@ class StateLike(Protocol):
     def children(self) -> Sequence[StateLike]: ...
     @property
     def steering(self) -> Sequence[str]: ...
+    @property
+    def background(self) -> BackgroundChild | None: ...
 
 
 @attrs.frozen
@@ -179,6 +196,8 @@ class Decoded:
     summary: RunSummary | None
     pending: list[PendingCall]
     elapsed: float
+    background: BackgroundChild | None = None
+    delegated: int = 0  # how many of ``pending`` are delegated (their children first)
     children: list[Decoded] = attrs.Factory(list)
     steering: list[str] = attrs.Factory(list)
 
@@ -222,12 +241,17 @@ def _body_of(state: StateLike, children: list[msgspec.Raw]) -> _Body:
             s.error, s.duration,
         ),
         pending=[
-            _Pending(_call(p.call), p.status, p.reason, p.by, p.result, p.is_error, p.denied)
+            _Pending(_call(p.call), p.status, p.reason, p.by, p.result, p.is_error, p.denied,
+                     p.schema)
             for p in state.pending
         ],
         elapsed=state.elapsed,
         children=children,
         steering=_steering(state),
+        background=None if state.background is None else _Background(
+            state.background.call_id, state.background.name, state.background.result,
+            state.background.output, state.background.error,
+        ),
     )
 
 
@@ -250,13 +274,16 @@ def encode_state(state: StateLike) -> str:
         node = stack.pop()
         order.append(node)
         stack.extend(node.children)
+    version = _VERSION_1
     encoded: dict[int, bytes] = {}
     for node in reversed(order):
+        if node.background is not None or any(p.schema for p in node.pending):
+            version = VERSION
         kids = [msgspec.Raw(encoded.pop(id(c))) for c in node.children]
         encoded[id(node)] = _encoder.encode(_body_of(node, kids))
     body = encoded[id(state)]
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
-    return _encoder.encode(_Envelope(FORMAT, VERSION, digest, msgspec.Raw(body))).decode()
+    return _encoder.encode(_Envelope(FORMAT, version, digest, msgspec.Raw(body))).decode()
 
 
 def _too_deep() -> RunStateError:
@@ -299,10 +326,10 @@ def decode_state(text: str | bytes, max_bytes: int | None = None) -> Decoded:
         raise _refuse("the text is not a JSON object with a format and a version", exc) from None
     if head.format != FORMAT:
         raise RunStateError(f"not a RunState: its format is {head.format[:100]!r}, not {FORMAT!r}")
-    if head.version != VERSION:
+    if head.version not in (_VERSION_1, VERSION):
         raise RunStateError(
             f"RunState written by an incompatible version (format version {head.version}; "
-            f"this agentcore reads version {VERSION})"
+            f"this agentcore reads versions {_VERSION_1} and {VERSION})"
         )
     try:
         envelope = _envelope.decode(data)
@@ -316,13 +343,17 @@ def decode_state(text: str | bytes, max_bytes: int | None = None) -> Decoded:
             "RunState does not match its digest: it was changed after it was written "
             "(edited by hand or damaged); refusing to resume it"
         )
-    return _decode_tree(body)
+    return _decode_tree(body, head.version)
 
 
-def _decode_tree(body: bytes) -> Decoded:
+def _decode_tree(body: bytes, version: int) -> Decoded:
     # Level by level: each body is decoded against a schema with no recursion, its
     # children kept raw until their level; the depth is counted, not recursed.
-    root, kids = _state_of(body)
+    root, kids = _state_of(body, version)
+    if root.background is not None:
+        raise _refuse("bad state: the top state is marked as a background child")
+    _check_count(root, kids)
+    totals = {id(root): len(kids)}
     level = [(root, kid) for kid in kids]
     depth = 1
     while level:
@@ -331,16 +362,48 @@ def _decode_tree(body: bytes) -> Decoded:
             raise _too_deep()
         deeper: list[tuple[Decoded, msgspec.Raw]] = []
         for parent, raw in level:
-            child, kids = _state_of(bytes(raw))
+            child, kids = _state_of(bytes(raw), version)
+            _check_count(child, kids)
+            _check_order(parent, child, totals[id(parent)])
+            totals[id(child)] = len(kids)
             parent.children.append(child)
             deeper.extend((child, kid) for kid in kids)
         level = deeper
     return root
 
 
-def _state_of(body: bytes) -> tuple[Decoded, list[msgspec.Raw]]:
+def _check_count(state: Decoded, kids: list[msgspec.Raw]) -> None:
+    if state.delegated > len(kids):  # (more children: background ones, checked next)
+        raise _refuse(
+            f"bad state: {state.delegated} delegated calls but {len(kids)} children states"
+        )
+
+
+def _check_order(parent: Decoded, child: Decoded, total: int) -> None:
+    # The first ``delegated`` children are the delegated calls' (no mark), the rest
+    # background children (marked).
+    k = len(parent.children)
+    if k < parent.delegated and child.background is not None:
+        raise _refuse(
+            f"bad state: {parent.delegated} delegated calls but child {k} is a background "
+            "child (the delegated calls' states come first)"
+        )
+    if k >= parent.delegated and child.background is None:
+        raise _refuse(f"bad state: {parent.delegated} delegated calls but {total} children states")
+
+
+def _check_version_1(b: _Body) -> None:
+    if b.background is not None:
+        raise ValueError(f"a version {_VERSION_1} state has no background children")
+    if any(p.schema for p in b.pending):
+        raise ValueError(f"a version {_VERSION_1} state has no schema digests")
+
+
+def _state_of(body: bytes, version: int) -> tuple[Decoded, list[msgspec.Raw]]:
     try:
         b = _body.decode(body)
+        if version == _VERSION_1:
+            _check_version_1(b)
         return _build(b), b.children
     except RecursionError:
         raise _too_deep() from None
@@ -374,17 +437,23 @@ def _build(b: _Body) -> Decoded:
                              _the_usage(s.usage), s.end_reason, s.error, s.duration)
     pending = [
         PendingCall(_tool_call(p.call), p.status, p.reason, p.by, p.result, p.is_error,
-                    p.denied)
+                    p.denied, check_schema(p.schema))
         for p in b.pending
     ]
     if pending and (summary is None or summary.end_reason is not EndReason.paused):
         raise ValueError("pending tool calls in a state that is not paused")
     delegated = sum(1 for p in pending if p.status is CallStatus.delegated)
-    if delegated != len(b.children):
-        raise ValueError(
-            f"{delegated} delegated calls but {len(b.children)} children states"
-        )
+    background = _background(b.background, summary)
     return Decoded(b.run_id, b.agent, tuple(b.path), b.input, messages, b.turn,
                    b.tool_calls, b.tool_errors, b.denied, _the_usage(b.usage),
                    list(b.follow_ups), b.reported, summary, pending, b.elapsed,
-                   steering=list(b.steering))
+                   background, delegated, steering=list(b.steering))
+
+
+def _background(m: _Background | None, summary: RunSummary | None) -> BackgroundChild | None:
+    # A background mark, checked against the state it marks.
+    if m is None:
+        return None
+    mark = BackgroundChild(m.call_id, m.name, m.result, m.output, m.error)
+    check_mark(mark, summary is not None and summary.end_reason is EndReason.paused)
+    return mark

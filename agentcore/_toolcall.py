@@ -18,6 +18,7 @@ from ._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
 from ._hookcall import intercept
 from ._messages import Message, ToolCall
 from ._pause import Deferred, pending_of
+from ._pending import schema_digest
 from ._state import RunState
 from ._steering import SKIPPED_INTERRUPTED, SKIPPED_STEERED
 from ._tools import SelfMonitoring, Tool, ToolOutcome
@@ -39,6 +40,10 @@ async def run_tools(run: RunPort, calls: Sequence[ToolCall]) -> None:
     read_only = run.agent.read_only_names
     i, n = 0, len(calls)
     while i < n:
+        if run.pausing:
+            # Asked to pause (Run.pause) before this call started: nothing new starts.
+            run.pause_calls(*pending_of(calls[i:], []))
+            return
         if run.interrupt_requested or run.has_pending:
             text = SKIPPED_INTERRUPTED if run.interrupt_requested else SKIPPED_STEERED
             await skip_calls(run, calls[i:], text)
@@ -234,7 +239,8 @@ async def _gated_execute(run: RunPort, call: ToolCall) -> ToolOutcome:
     await _record_decision(run, call, decision)
     if decision.deferred:
         run.note_deferral()
-        return Deferred(decision.reason, call=call)
+        return Deferred(decision.reason, call=call,
+                        schema=schema_digest(tool.name, tool.parameters))
     if not decision.allowed:
         return ToolOutcome(f"denied: {decision.reason}", True, True)
     return await _execute(run, tool, call)

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from agentcore import (
+    BackgroundChild,
     CallStatus,
     EndReason,
     Message,
@@ -49,12 +50,26 @@ def _sound() -> RunState:
     return state
 
 
+def _ended_background() -> RunState:
+    # A background child that ended, its result kept for delivery (issue 20).
+    state = RunState.begin([], run_id="r3", agent="bg", path=("root/0001", "bg/0003"),
+                           input="work")
+    state.phase = Phase.ended
+    state.summary = RunSummary(1, 0, 0, 0, Usage(1, 1), EndReason.stop, None, 1.0)
+    state.background = BackgroundChild("c9", "bg", "[subagent result] {}", "out", None)
+    return state
+
+
 _ROOT = _sound()
 _ROOT.children.append(_sound())
+_PAUSED_BACKGROUND = _sound()
+_PAUSED_BACKGROUND.background = BackgroundChild("c8", "bg")
+_ROOT.children.extend([_PAUSED_BACKGROUND, _ended_background()])
 _TEXT = _ROOT.to_json()
 _BODY: dict[str, Any] = json.loads(_TEXT)["state"]
 _KEYS = (*_BODY, "role", "content", "tool_calls", "status", "call", "id", "name",
-         "arguments", "input_tokens", "cost", "end_reason", "extra")
+         "arguments", "input_tokens", "cost", "end_reason", "extra", "background",
+         "call_id", "result", "output", "error")
 
 
 def _value(r: ByteReader, depth: int) -> Any:
@@ -107,7 +122,7 @@ def _text(r: ByteReader, data: bytes) -> str | bytes:
     digest = "sha256:" + hashlib.sha256(raw).hexdigest()
     if r.below(8) == 0:
         digest = digest[:-1] + "0"
-    version = 1 if r.below(8) else r.choice((0, 2, -1, 10**30))
+    version = r.choice((1, 2)) if r.below(8) else r.choice((0, 3, -1, 10**30))
     head = json.dumps({"format": "agentcore.RunState", "version": version, "digest": digest})
     return head[:-1].encode() + b',"state":' + raw + b"}"
 

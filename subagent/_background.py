@@ -11,50 +11,21 @@ run ends are orphaned by the parent's end.
 from __future__ import annotations
 
 import functools
-import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
-from agentcore import AuditError, Message, Pending
-from agentcore._audit import record_within
+from agentcore import AuditError, Pending
 
+from ._bgresult import RESULT_PREFIX as RESULT_PREFIX
+from ._bgresult import audit_entry, outcome, result_message
+from ._bgstate import keep_background, keeps_result, orphan_kept, take_kept
 from ._events import Event, EventKind
-from ._reply import with_output
 
 if TYPE_CHECKING:
-    from ledger import Sink
 
     from ._task import Task
-
-#: Starts the content of the message that delivers a background result. The rest is
-#: JSON: ``{"agent", "path", "output"}``, or ``"error"`` instead of ``"output"``.
-RESULT_PREFIX = "[subagent result] "
-
-
-def outcome(task: Task) -> tuple[str | None, str | None]:
-    """The output of an ended task, or the error ``wait()`` raises for it: one is None."""
-    failure = task._failure()
-    if failure is None:
-        return task._output, None
-    return None, str(failure)
-
-
-def result_message(task: Task) -> Message:
-    """The user message that hands a background task's result to its parent run.
-
-    Its role is ``user`` (the only role a model accepts outside a tool answer), and the
-    ``[subagent result]`` prefix tells the model it is information, not a request.
-    """
-    output, error = outcome(task)
-    body: dict[str, object] = {"agent": task.name, "path": list(task.path)}
-    if error is None:
-        assert output is not None
-        return Message("user", RESULT_PREFIX + with_output(body, task, output))
-    body["error"] = error
-    return Message("user", RESULT_PREFIX + json.dumps(body))
-
 
 def settle(task: Task) -> bool:
     """Account for a task that has ended and reported its end (see
@@ -67,26 +38,17 @@ def settle(task: Task) -> bool:
     target = task._node.deliver_to
     run = target.handle._run if target is not None else None
     inbox_open = run is not None and not run.ended
-    kept, effects = task._core.settle(task._node, inbox_open)
+    # A result kept for the state of a parent that paused (see _bgstate): unread,
+    # not offered to its inbox; the parent's end nests it in its RunState.
+    keep = target is not None and run is not None and keeps_result(run, task)
+    kept, effects = task._core.settle(task._node, inbox_open or keep)
     task._apply(effects)
-    if target is not None and inbox_open:
+    if target is not None and inbox_open and not keep:
         assert run is not None
         parent = target.handle
         read = functools.partial(_delivered, parent, task)
         run.put(Pending(result_message(task), None, on_read=read, preempts=False))
     return kept
-
-
-async def _audit(sink: Sink, kind: EventKind, bound: float, **fields: Any) -> AuditError | None:
-    # One entry of background delegation, bounded by ``bound``: a sink that fails or
-    # does not answer in time is returned as an AuditError naming the entry's kind.
-    from ledger import Record
-
-    try:
-        await record_within(sink, Record(str(kind), **fields), bound)
-    except AuditError as failure:
-        return failure
-    return None
 
 
 async def _delivered(parent: Task, task: Task) -> None:
@@ -96,7 +58,7 @@ async def _delivered(parent: Task, task: Task) -> None:
     output, error = outcome(task)
     sink = parent.spec.audit
     if sink is not None:
-        failure = await _audit(
+        failure = await audit_entry(
             sink,
             EventKind.result_delivered,
             math.inf,
@@ -143,7 +105,7 @@ async def orphan(task: Task, *, bound: float) -> AuditError | None:
     if sink is not None:
         target = task._node.deliver_to
         parent = target.handle if target is not None else None
-        failure = await _audit(
+        failure = await audit_entry(
             sink,
             EventKind.task_orphaned,
             bound,
@@ -188,6 +150,13 @@ async def end_children(task: Task, *, hard: bool, bound: float) -> None:
     other end cancels the background children that are not critical, waits for them
     at most ``bound`` seconds, and leaves critical ones running.
     """
+    if task._run is not None and task._run.state.paused:
+        # The tree paused: its background children become part of the state.
+        await keep_background(task)
+        return
+    for kept in take_kept(task):
+        with trio.move_on_after(2 * bound):
+            await orphan_kept(task, kept, bound=bound)
     for node in task._core.take_unread(task._node):
         child = node.handle
         # The entry and the event are bounded apart: a hung sink cannot hold back the event.

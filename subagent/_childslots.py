@@ -44,11 +44,14 @@ def release_child(pool: Pool, caller: Task) -> None:
 
 
 def accept_child(
-    pool: Pool, caller: Task, name: str, input: str, call_id: str | None, background: bool
+    pool: Pool, caller: Task, name: str, input: str, call_id: str | None, background: bool,
+    *, resume: agentcore.RunState | None = None,
 ) -> Task:
-    """Accept a child of ``caller`` holding the fan-out slot claimed for it; not a
-    checkpoint. Raises ``trio.WouldBlock`` if the queue is full."""
-    return pool._accept(name, input, caller.path, None, call_id, caller, background)
+    """Accept a child of ``caller`` holding the fan-out slot claimed for it (with
+    ``resume``, continuing that paused run); not a checkpoint. Raises
+    ``trio.WouldBlock`` if the queue is full."""
+    return pool._accept(name, input, caller.path, None, call_id, caller, background,
+                        resume=resume)
 
 
 async def submit_child(

@@ -278,25 +278,17 @@ class SubagentTool:
         return with_output({"agent": agent, "path": list(child.path)}, child, child._output)
 
     async def _start(self, caller: Task, agent: str, text: str) -> tuple[str, ...]:
-        pool = self.pool
-        await shell.claim_child(pool, caller, agent)
-        call_id = _delegating_call()
-        try:
-            try:
-                child = shell.accept_child(pool, caller, agent, text, call_id, True)
-            except trio.WouldBlock:
-                child = await lend_slot(
-                    pool,
-                    caller,
-                    lambda: shell.submit_child(
-                        pool, caller, caller.path, agent, text, call_id, True
-                    ),
-                )
-        except BaseException:
-            shell.release_child(pool, caller)
-            raise
-        await trio.lowlevel.cancel_shielded_checkpoint()
+        resume = agentcore.resumed_call_state()
+        if resume is not None:
+            # Recovered after a crash with this start call in flight and its child
+            # checkpointed (the call is tied to it by its id): continue that child,
+            # never start a second one.
+            spec = self.pool.specs[agent]
+            check_resumable(Names(spec.agent_id, {t.name: t for t in spec.tools}), resume)
+        child = await start_child(self.pool, caller, agent, text, _delegating_call(),
+                                  resume=resume)
         return child.path
+
 
     async def _delegate(
         self,
@@ -361,6 +353,41 @@ class SubagentTool:
         finally:
             if caller is not None:
                 shell.stop_awaiting(pool, caller, child)
+
+
+async def start_child(
+    pool: Pool,
+    caller: Task,
+    agent: str,
+    text: str,
+    call_id: str | None,
+    *,
+    resume: agentcore.RunState | None = None,
+) -> Task:
+    """Start a background child of ``caller`` (``wait: false``), holding one of its
+    fan-out slots; with ``resume``, it continues that paused run. A checkpoint (waits
+    for a fan-out slot or room in the queue with ``caller``'s slot lent).
+
+    Raises:
+      SubagentError: no fan-out slot in time, the pool closed, an unknown agent.
+    """
+    await shell.claim_child(pool, caller, agent)
+    try:
+        try:
+            child = shell.accept_child(pool, caller, agent, text, call_id, True, resume=resume)
+        except trio.WouldBlock:
+            child = await lend_slot(
+                pool,
+                caller,
+                lambda: shell.submit_child(
+                    pool, caller, caller.path, agent, text, call_id, True, resume=resume
+                ),
+            )
+    except BaseException:
+        shell.release_child(pool, caller)
+        raise
+    await trio.lowlevel.cancel_shielded_checkpoint()
+    return child
 
 
 def limit_delegation(tools: tuple[Tool, ...], agents: Iterable[str]) -> tuple[Tool, ...]:

@@ -17,12 +17,13 @@ from ledger import Record, Sink
 from ledger._record import record_of
 
 from ._background import end_children, orphan, settle
+from ._bgstate import has_kept, pause_asked, start_background, take_background
 from ._budgeted import budgeted_model
 from ._budgeted import settle as settle_budget
 from ._checkpoints import CheckpointError
 from ._core import TaskStatus
 from ._current import current_task
-from ._delegation import SubagentTool, limit_delegation
+from ._delegation import SubagentTool, limit_delegation, start_child
 from ._events import Event, EventKind
 from ._recovery import commit_checkpoint, commit_start, end_unstarted
 from ._result import end_status
@@ -322,11 +323,14 @@ async def run_task(task: Task) -> None:
                 failure = await _report_start(task, EventKind.task_started)
             if failure is None:
                 # Its limits are the task's own scope's deadline (see Task._limit).
+                taken = take_background(task)
                 run = _prepare(task, agent)
                 # The outer value is restored (a Token would be 64 B of every parked run).
                 outer = current_task.get()
                 current_task.set(task)
                 ran = True
+                if taken or pause_asked(task):
+                    await start_background(task, run, taken, start_child)
                 result = await run.run()
                 task._conclude_run(result)
                 status = settle_budget(task, end_status(result.summary.end_reason))
@@ -390,7 +394,7 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     task._end_summary()
     hard = status is TaskStatus.cancelled
     node = task._node
-    if node.unread or node.background or (hard and node.children):
+    if node.unread or node.background or (hard and node.children) or has_kept(task):
         with trio.CancelScope(shield=True):
             await end_children(task, hard=hard, bound=END_TIMEOUT)
     elif hard and not node.cancel_called:

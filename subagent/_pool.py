@@ -31,7 +31,7 @@ from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
 from ._recovery import Recovered, recover
 from ._resumable import Names as _Names
-from ._resumable import check_resumable
+from ._resumable import check_background, check_resumable
 from ._resumed import already_resumed, resume_key
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
@@ -305,6 +305,7 @@ class Pool(Waits):
         if spec is None:
             raise UnknownAgentError(name, tuple(sorted(self._specs)))
         check_resumable(_Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
+        check_background(self._specs, state)
         if claim and self.checkpoints is not None and not await self.checkpoints.claim(
             name, state, resume_key(state)
         ):

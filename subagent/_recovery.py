@@ -23,17 +23,25 @@ import trio
 import agentcore
 from agentcore import MAX_STATE_DEPTH
 
+from ._bgresult import audit_entry
 from ._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints
 from ._current import current_task
 from ._errors import UnknownAgentError
+from ._events import Event, EventKind
+
+#: Seconds the audit entry of an orphan found at recovery may take.
+END_BOUND = 5.0
 
 if TYPE_CHECKING:
     from ._spec import Spec
+    from ._stream import Stream
     from ._task import Task
 
 
 class Pool(Protocol):
     """What :func:`recover` uses of a ``subagent.Pool``."""
+
+    events: Stream | None
 
     @property
     def specs(self) -> dict[str, Spec]: ...
@@ -147,6 +155,16 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     by_call: dict[tuple[str | None, str | None], CheckpointRow] = {
         (r.parent, r.call_id): r for r in rows if r.parent is not None
     }
+    # A background child (wait: false) is tied to its parent's run by the parent's
+    # run id and the id of the call that started it; that call is not in flight.
+    background: dict[str, list[CheckpointRow]] = {}
+    for r in rows:
+        if r.parent is not None and r.status in ("running", "paused"):
+            background.setdefault(r.parent, []).append(r)
+    ended = {r.run_id for r in rows if r.status == "ended"}
+    for row in rows:
+        if row.parent in ended and row.status == "running":
+            await _orphan(pool, store, row)
     tasks = []
     paused = []
     for row in rows:
@@ -156,7 +174,7 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
             assert row.state is not None
             paused.append(PausedTree(row.name, row.state, row.checkpoint))
         elif row.status == "running":
-            state = _tree(pool, row, by_call)
+            state = _tree(pool, row, by_call, background)
             if state.pending_approvals:
                 # A subagent paused for a human before the crash: the tree waits for
                 # answers (it stays in the file), it is listed, not resumed.
@@ -168,8 +186,48 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     return Recovered(tasks, paused)
 
 
+#: The error of a checkpointed background child whose parent had ended at the crash.
+ORPHANED = "its parent run had ended before the crash: not resumed"
+
+
+async def _orphan(pool: Pool, store: SqliteCheckpoints, row: CheckpointRow) -> None:
+    # A child still running at the crash whose parent run had ended (a background
+    # child, critical or not yet cancelled): reported orphaned (audited in its
+    # spec's sink, a task_orphaned event on the pool's stream), then marked ended in
+    # the store so that a later recovery does not report it again. An orphan cannot
+    # be refused: an entry that cannot be recorded is named in the event's error.
+    assert row.state is not None
+    spec = pool.specs.get(row.name)
+    path = row.state.path
+    error = ORPHANED
+    if spec is not None and spec.audit is not None:
+        failure = await audit_entry(
+            spec.audit, EventKind.task_orphaned, END_BOUND, run_id=row.run_id, path=path,
+            agent_id=spec.agent_id, call_id=row.call_id, error=ORPHANED,
+            data={"agent": row.name, "parent": row.parent or ""},
+        )
+        if failure is not None:
+            error = f"{ORPHANED}; AuditError: {failure}"
+    if pool.events is not None:
+        pool.events._send_reserved(
+            Event(path, EventKind.task_orphaned, None, row.call_id, error=error)
+        )
+    point = agentcore.Checkpoint(agentcore.CheckpointKind.ended, row.state)
+    await store.write(row.name, row.parent, row.call_id, point)
+
+
+def _background_rows(
+    row: CheckpointRow, background: dict[str, list[CheckpointRow]]
+) -> list[CheckpointRow]:
+    # The background children of ``row``'s run that were not done at the crash.
+    return [r for r in background.get(row.run_id, []) if r.call_id not in row.in_flight]
+
+
 def _tree(
-    pool: Pool, root: CheckpointRow, by_call: dict[tuple[str | None, str | None], CheckpointRow]
+    pool: Pool,
+    root: CheckpointRow,
+    by_call: dict[tuple[str | None, str | None], CheckpointRow],
+    background: dict[str, list[CheckpointRow]],
 ) -> agentcore.RunState:
     # Deepest first, with an explicit stack: a child is recovered before its parent.
     order: list[tuple[CheckpointRow, int]] = []
@@ -184,6 +242,9 @@ def _tree(
         for call_id in row.in_flight:
             child = by_call.get((row.run_id, call_id))
             if child is not None and child.status == "running":
+                stack.append((child, depth + 1))
+        for child in _background_rows(row, background):
+            if child.status == "running":
                 stack.append((child, depth + 1))
     recovered: dict[str, agentcore.RunState] = {}
     for row, _ in reversed(order):
@@ -204,6 +265,14 @@ def _tree(
         repeatable = {t.name for t in spec.tools if agentcore.is_idempotent(t)}
         agentcore.recover_calls(row.state, set(row.in_flight), repeatable, children,
                                 row.checkpoint)
+        for child in _background_rows(row, background):
+            # Resumed as a background child of the recovered parent (Pool.resume):
+            # its result is delivered to it.
+            kid = recovered[child.run_id] if child.status == "running" else child.state
+            if kid is None:
+                continue
+            kid.background = agentcore.BackgroundChild(child.call_id or "", child.name)
+            row.state.children.append(kid)
         recovered[row.run_id] = row.state
     return recovered[root.run_id]
 

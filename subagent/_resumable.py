@@ -3,11 +3,18 @@ on the names a spec binds."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 
+from agentcore import RunState
 from agentcore._resume import check_resumable as check_resumable
+
+from ._errors import UnknownAgentError
+
+if TYPE_CHECKING:
+    from ._spec import Spec
 
 
 @attrs.frozen
@@ -16,3 +23,32 @@ class Names:
 
     agent_id: str
     tools_by_name: Mapping[str, object]
+    #: The pool starts a state's background children again (see ``_bgstate``).
+    takes_background: bool = True
+
+
+def _tree(state: RunState) -> Iterator[RunState]:
+    stack = [state]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.children)
+
+
+def check_background(specs: Mapping[str, Spec], state: RunState) -> None:
+    """Raise unless every background child in ``state``'s tree can be started again
+    in a pool with ``specs``. Not a checkpoint.
+
+    Raises:
+      UnknownAgentError: a background child's spec name is not registered.
+      agentcore.ResumeError: a paused background child's spec cannot resume it.
+    """
+    for node in _tree(state):
+        mark = node.background
+        if mark is None:
+            continue
+        spec = specs.get(mark.name)
+        if spec is None:
+            raise UnknownAgentError(mark.name[:200], tuple(sorted(specs)))
+        if not mark.ended:
+            check_resumable(Names(spec.agent_id, {t.name: t for t in spec.tools}), node)

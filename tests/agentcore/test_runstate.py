@@ -163,10 +163,10 @@ def test_an_edit_by_hand_is_refused() -> None:
 def test_an_unknown_version_or_format_is_refused() -> None:
     body = body_of(paused_state())
     with pytest.raises(RunStateError) as info:
-        RunState.from_json(envelope(body, version=2))
+        RunState.from_json(envelope(body, version=3))
     assert str(info.value) == (
-        "RunState written by an incompatible version (format version 2; "
-        "this agentcore reads version 1)"
+        "RunState written by an incompatible version (format version 3; "
+        "this agentcore reads versions 1 and 2)"
     )
     with pytest.raises(RunStateError) as info:
         RunState.from_json('{"format": "other", "version": 1}')

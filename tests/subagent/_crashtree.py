@@ -1,5 +1,7 @@
-"""A three-level delegation tree (root -> mid -> leaf) with mutating, idempotent and
-read-only tools at every level, checkpointed in an SQLite file, for the crash tests.
+"""A three-level delegation tree (root -> mid -> leaf, and a background child root ->
+side started with ``wait: false`` and waited for with ``subagent_results``) with
+mutating, idempotent and read-only tools at every level, checkpointed in an SQLite
+file, for the crash tests.
 
 ``python -m tests.subagent._crashtree run DB LEDGER LOG`` runs it (printing a line
 for each tool execution, so the test can kill it at a chosen point);
@@ -24,16 +26,27 @@ import agentcore
 from agentcore import FunctionTool, Message, ModelRequest, ToolCall
 from agentcore.testing import ScriptedModel
 from ledger import JsonlSink, repair
-from subagent import Pool, Spec, SqliteCheckpoints, SubagentTool, open_pool
+from subagent import (
+    Pool,
+    Spec,
+    SqliteCheckpoints,
+    SubagentResultsTool,
+    SubagentTool,
+    open_pool,
+)
 
 #: Each level's turns: the calls of each turn as (tool, arguments).
 SCRIPTS: dict[str, list[list[tuple[str, dict[str, Any]]]]] = {
     "root": [[("write", {"n": 1})], [("subagent", {"agent": "mid", "task": "mid work"})],
+             [("subagent", {"agent": "side", "task": "side work", "wait": False}),
+              ("subagent_results", {})],
              [("write", {"n": 2}), ("bump", {"n": 1})]],
     "mid": [[("write", {"n": 1})], [("subagent", {"agent": "leaf", "task": "leaf work"})],
             [("bump", {"n": 1})]],
     "leaf": [[("write", {"n": 1}), ("write", {"n": 2})], [("look", {"n": 1})],
              [("write", {"n": 3})]],
+    # A background child of root (wait: false), which root waits for.
+    "side": [[("write", {"n": 1})]],
 }
 
 
@@ -74,7 +87,9 @@ def register(pool: Pool, sink: JsonlSink, log: Path) -> None:
     tools = [logging_tool(log, "write"), logging_tool(log, "bump", idempotent=True),
              logging_tool(log, "look", read_only=True)]
     for name in SCRIPTS:
-        delegation = [SubagentTool(pool)] if name != "leaf" else []
+        delegation: list[agentcore.Tool] = []
+        if name in ("root", "mid"):
+            delegation = [SubagentTool(pool), SubagentResultsTool(pool)]
         pool.register(Spec(name, model=scripted(name), tools=[*tools, *delegation],
                            audit=sink))
 

@@ -1,0 +1,62 @@
+"""A background child's result as its parent receives it: the ``[subagent result]``
+message, and the audit entries of its delivery (shared by ``_background`` and
+``_bgstate``). Values and one bounded audit call; no state."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from agentcore import AuditError, Message
+from agentcore._audit import record_within
+
+from ._events import EventKind
+from ._reply import with_output
+
+if TYPE_CHECKING:
+    from ledger import Sink
+
+    from ._task import Task
+
+#: Starts the content of the message that delivers a background result. The rest is
+#: JSON: ``{"agent", "path", "output"}``, or ``"error"`` instead of ``"output"``.
+RESULT_PREFIX = "[subagent result] "
+
+
+def outcome(task: Task) -> tuple[str | None, str | None]:
+    """The output of an ended task, or the error ``wait()`` raises for it: one is None."""
+    failure = task._failure()
+    if failure is None:
+        return task._output, None
+    return None, str(failure)
+
+
+def result_message(task: Task) -> Message:
+    """The user message that hands a background task's result to its parent run.
+
+    Its role is ``user`` (the only role a model accepts outside a tool answer), and the
+    ``[subagent result]`` prefix tells the model it is information, not a request.
+    """
+    output, error = outcome(task)
+    body: dict[str, object] = {"agent": task.name, "path": list(task.path)}
+    if error is None:
+        assert output is not None
+        return Message("user", RESULT_PREFIX + with_output(body, task, output))
+    body["error"] = error
+    return Message("user", RESULT_PREFIX + json.dumps(body))
+
+
+async def audit_entry(
+    sink: Sink, kind: EventKind, bound: float, **fields: Any
+) -> AuditError | None:
+    # One entry of background delegation, bounded by ``bound``: a sink that fails or
+    # does not answer in time is returned as an AuditError naming the entry's kind.
+    from ledger import Record
+
+    try:
+        await record_within(sink, Record(str(kind), **fields), bound)
+    except AuditError as failure:
+        return failure
+    return None
+
+
