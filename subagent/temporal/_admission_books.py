@@ -14,9 +14,11 @@ chain)`` and hold at most one number per key, so:
 - a repeated ``acquire`` changes nothing (a holder gets its grant again, in case the
   first one was lost to a reset); an older number than the one held is ignored;
 - a ``release`` frees only the slot (or queue place) of its own key, never another
-  root's; a release of a number the books never saw leaves a *tombstone*, and the
-  ``acquire`` it overtook is then ignored (no slot leaks); tombstones are bounded
-  (the oldest go first) and are dropped when their root is found closed;
+  root's, and leaves a *tombstone* (the highest number released per key): an
+  ``acquire`` it overtook, or one delivered again, is then ignored (no slot leaks);
+  tombstones are bounded (the oldest go first; a root released more than
+  ``max_tombstones`` releases ago is then only caught by the liveness check) and
+  are dropped when their root is found closed;
 - :meth:`Books.reclaim` frees everything of roots found closed (terminated, timed
   out, reset away), whose ``finally`` never ran.
 
@@ -139,20 +141,18 @@ class Books:
         self._grant()
 
     def release(self, ticket: Ticket) -> None:
-        """A root gives its slot (or queue place) of ``ticket`` back; never another's."""
+        """A root gives its slot (or queue place) of ``ticket`` back; never another's.
+
+        The release is remembered (a tombstone): an acquire of the same or an older
+        number that arrives later (overtaken, or delivered again) is ignored."""
         key, number = ticket.key, ticket.number
         for books in (self.holders, self.waiting):
             held = books.get(key)
-            if held is None:
-                continue
-            if held > number:
+            if held is not None and held > number:
                 return  # a late release of an older ticket: the newer one stands
-            del books[key]
-            if held < number:
-                self._bury(key, number)
-            self._grant()
-            return
         self._bury(key, number)
+        if self.holders.pop(key, None) is not None or self.waiting.pop(key, None) is not None:
+            self._grant()
 
     def undeliverable(self, out: Outgoing) -> None:
         """The answer ``out`` could not be sent (its root is gone): free its grant."""
