@@ -105,20 +105,23 @@ class AdmissionState:
 class AdmissionWorkflow:
     """A FIFO semaphore of root workflows, fed by signals (see the module)."""
 
-    def __init__(self) -> None:
-        self._books = Books(1)
+    @workflow.init
+    def __init__(self, books: AdmissionInput) -> None:
+        # The books are built here, not in ``run``: signals that came with the first
+        # workflow task (after a continue-as-new, every acquire and release sent
+        # during the switch) are handled before ``run`` starts, and must land in
+        # the carried books, not in books that ``run`` would then replace.
+        start = books.carried or Carried()
+        self._books = Books(books.limit, books.max_queue, books.max_tombstones)
+        self._books.restore(start)
+        self._runs = max(1, start.runs)
         self._closing = False
         self._acquires = 0
-        self._runs = 1
         self._cursor = 0
 
     @workflow.run
     async def run(self, books: AdmissionInput) -> None:
         """Answer roots until it is time to continue as new (then never returns)."""
-        start = books.carried or Carried()
-        self._books = Books(books.limit, books.max_queue, books.max_tombstones)
-        self._books.restore(start)
-        self._runs = max(1, start.runs)
         checker = asyncio.ensure_future(self._check_loop(max(0.1, books.reclaim_every)))
         while True:
             await workflow.wait_condition(lambda: bool(self._books.outbox) or self._due(books))
