@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
@@ -162,7 +163,7 @@ async def across_runs(server: DevServer, work: Work) -> tuple[list[RootResult], 
         Worker(client, "cans", specs=slow_specs(work), max_concurrent_roots=4),
         Worker(other, "cans", specs=slow_specs(work), max_concurrent_roots=4),
     ):
-        def root(i: int) -> Awaitable[object]:
+        def root(i: int) -> Awaitable[WorkflowHandle[object, RootResult]]:
             return start(client, "slow", f"r{i}", task_queue="cans", id=f"cans-{i}",
                          options=options)
         handles = [await root(0), await root(1)]
@@ -170,13 +171,13 @@ async def across_runs(server: DevServer, work: Work) -> tuple[list[RootResult], 
         # Three acquires per run: the third makes the first run continue as new with
         # two holders and one or two waiting; the rest arrive, at once, in the next run
         # (which continues as new again after its third).
-        handles += await asyncio.gather(*(root(i) for i in range(2, 4)))  # type: ignore[arg-type]
+        handles += await asyncio.gather(*(root(i) for i in range(2, 4)))
         await until(client, "cans", lambda s: len(s.waiting) == 2 and s.runs >= 2)
-        handles += await asyncio.gather(*(root(i) for i in range(4, 7)))  # type: ignore[arg-type]
+        handles += await asyncio.gather(*(root(i) for i in range(4, 7)))
         await until(client, "cans", lambda s: len(s.waiting) == 5 and s.runs >= 3)
         assert work.running == 2
         work.gate.set()
-        results = [await h.result() for h in handles]  # type: ignore[attr-defined]
+        results = [await h.result() for h in handles]
         await until(client, "cans", lambda s: s.holders == [] and s.waiting == [])
         history = await client.get_workflow_handle(admission_id("cans"), run_id=first) \
             .fetch_history()
@@ -196,3 +197,45 @@ def test_continue_as_new_keeps_holders_and_waiters(dev_server: DevServer) -> Non
     assert sorted(t.workflow_id for t in carried.carried.holders) == ["cans-0", "cans-1"]
     assert len(carried.carried.waiting) >= 1
     assert carried.carried.runs == 2
+
+
+async def long_history(server: DevServer, work: Work) -> tuple[RootResult, int]:
+    client = await Client.connect(server.address)
+    await ensure_admission(client, "long", task_queue="long", limit=1, history_limit=100,
+                           reclaim_every=0.2)
+    async with Worker(client, "long", specs=slow_specs(work)):
+        held = await start(client, "slow", "h", task_queue="long", id="long-h",
+                           options=RunOptions(admission="long"))
+        # The liveness checks alone (about ten events each) fill the history: the
+        # workflow continues as new while the root holds its slot (the dev server's
+        # timers fire about a second apart at the soonest: about ten seconds).
+        await until(client, "long", lambda s: s.runs >= 2)
+        assert (await admission_state(client, "long")).holders == ["long-h"]
+        work.gate.set()
+        result = await held.result()
+        await until(client, "long", lambda s: s.holders == [])
+        return result, (await admission_state(client, "long")).reclaimed
+
+
+def test_a_long_history_continues_as_new_while_a_root_holds(dev_server: DevServer) -> None:
+    work = Work()
+    result, reclaimed = asyncio.run(long_history(dev_server, work))
+    assert (result.output, reclaimed, work.most) == ("h: done", 0, 1)
+
+
+def test_admission_settings_are_checked(dev_server: DevServer) -> None:
+    async def check() -> None:
+        client = await Client.connect(dev_server.address)
+        bad: list[tuple[dict[str, float], str]] = [
+            ({"reclaim_every": 0.0}, "reclaim_every must be above 0, not 0.0"),
+            ({"history_limit": 99}, "history_limit must be at least 100, not 99"),
+            ({"roots_per_run": 0}, "roots_per_run must be at least 1, not 0"),
+            ({"max_queue": -1}, "admission_max_queue must be at least 0, not -1"),
+        ]
+        for settings, message in bad:
+            with pytest.raises(ValueError) as caught:
+                await ensure_admission(client, "bad", task_queue="nowhere", limit=1,
+                                       **settings)  # type: ignore[arg-type]
+            assert str(caught.value) == message
+
+    asyncio.run(check())
