@@ -91,14 +91,16 @@ class AdmissionInput:
 @dataclass(frozen=True)
 class AdmissionState:
     """What the ``state`` query returns: the roots holding a slot and those waiting
-    (workflow ids, in grant order), how many closed roots were reclaimed, and the
-    runs of the admission workflow's chain so far (1 + its continue-as-news)."""
+    (workflow ids, in grant order), how many closed roots were reclaimed, the runs of
+    the admission workflow's chain so far (1 + its continue-as-news), and the
+    liveness checks that answered."""
 
     limit: int
     holders: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
     reclaimed: int = 0
     runs: int = 1
+    checks: int = 0
 
 
 @workflow.defn(name=ADMISSION_WORKFLOW_NAME)
@@ -198,4 +200,5 @@ class AdmissionWorkflow:
         """The limit, the roots holding a slot and the roots waiting, in order."""
         books = self._books
         return AdmissionState(books.limit, [w for w, _ in books.holders],
-                              [w for w, _ in books.waiting], books.reclaimed, self._runs)
+                              [w for w, _ in books.waiting], books.reclaimed, self._runs,
+                              books.checks)

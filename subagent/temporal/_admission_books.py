@@ -85,6 +85,7 @@ class Carried:
     outbox: list[Outgoing] = field(default_factory=list)
     reclaimed: int = 0
     runs: int = 1
+    checks: int = 0
 
 
 def valid_ticket(ticket: object) -> bool:
@@ -102,7 +103,8 @@ class Books:
     """Holders, the FIFO queue and tombstones of one admission workflow (see the module).
 
     ``holders`` and ``waiting`` map a root's key to its ticket number, in grant and
-    queue order; ``reclaimed`` counts the roots freed because they were found closed.
+    queue order; ``reclaimed`` counts the roots freed because they were found closed,
+    ``checks`` the liveness checks that answered.
     """
 
     def __init__(self, limit: int, max_queue: int = DEFAULT_MAX_QUEUE,
@@ -115,6 +117,7 @@ class Books:
         self.tombstones: dict[Key, int] = {}
         self.outbox: deque[Outgoing] = deque()
         self.reclaimed = 0
+        self.checks = 0
 
     # -- requests --------------------------------------------------------------------
 
@@ -164,6 +167,7 @@ class Books:
     def reclaim(self, closed: Iterable[Key]) -> None:
         """Free everything of the roots ``closed`` (found closed: terminated, timed out,
         reset away), and forget their tombstones."""
+        self.checks += 1
         for key in closed:
             if self.holders.pop(key, None) is not None:
                 self.reclaimed += 1
@@ -192,7 +196,7 @@ class Books:
             [Ticket(w, r, n) for (w, r), n in self.holders.items()],
             [Ticket(w, r, n) for (w, r), n in self.waiting.items()],
             [Ticket(w, r, n) for (w, r), n in self.tombstones.items()],
-            list(self.outbox), self.reclaimed, runs,
+            list(self.outbox), self.reclaimed, runs, self.checks,
         )
 
     def restore(self, carried: Carried) -> None:
@@ -202,6 +206,7 @@ class Books:
         self.tombstones = {t.key: t.number for t in carried.tombstones if valid_ticket(t)}
         self.outbox = deque(carried.outbox)
         self.reclaimed = carried.reclaimed
+        self.checks = carried.checks
         self._grant()
 
     def check(self) -> None:

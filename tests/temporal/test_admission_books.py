@@ -219,7 +219,7 @@ def test_the_books_cross_a_continue_as_new_unchanged() -> None:
     assert (again.holders, again.waiting, again.tombstones, list(again.outbox)) == (
         books.holders, books.waiting, books.tombstones, list(books.outbox))
     assert books.carry(3) == Carried([t(0)], [t(2, "b")], [t(0, "c")],
-                                     [Outgoing(t(0), GRANTED)], 0, 3)
+                                     [Outgoing(t(0), GRANTED)], 0, 3, 0)
 
 
 def test_malformed_tickets_are_refused() -> None:

@@ -5,12 +5,15 @@ and waiting on both sides of the boundary."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from temporalio import workflow
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.worker import UnsandboxedWorkflowRunner
@@ -239,3 +242,44 @@ def test_admission_settings_are_checked(dev_server: DevServer) -> None:
             assert str(caught.value) == message
 
     asyncio.run(check())
+
+
+async def reset_root(server: DevServer, work: Work) -> tuple[list[RootResult], int, bool]:
+    client = await Client.connect(server.address)
+    await ensure_admission(client, "reset", task_queue="reset", limit=1, reclaim_every=0.2)
+    options = RunOptions(admission="reset")
+    async with Worker(client, "reset", specs=slow_specs(work)):
+        held = await start(client, "slow", "a", task_queue="reset", id="reset-a",
+                           options=options)
+        await until(client, "reset", lambda s: s.holders == ["reset-a"])
+        await eventually(lambda: asyncio.sleep(0, work.running == 1))
+        history = await held.fetch_history()
+        first_task = next(e.event_id for e in history.events
+                          if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+        # Reset to the first workflow task: the old run is terminated, the new run (same
+        # chain) asks again with the same ticket and is granted the slot it holds.
+        await client.workflow_service.reset_workflow_execution(ResetWorkflowExecutionRequest(
+            namespace=client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id="reset-a",
+                                                 run_id=held.run_id or ""),
+            reason="test", workflow_task_finish_event_id=first_task,
+            request_id=str(uuid.uuid4())))
+        waiting = await start(client, "slow", "b", task_queue="reset", id="reset-b",
+                              options=options)
+        await until(client, "reset", lambda s: s.waiting == ["reset-b"])
+        checks = (await admission_state(client, "reset")).checks
+        await until(client, "reset", lambda s: s.checks >= checks + 2)
+        state = await admission_state(client, "reset")
+        work.gate.set()
+        latest = client.get_workflow_handle("reset-a", result_type=RootResult)  # new run
+        results = [await latest.result(), await waiting.result()]
+        await until(client, "reset", lambda s: s.holders == [] and s.waiting == [])
+        reset = (await latest.describe()).run_id != held.run_id
+        return results, state.reclaimed if state.holders == ["reset-a"] else -1, reset
+
+
+def test_a_reset_root_keeps_its_one_slot(dev_server: DevServer) -> None:
+    work = Work()
+    results, reclaimed, reset = asyncio.run(reset_root(dev_server, work))
+    assert [r.output for r in results] == ["a: done", "b: done"]
+    assert (reclaimed, reset) == (0, True)
