@@ -132,7 +132,7 @@ async def closed_roots(server: DevServer, work: Work) -> tuple[str, RootResult]:
         await until(client, "closed", lambda s: s.waiting == ["closed-b", "closed-c"])
         # ``a`` times out at its execution timeout: its finally never runs.
         try:
-            await late.result()
+            await asyncio.wait_for(late.result(), DEADLINE)
             raise AssertionError("the root did not time out")
         except WorkflowFailureError as exc:
             cause = type(exc.cause).__name__
@@ -143,7 +143,7 @@ async def closed_roots(server: DevServer, work: Work) -> tuple[str, RootResult]:
         await until(client, "closed", lambda s: s.holders == ["closed-c"])
         assert (await admission_state(client, "closed")).reclaimed == 2
         work.gate.set()
-        result = await last.result()
+        result = await asyncio.wait_for(last.result(), DEADLINE)
         await until(client, "closed", lambda s: s.holders == [] and s.waiting == [])
         return cause, result
 
@@ -180,7 +180,7 @@ async def across_runs(server: DevServer, work: Work) -> tuple[list[RootResult], 
         await until(client, "cans", lambda s: len(s.waiting) == 5 and s.runs >= 3)
         assert work.running == 2
         work.gate.set()
-        results = [await h.result() for h in handles]
+        results = [await asyncio.wait_for(h.result(), DEADLINE) for h in handles]
         await until(client, "cans", lambda s: s.holders == [] and s.waiting == [])
         history = await client.get_workflow_handle(admission_id("cans"), run_id=first) \
             .fetch_history()
@@ -215,7 +215,7 @@ async def long_history(server: DevServer, work: Work) -> tuple[RootResult, int]:
         await until(client, "long", lambda s: s.runs >= 2)
         assert (await admission_state(client, "long")).holders == ["long-h"]
         work.gate.set()
-        result = await held.result()
+        result = await asyncio.wait_for(held.result(), DEADLINE)
         await until(client, "long", lambda s: s.holders == [])
         return result, (await admission_state(client, "long")).reclaimed
 
@@ -272,7 +272,7 @@ async def reset_root(server: DevServer, work: Work) -> tuple[list[RootResult], i
         state = await admission_state(client, "reset")
         work.gate.set()
         latest = client.get_workflow_handle("reset-a", result_type=RootResult)  # new run
-        results = [await latest.result(), await waiting.result()]
+        results = [await asyncio.wait_for(h.result(), DEADLINE) for h in (latest, waiting)]
         await until(client, "reset", lambda s: s.holders == [] and s.waiting == [])
         reset = (await latest.describe()).run_id != held.run_id
         return results, state.reclaimed if state.holders == ["reset-a"] else -1, reset
