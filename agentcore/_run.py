@@ -285,20 +285,22 @@ class Run(RunHandle):
             if reason is not EndReason.paused:
                 state.pending = []
                 state.children = []
-            end = RunEnd(self, summary, error, state.abort_reason,
-                         state.follow_ups[state.reported:])
-            await end.finish(audited=self.agent.audit is not None,
-                             announced=state.start_delivered)
-            error = end.error
-            reason = end.summary.end_reason
+            if self.agent.audit is not None or state.start_delivered:
+                end = RunEnd(self, summary, error, state.abort_reason,
+                             state.follow_ups[state.reported:])
+                await end.finish(audited=self.agent.audit is not None,
+                                 announced=state.start_delivered)
+                error = end.error
+                summary = end.summary
+                reason = summary.end_reason
         if self.agent.checkpoint is not None:
             await at_end(state, self.agent.checkpoint, self.agent.end_timeout)
         if reason is EndReason.aborted and error is not None:
             raise error
-        paused = end.summary.end_reason is EndReason.paused
+        paused = reason is EndReason.paused
         checked = self._output
         return RunResult(
-            output, end.summary, tuple(state.messages), error, tuple(state.follow_ups),
+            output, summary, tuple(state.messages), error, tuple(state.follow_ups),
             checked.value if checked is not None and reason is EndReason.stop else None,
             state if paused else None,
         )

@@ -63,6 +63,14 @@ _UPSERT = (
     "state = excluded.state"
 )
 _STATUSES = ("running", "paused", "ended")
+# What the file may hold: the table above (each column: name, declared type, not null,
+# primary key, hidden) and its key's index; no trigger, view or generated column, whose
+# SQL would run in this process on every read or write.
+_COLUMNS = [("run_id", "TEXT", 0, 1, 0), ("name", "TEXT", 1, 0, 0), ("parent", "TEXT", 0, 0, 0),
+            ("call_id", "TEXT", 0, 0, 0), ("status", "TEXT", 1, 0, 0),
+            ("seq", "INTEGER", 1, 0, 0), ("in_flight", "TEXT", 1, 0, 0),
+            ("state", "BLOB", 1, 0, 0)]
+_OBJECTS = [("index", "sqlite_autoindex_checkpoints_1"), ("table", "checkpoints")]
 _ids = msgspec.json.Decoder(list[str])
 _LOCKED = "another SqliteCheckpoints is writing to it (here or in another process)"
 
@@ -266,6 +274,10 @@ class SqliteCheckpoints:
                 conn = _connect(self.path, self.busy_timeout)
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync else 'NORMAL'}")
                 conn.executescript(_SCHEMA)
+                _check_schema(conn)
+            except CheckpointError as exc:
+                report(str(exc))
+                return
             except (sqlite3.Error, OSError) as exc:
                 report(describe(exc))
                 return
@@ -326,6 +338,7 @@ class SqliteCheckpoints:
                 if tables:
                     raise CheckpointError("not a checkpoint database: no checkpoints table")
                 return []  # created, then killed before its first checkpoint
+            _check_schema(conn)
             found = conn.execute(
                 "SELECT run_id, name, parent, call_id, status, seq, in_flight, length(state) "
                 "FROM checkpoints ORDER BY rowid LIMIT ?", (self.max_rows + 1,)
@@ -385,3 +398,12 @@ def _connect(path: str, timeout: float) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _check_schema(conn: sqlite3.Connection) -> None:
+    objects = sorted(conn.execute("SELECT type, name FROM sqlite_master LIMIT 100"))
+    columns = [(name, kind, notnull, pk, hidden) for _, name, kind, notnull, _, pk, hidden
+               in conn.execute("PRAGMA table_xinfo(checkpoints)").fetchmany(100)]
+    if objects != _OBJECTS or columns != _COLUMNS:
+        raise CheckpointError("not a checkpoint database: its schema is not the one "
+                              "SqliteCheckpoints creates (refusing to run its SQL)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
+from typing import Generic
 
 from ._errors import MaxDepthError, PoolClosedError
 from ._family import FamilyRules
@@ -58,6 +59,41 @@ __all__ = [
 ]
 
 
+class EndedCancels(Generic[H]):
+    """Resolved nodes a cancel reached, by path, while referenced elsewhere: a
+    mapping of weak references without callbacks (a ``WeakValueDictionary`` makes a
+    Python-level keyed reference per entry, and resolving a cancelled task is on
+    every cancelled run's way out). Dead entries are swept when the table has
+    doubled since the last sweep, so it stays within twice the referenced nodes
+    (plus a constant): memory stays flat, and each write is amortised O(1).
+    """
+
+    __slots__ = ("_refs", "_sweep_at")
+
+    def __init__(self) -> None:
+        self._refs: dict[Path, weakref.ref[Node[H]]] = {}
+        self._sweep_at = _SWEEP_FLOOR
+
+    def get(self, path: Path) -> Node[H] | None:
+        """The node at ``path``, if it is recorded and still referenced."""
+        ref = self._refs.get(path)
+        return None if ref is None else ref()
+
+    def __setitem__(self, path: Path, node: Node[H]) -> None:
+        refs = self._refs
+        refs[path] = weakref.ref(node)
+        if len(refs) >= self._sweep_at:
+            self._refs = refs = {p: r for p, r in refs.items() if r() is not None}
+            self._sweep_at = max(_SWEEP_FLOOR, 2 * len(refs))
+
+    def __len__(self) -> int:
+        """Entries held, dead ones not yet swept included."""
+        return len(self._refs)
+
+
+_SWEEP_FLOOR = 64
+
+
 class PoolCore(FamilyRules[H]):
     """The pool's rules: slots, queue, the task tree, lending, cancels, closing.
 
@@ -88,9 +124,7 @@ class PoolCore(FamilyRules[H]):
         # Resolved nodes a cancel reached, by path, while their handle is referenced
         # (the handle references its node): a submit below one is cancelled too,
         # whether or not it has resolved yet. Weak: memory stays flat.
-        self.ended_cancels: weakref.WeakValueDictionary[Path, Node[H]] = (
-            weakref.WeakValueDictionary()
-        )
+        self.ended_cancels: EndedCancels[H] = EndedCancels()
         # Submits parked on the full queue, in order.
         self.submitters: deque[object] = deque()
         self.closed = False

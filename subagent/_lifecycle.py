@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import math
 import weakref
 from collections.abc import Callable
@@ -295,6 +296,7 @@ async def run_task(task: Task) -> None:
     """
     status = TaskStatus.cancelled
     failure: AuditError | None = None
+    token: contextvars.Token[Task | None] | None = None
     try:
         with task._scope:
             if task._scope.cancel_called:
@@ -310,13 +312,9 @@ async def run_task(task: Task) -> None:
                 # Its limits are the task's own scope's deadline (see Task._limit).
                 run = _prepare(task)
                 token = current_task.set(task)
-                try:
-                    result = await run.run()
-                    task._conclude_run(result)
-                    status = settle_budget(task, end_status(result.summary.end_reason))
-                finally:
-                    task._unlimit()
-                    current_task.reset(token)
+                result = await run.run()
+                task._conclude_run(result)
+                status = settle_budget(task, end_status(result.summary.end_reason))
             else:
                 # Fail closed: a task whose queueing or start cannot be audited does not run.
                 task._conclude("", None, failure, f"AuditError: {failure}")
@@ -325,10 +323,44 @@ async def run_task(task: Task) -> None:
             # Not cancelled: the scope caught its deadline, one of the run's limits.
             status = _timed_out(task, task._run)
     finally:
+        # (The run's limits and current_task are undone here, not in a try of their
+        # own: an exception unwinding a cancelled run then passes one handler less.)
+        if token is not None:
+            task._unlimit()
+            current_task.reset(token)
         # Through the pool's _apply, like Task.cancel.
-        task._apply(task._core.run_ended(task._node, status))
-        await end_task(task, status)
-        task._apply(task._core.resolve(task._node))
+        core = task._core
+        node = task._node
+        effects = core.run_ended(node, status)
+        if effects:
+            task._apply(effects)
+        if not _end_at_once(task, status):
+            await end_task(task, status)
+        task._apply(core.resolve(node))
+
+
+def _end_at_once(task: Task, status: TaskStatus) -> bool:
+    # end_task for a task whose end has nothing to wait for and nobody to tell (no
+    # children, nothing unread or in the background, no sink, stream or observer, not
+    # a background child, a cancel already reached): the same steps, without its
+    # coroutine. False (and nothing done) otherwise.
+    node = task._node
+    if (
+        node.children or node.unread or node.background or node.deliver_to is not None
+        or (status is TaskStatus.cancelled and not node.cancel_called)
+        or task.spec.audit is not None or task.events is not None
+        or task.pool._observer is not None
+    ):
+        return False
+    task._end_summary()
+    summary = task._summary
+    core = task._core
+    core.seal(node, summary.usage if summary is not None else None)
+    # settle() with no parent run to deliver to: the result is kept (not an orphan).
+    effects = core.settle(node, False)[1]
+    if effects:
+        task._apply(effects)
+    return True
 
 
 async def end_task(task: Task, status: TaskStatus) -> None:

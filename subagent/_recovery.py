@@ -61,6 +61,7 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> list[Task]:
       agentcore.ResumeError: a recovered state cannot be resumed by its spec.
     """
     rows = await store.rows()
+    _check_unique(rows)
     by_call: dict[tuple[str | None, str | None], CheckpointRow] = {
         (r.parent, r.call_id): r for r in rows if r.parent is not None
     }
@@ -99,6 +100,7 @@ def _tree(
         if spec is None:
             raise UnknownAgentError(row.name, tuple(sorted(pool.specs)))
         assert row.state is not None
+        _check_row(row, row.state, spec)
         children = {}
         for call_id in row.in_flight:
             child = by_call.get((row.run_id, call_id))
@@ -113,3 +115,34 @@ def _tree(
                                 row.checkpoint)
         recovered[row.run_id] = row.state
     return recovered[root.run_id]
+
+
+def _check_unique(rows: list[CheckpointRow]) -> None:
+    # One row per run id (the table's key; a hand-made table may lack it): a run id
+    # stored twice makes the parent links a graph whose paths grow as 2**depth.
+    seen: set[str] = set()
+    for row in rows:
+        if row.run_id in seen:
+            raise CheckpointError(f"the checkpoints hold run {row.run_id[:200]!r} twice "
+                                  "(edited or damaged); refusing to recover them")
+        seen.add(row.run_id)
+
+
+def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> None:
+    # The row's name and in-flight ids are outside the state's digest: they must agree
+    # with it, else an edit there repeats a call the never-repeat rule holds back.
+    where = f"checkpoint of run {row.run_id[:200]!r}"
+    if state.agent != spec.agent_id:
+        raise CheckpointError(
+            f"{where} names spec {row.name[:200]!r}, but its state is a run of agent "
+            f"{state.agent[:200]!r}; refusing to recover it"
+        )
+    if row.status != "running":
+        return
+    waiting = [p.call.id for p in state.pending if p.status is agentcore.CallStatus.waiting]
+    if waiting and waiting[0] not in row.in_flight:
+        # A ``call`` checkpoint is taken just before its call, the first without a result.
+        raise CheckpointError(
+            f"{where} does not match its state: call {waiting[0][:200]!r} has no result "
+            "and is not among its in-flight calls (edited or damaged); refusing to recover it"
+        )

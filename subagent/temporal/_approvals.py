@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ._inputs import Answer, Control, PendingCall
+from ._inputs import Answer, Control, PendingCall, wire_size
 
 #: The largest paused state (``RunState.to_json()``, UTF-8 bytes, with its pending-call
 #: rows) an activity hands back to its workflow. Temporal refuses a payload over 2 MiB
@@ -29,6 +29,9 @@ MAX_STEER_CHARS = 64 * 1024
 MAX_CONTROLS = 256
 #: Controls one ``controls`` query returns.
 MAX_CONTROL_PAGE = 32
+#: Bytes of steering text one ``controls`` query returns, as sent (at least one
+#: control): the answer must stay under gRPC's 4 MiB.
+MAX_CONTROL_PAGE_BYTES = 1024 * 1024
 #: Task statuses the ``tasks`` query returns (the first ones of the tree).
 MAX_TASKS = 1000
 #: The kinds of control.
@@ -110,5 +113,15 @@ class Controls:
         return True
 
     def since(self, number: int) -> list[Control]:
-        """The kept controls numbered ``number`` or more (at most MAX_CONTROL_PAGE)."""
-        return [c for c in self.kept if c.number >= number][:MAX_CONTROL_PAGE]
+        """The kept controls numbered ``number`` or more (at most MAX_CONTROL_PAGE, and
+        MAX_CONTROL_PAGE_BYTES of text as sent)."""
+        page: list[Control] = []
+        size = 0
+        for control in self.kept:
+            if control.number < number:
+                continue
+            size += wire_size(control.text)
+            if page and (size > MAX_CONTROL_PAGE_BYTES or len(page) == MAX_CONTROL_PAGE):
+                break
+            page.append(control)
+        return page

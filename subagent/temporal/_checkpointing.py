@@ -24,12 +24,14 @@ import trio
 import agentcore
 
 from .._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints
+from ._inputs import wire_size
 
 #: The most runs a heartbeated tree may hold.
 MAX_HEARTBEAT_RUNS = 10_000
-#: The most characters of checkpoints one heartbeat carries (Temporal refuses a payload
-#: over 2 MiB by default). A bigger tree is heartbeated as :data:`TOO_LARGE`: the run
-#: goes on, but a retried attempt refuses to resume (it must not start over).
+#: The most bytes of checkpoints one heartbeat carries, as sent (:func:`wire_size`;
+#: Temporal refuses a payload over 2 MiB by default). A bigger tree is heartbeated as
+#: :data:`TOO_LARGE`: the run goes on, but a retried attempt refuses to resume (it
+#: must not start over).
 MAX_RECORDED_CHARS = 1024 * 1024
 #: The heartbeat state of a tree whose checkpoints were over the cap.
 TOO_LARGE = ""
@@ -92,7 +94,7 @@ class HeartbeatCheckpoints(SqliteCheckpoints):
             # The latest tree is encoded under the lock: the last one sent is the newest.
             async with self._send:
                 text = self.encoded()
-                if len(text) > self.max_chars:
+                if wire_size(text) > self.max_chars:  # as the heartbeat carries it
                     text = TOO_LARGE
                 try:
                     await self.record(text)

@@ -13,7 +13,7 @@ import agentcore
 
 from ._approvals import MAX_SHOWN_ARGUMENTS, MAX_STATE_BYTES
 from ._errors import StateTooLarge
-from ._inputs import Answer, PendingCall
+from ._inputs import Answer, PendingCall, wire_size
 
 
 def _shown(arguments: str) -> str:
@@ -31,8 +31,9 @@ def encode_pause(state: agentcore.RunState) -> tuple[str, list[PendingCall]]:
     text = state.to_json()
     calls = [PendingCall(list(a.path), a.call_id, a.tool, _shown(a.arguments), a.reason)
              for a in state.pending_approvals]
-    size = len(text.encode("utf-8", "surrogatepass")) + sum(
-        len(c.call_id) + len(c.tool) + len(c.arguments) + len(c.reason) + 64 * len(c.path)
+    size = wire_size(text) + sum(  # as the activity's result carries them
+        wire_size(c.call_id) + wire_size(c.tool) + wire_size(c.arguments)
+        + wire_size(c.reason) + sum(wire_size(p) for p in c.path) + 64
         for c in calls)
     if size > MAX_STATE_BYTES:
         raise StateTooLarge(

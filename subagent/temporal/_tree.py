@@ -48,7 +48,15 @@ from .._stream import Stream
 from .._task import Task
 from ._checkpointing import HeartbeatCheckpoints
 from ._errors import StateTooLarge
-from ._inputs import ActivityInput, ActivityResult, Control, EventBatch, PendingCall, RootResult
+from ._inputs import (
+    ActivityInput,
+    ActivityResult,
+    Control,
+    EventBatch,
+    PendingCall,
+    RootResult,
+    wire_size,
+)
 from ._live import poll_controls, tree_statuses
 from ._paused import encode_pause, resumed_state
 from ._resume import Heartbeat, last_heartbeat, start_state
@@ -63,6 +71,9 @@ BATCH = 256
 #: Characters of encoded events in one signal, or in the activity's result (at least
 #: one event): Temporal refuses payloads over 2 MiB by default.
 MAX_BATCH_CHARS = 512 * 1024
+#: The largest root answer an activity's result carries, as sent (:func:`wire_size`;
+#: with the last batch of events, under Temporal's 2 MiB); a larger one fails the run.
+MAX_ANSWER_BYTES = 1024 * 1024
 #: Seconds between heartbeats recorded on a timer when ``Link.record`` is set (each
 #: checkpoint is recorded at once besides).
 RECORD_EVERY = 1.0
@@ -111,6 +122,8 @@ class Outbox:
 
     link: Link
     pending: list[str] = attrs.Factory(list)
+    #: The size of each pending event as sent (:func:`wire_size`).
+    sizes: list[int] = attrs.Factory(list)
     seq: int = 0
     sent: int = 0
     dropped: int = 0
@@ -135,23 +148,30 @@ class Outbox:
 
     def put(self, event: Event) -> None:
         text = encode_event(event)
-        if len(text) > MAX_EVENT_BYTES:  # a follower would refuse it: counted, not sent
+        size = wire_size(text)
+        if size > MAX_EVENT_BYTES:  # a follower would refuse it: counted, not sent
             self.dropped += 1
             return
         self.pending.append(text)
+        self.sizes.append(size)
         if len(self.pending) > MAX_PENDING:
-            del self.pending[0]
+            del self.pending[0], self.sizes[0]
             self.dropped += 1
 
     def _batch(self) -> list[str]:
         batch: list[str] = []
         size = 0
-        for text in self.pending[:BATCH]:
-            if batch and size + len(text) > MAX_BATCH_CHARS:
+        for text, chars in zip(self.pending[:BATCH], self.sizes, strict=False):
+            if batch and size + chars > MAX_BATCH_CHARS:
                 break
             batch.append(text)
-            size += len(text)
+            size += chars
         return batch
+
+    def tail_fits(self) -> bool:
+        """Whether every pending event fits the activity's result (the last batch, at
+        most :data:`MAX_BATCH_CHARS` as sent). Not a checkpoint."""
+        return len(self.pending) <= BATCH and sum(self.sizes) <= MAX_BATCH_CHARS
 
     async def flush_once(self) -> bool:
         """Send one batch; ``False`` if it failed (kept for the next try). A checkpoint."""
@@ -176,7 +196,8 @@ class Outbox:
             if self.tasks is tasks:
                 self.tasks = None
         # Events dropped meanwhile (outbox full) came off the front of this batch.
-        del self.pending[: max(0, len(batch) - (self.dropped - dropped))]
+        sent = max(0, len(batch) - (self.dropped - dropped))
+        del self.pending[:sent], self.sizes[:sent]
         self.seq += 1
         self.sent += len(batch)
         return True
@@ -382,13 +403,14 @@ async def run_tree(
                             await trio.sleep(TICK)
             else:  # the last batch goes in the result; what does not fit goes first
                 with trio.move_on_after(FINAL_FLUSH_TIMEOUT):
-                    while len(outbox._batch()) < len(outbox.pending):
+                    while not outbox.tail_fits():
                         if not await outbox.flush_once():
                             await trio.sleep(TICK)
                 async with outbox.lock:
                     tail, seq = outbox._batch(), outbox.seq
                     outbox.dropped += len(outbox.pending) - len(tail)  # unreachable workflow
                     outbox.pending.clear()
+                    outbox.sizes.clear()
             outer.cancel_scope.cancel()
     finally:
         if sink is not None:
@@ -399,6 +421,12 @@ async def run_tree(
     if ending.cancelled:
         raise Cancelled(result.error or "cancelled")
     name = ledger_path.name if ledger_path is not None else ""
+    size = wire_size(result.output)
+    if size > MAX_ANSWER_BYTES:  # Temporal would refuse the result; the retry cannot resume
+        result = RootResult(
+            "failed", "", f"the root's answer is {size} bytes as Temporal sends it, over the "
+            f"{MAX_ANSWER_BYTES} bytes an activity's result may carry (Temporal refuses "
+            "payloads over 2 MiB)", result.input_tokens, result.output_tokens)
     result = dataclasses.replace(result, events=outbox.sent + len(tail), ledger=name)
     return ActivityResult(result, link.attempt, seq, tail, ending.state, ending.pending,
                           applied[0], outbox.tasks or outbox.sent_tasks)

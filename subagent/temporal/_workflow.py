@@ -44,10 +44,13 @@ with workflow.unsafe.imports_passed_through():
         Pending,
         RootInput,
         RootResult,
+        wire_size,
     )
 
 #: The most events one ``events`` query returns.
 MAX_PAGE = 500
+#: The most bytes of events one ``events`` query returns, as sent (at least one event).
+MAX_PAGE_BYTES = 2 * 1024 * 1024
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -243,5 +246,12 @@ class SubagentWorkflow:
         first = min(max(offset, first_kept), self._total)
         count = max(0, min(limit, MAX_PAGE, self._total - first))
         start = first - first_kept
-        page = [self._events[i] for i in range(start, start + count)]
+        page: list[str] = []
+        size = 0
+        for i in range(start, start + count):
+            # Bounded as sent: the query's answer must stay under gRPC's 4 MiB.
+            size += wire_size(self._events[i])
+            if page and size > MAX_PAGE_BYTES:
+                break
+            page.append(self._events[i])
         return EventPage(first, page, self._total, self._done)
