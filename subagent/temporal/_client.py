@@ -14,7 +14,15 @@ from temporalio.common import WorkflowIDConflictPolicy
 from .._declarative import SpecFile
 from .._errors import UnknownAgentError
 from .._events import Event
-from ._admission import ADMISSION_WORKFLOW_NAME, AdmissionInput, AdmissionState, admission_id
+from ._admission import (
+    ADMISSION_WORKFLOW_NAME,
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_RECLAIM_EVERY,
+    DEFAULT_ROOTS_PER_RUN,
+    AdmissionInput,
+    AdmissionState,
+    admission_id,
+)
 from ._errors import BadAnswer, EventDecodeError, EventsLost
 from ._inputs import WORKFLOW_NAME, EventPage, RootInput, RootResult, RunOptions
 from ._wire import decode_event
@@ -77,21 +85,47 @@ async def start(
 
 
 async def ensure_admission(
-    client: Client, name: str, *, task_queue: str, limit: int, max_queue: int = 1000
+    client: Client,
+    name: str,
+    *,
+    task_queue: str,
+    limit: int,
+    max_queue: int = 1000,
+    reclaim_every: float = DEFAULT_RECLAIM_EVERY,
+    history_limit: int = DEFAULT_HISTORY_LIMIT,
+    roots_per_run: int = DEFAULT_ROOTS_PER_RUN,
 ) -> None:
-    """Start the admission workflow ``name`` with ``limit`` slots and a queue of at most
-    ``max_queue`` roots, unless it runs already (then it keeps its own limits).
+    """Start the admission workflow ``name`` unless it runs already (then it keeps its
+    own settings).
+
+    Args:
+      limit: Slots: roots running at once.
+      max_queue: Roots waiting beyond which an ``acquire`` is refused.
+      reclaim_every: Seconds between liveness checks (while any root holds a slot or
+        waits); a terminated root's slot is free again at most about this late.
+      history_limit, roots_per_run: It continues as new when its history reaches
+        ``history_limit`` events or after ``roots_per_run`` acquires in one run
+        (also whenever the server suggests it).
 
     Raises:
-      ValueError: ``limit`` is below 1 or ``max_queue`` below 0.
+      ValueError: a setting is out of range (``limit`` or ``roots_per_run`` below 1,
+        ``max_queue`` below 0, ``reclaim_every`` not above 0, ``history_limit`` below 100).
     """
     if limit < 1:
         raise ValueError(f"admission_limit must be at least 1, not {limit}")
     if max_queue < 0:
         raise ValueError(f"admission_max_queue must be at least 0, not {max_queue}")
+    if not reclaim_every > 0:
+        raise ValueError(f"reclaim_every must be above 0, not {reclaim_every}")
+    if history_limit < 100:
+        raise ValueError(f"history_limit must be at least 100, not {history_limit}")
+    if roots_per_run < 1:
+        raise ValueError(f"roots_per_run must be at least 1, not {roots_per_run}")
     await client.start_workflow(
-        ADMISSION_WORKFLOW_NAME, AdmissionInput(limit, max_queue), id=admission_id(name),
-        task_queue=task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        ADMISSION_WORKFLOW_NAME,
+        AdmissionInput(limit, max_queue, reclaim_every, history_limit, roots_per_run),
+        id=admission_id(name), task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
 
 

@@ -44,6 +44,7 @@ from agentcore import ToolGate
 from .._declarative import SpecFile
 from .._ledgerfile import make_private_dirs, state_dir
 from ._admission import AdmissionWorkflow
+from ._admission_check import AdmissionCheck
 from ._inputs import ACTIVITY_NAME, ActivityInput, ActivityResult, Control, EventBatch
 from ._live import CONTROL_TIMEOUT
 from ._tree import SEND_TIMEOUT, Cancelled, Link, run_tree
@@ -219,7 +220,7 @@ class Worker:
             self.client,
             task_queue=self.task_queue,
             workflows=[SubagentWorkflow, AdmissionWorkflow],
-            activities=[_RootActivity(self, loop).run_root],
+            activities=[_RootActivity(self, loop).run_root, AdmissionCheck(self.client).check],
             activity_executor=self._executor,
             max_concurrent_activities=self.max_concurrent_roots,
             max_heartbeat_throttle_interval=throttle,

@@ -22,6 +22,7 @@ replay rebuilds it exactly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from datetime import timedelta
 
@@ -29,7 +30,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from ._admission import GRANTED, admission_id
+    from ._admission import GRANTED, AdmissionAnswer, Ticket, admission_id
     from ._approvals import MAX_TASKS, Approvals, Controls
     from ._inputs import (
         ACTIVITY_NAME,
@@ -68,6 +69,9 @@ class SubagentWorkflow:
         self._tasks: dict[str, str] = {}
         self._applied = 0
         self._admission: str | None = None
+        self._ticket = -1
+        self._released = -1
+        self._acquiring: asyncio.Future[None] | None = None
 
     @workflow.run
     async def run(self, root: RootInput) -> RootResult:
@@ -109,33 +113,54 @@ class SubagentWorkflow:
             self._done = True
             await self._release(options.admission)
 
+    def _my_ticket(self) -> Ticket:
+        """This root's current admission ticket (its chain keeps it across a reset)."""
+        info = workflow.info()
+        return Ticket(info.workflow_id, info.first_execution_run_id, self._ticket)
+
     async def _admit(self, name: str | None) -> RootResult | None:
         """Wait for a slot of the admission workflow ``name`` (none: at once); a
-        refused root ends ``failed`` (the result returned)."""
+        refused root ends ``failed`` (the result returned).
+
+        Each call asks with the next ticket number; an answer to another number is
+        ignored, so a late grant of a previous round is never taken for this one.
+        """
         if name is None:
             return None
         self._admission = None
-        me = workflow.info().workflow_id
-        # Shielded: a cancel that lands while the signal is in flight still reaches
-        # the run (then ``finally`` releases; the admission workflow drops a grant it
-        # cannot deliver, should the release overtake the acquire).
-        await asyncio.shield(
-            workflow.get_external_workflow_handle(admission_id(name)).signal("acquire", me))
+        self._ticket += 1
+        handle = workflow.get_external_workflow_handle(admission_id(name))
+        self._acquiring = asyncio.ensure_future(handle.signal("acquire", self._my_ticket()))
+        # Shielded: a cancel that lands while the signal is in flight still reaches the
+        # run; ``_release`` then waits for the acquire to be delivered before it
+        # releases, so the release cannot overtake it (and if it ever did, the
+        # admission workflow keeps a tombstone and ignores the late acquire).
+        await asyncio.shield(self._acquiring)
         await workflow.wait_condition(lambda: self._admission is not None)
         if self._admission == GRANTED:
             return None
+        self._released = self._ticket  # refused: nothing to give back
         return RootResult("failed", error=f"not admitted by {name!r}: {self._admission}")
 
     async def _release(self, name: str | None) -> None:
-        """Give the slot (or the place in the queue) of admission ``name`` back."""
-        if name is not None:
-            me = workflow.info().workflow_id
-            await workflow.get_external_workflow_handle(admission_id(name)).signal("release", me)
+        """Give the slot (or the place in the queue) of admission ``name`` back, once
+        per ticket, after its acquire was delivered."""
+        if name is None or self._ticket < 0 or self._released >= self._ticket:
+            return
+        self._released = self._ticket
+        if self._acquiring is not None:
+            with contextlib.suppress(Exception):  # not delivered: release all the same
+                await self._acquiring
+        handle = workflow.get_external_workflow_handle(admission_id(name))
+        await handle.signal("release", self._my_ticket())
 
     @workflow.signal(name="admission")
-    def admitted(self, answer: str) -> None:
-        """The admission workflow's answer: ``"granted"`` or why not."""
-        self._admission = answer if isinstance(answer, str) else "a malformed answer"
+    def admitted(self, answer: AdmissionAnswer) -> None:
+        """The admission workflow's answer to our current ticket: ``"granted"`` or why
+        not (an answer to another ticket, or a malformed one, is ignored)."""
+        if (isinstance(answer, AdmissionAnswer) and answer.number == self._ticket
+                and isinstance(answer.answer, str) and self._admission is None):
+            self._admission = answer.answer[:1000]
 
     async def _answers(self, outcome: ActivityResult, limit: float | None) -> list[Answer]:
         """Wait (durably) until every deferred call of the paused run has an answer."""
