@@ -3,7 +3,8 @@ become: the tool listing (bounded) and a call's result text (bounded).
 
 The SDK's client is anyio-based and runs on trio. Stdio servers run on
 :mod:`._stdio` (the SDK's session over a transport that bounds each message); HTTP
-servers on the SDK's streamable HTTP client (at most 1 MiB per event, its default).
+servers on the SDK's streamable HTTP client (at most 1 MiB per event, its default) with
+:mod:`._http`'s bounded HTTP client (at most 1 MiB per reply, none compressed).
 """
 
 from __future__ import annotations
@@ -52,9 +53,10 @@ async def connect(server: McpServer) -> AsyncIterator[ClientSession]:
     else:
         assert server.url is not None
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
-        client = create_mcp_http_client(headers=dict(server.headers))
+        from ._http import bounded_client
+
+        client = bounded_client(server.headers)
         async with (
             client,
             streamable_http_client(server.url, http_client=client) as (read, write),

@@ -1,0 +1,72 @@
+"""Hostile streamable-HTTP MCP servers (a hand-written one on 127.0.0.1): every reply the
+pool reads from one is bounded, compressed or not."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import trio
+
+from subagent import Event, EventKind, Stream, open_pool
+from subagent.mcp import McpServer
+from subagent.mcp._http import MAX_HTTP_MESSAGE
+
+from ..helpers import drain
+from ._hostile_http import HostileMcp, chunk, head, json_answer, result, start
+
+TOOLS = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+
+
+async def endless(stream: trio.SocketStream, request_id: Any) -> None:
+    # Blank space (valid before a JSON answer) in chunks, forever: the SDK would read
+    # it all into memory.
+    await stream.send_all(head(200, "Content-Type: application/json"))
+    while True:
+        await stream.send_all(chunk(b" " * 65536))
+
+
+def compressed(layers: int) -> Callable[[trio.SocketStream, Any], Awaitable[None]]:
+    async def answer(stream: trio.SocketStream, request_id: Any) -> None:
+        body = result(request_id, TOOLS)
+        for _ in range(layers):
+            body = gzip.compress(body)
+        encoding = ", ".join(["gzip"] * layers)
+        await json_answer(stream, body, f"Content-Encoding: {encoding}")
+
+    return answer
+
+
+async def listing_errors(answer: Callable[[trio.SocketStream, Any], Awaitable[None]]) -> list[str]:
+    stream = Stream(100)
+    async with trio.open_nursery() as nursery:
+        server = await start(nursery, HostileMcp({"tools/list": answer}))
+        hostile = McpServer("h", url=server.url, start_timeout=30.0)
+        async with open_pool(mcp=[hostile], events=stream) as pool:
+            assert pool.mcp is not None
+            assert not pool.mcp.is_up("h")
+        nursery.cancel_scope.cancel()
+    stream.close()
+    events: list[Event] = await drain(stream)
+    return [e.error or "" for e in events if e.kind is EventKind.mcp_server_error]
+
+
+async def test_a_reply_larger_than_one_message_is_refused() -> None:
+    [error, *_] = await listing_errors(endless)
+    assert error == (
+        "MCP server 'h' failed: MCPError: Failed to parse JSON response: "
+        f"the reply is larger than {MAX_HTTP_MESSAGE} bytes"
+    )
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+async def test_a_compressed_reply_is_refused(layers: int) -> None:
+    # Decoded by the HTTP client before any count: a few KB of gzip inside gzip
+    # inflate to GBs.
+    [error, *_] = await listing_errors(compressed(layers))
+    assert error == (
+        "MCP server 'h' failed: MCPError: Failed to parse JSON response: "
+        "the reply is compressed (Content-Encoding), which is refused"
+    )
