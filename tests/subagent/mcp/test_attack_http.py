@@ -4,6 +4,7 @@ pool reads from one is bounded, compressed or not."""
 from __future__ import annotations
 
 import gzip
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -11,11 +12,11 @@ import pytest
 import trio
 
 from subagent import Event, EventKind, Stream, open_pool
-from subagent.mcp import McpServer
+from subagent.mcp import McpServer, McpServerError
 from subagent.mcp._http import MAX_HTTP_MESSAGE
 
 from ..helpers import drain
-from ._hostile_http import HostileMcp, chunk, head, json_answer, result, start
+from ._hostile_http import Answer, HostileMcp, chunk, head, json_answer, result, start
 
 TOOLS = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
 
@@ -70,3 +71,40 @@ async def test_a_compressed_reply_is_refused(layers: int) -> None:
         "MCP server 'h' failed: MCPError: Failed to parse JSON response: "
         "the reply is compressed (Content-Encoding), which is refused"
     )
+
+
+TOKEN = "mcp-secret-token-0123456789"
+
+
+def echoing(request_id: Any) -> bytes:
+    error = {"code": -32602, "message": f"bad header: Authorization: Bearer {TOKEN}!"}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+
+
+async def echo_tools(stream: trio.SocketStream, request_id: Any) -> None:
+    await json_answer(stream, result(request_id, TOOLS))
+
+
+async def echo_error(stream: trio.SocketStream, request_id: Any) -> None:
+    await json_answer(stream, echoing(request_id))
+
+
+async def test_a_header_value_a_server_echoes_is_masked() -> None:
+    stream = Stream(100)
+    async with trio.open_nursery() as nursery:
+        answers: dict[str, Answer] = {"tools/list": echo_tools, "tools/call": echo_error}
+        server = await start(nursery, HostileMcp(answers))
+        hostile = McpServer("h", url=server.url, headers={"Authorization": f"Bearer {TOKEN}"})
+        failing = await start(nursery, HostileMcp({"initialize": echo_error}))
+        broken = McpServer("b", url=failing.url, headers={"X-Key": TOKEN})
+        async with open_pool(mcp=[hostile, broken], events=stream) as pool:
+            [echo] = pool.mcp_tools("h", "echo")
+            with pytest.raises(McpServerError) as info:
+                await echo.execute('{"text": "x"}')
+        nursery.cancel_scope.cancel()
+    assert str(info.value) == (
+        "MCP server 'h' refused the call: bad header: Authorization: ***!"
+    )
+    stream.close()
+    [error, *_] = [e.error for e in await drain(stream) if e.kind is EventKind.mcp_server_error]
+    assert error == "MCP server 'b' failed: MCPError: bad header: Authorization: Bearer ***!"
