@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from subagent import Event, EventKind, Stream, open_pool
-from subagent.mcp import McpServer, McpServerError
+from subagent.mcp import McpServer, McpServerError, McpToolError
 from subagent.mcp._http import MAX_HTTP_MESSAGE
 
 from ..helpers import drain
@@ -108,3 +108,36 @@ async def test_a_header_value_a_server_echoes_is_masked() -> None:
     stream.close()
     [error, *_] = [e.error for e in await drain(stream) if e.kind is EventKind.mcp_server_error]
     assert error == "MCP server 'b' failed: MCPError: bad header: Authorization: Bearer ***!"
+
+
+async def echo_result(stream: trio.SocketStream, request_id: Any) -> None:
+    text = f"no access for {TOKEN}"
+    value = {"content": [{"type": "text", "text": text}], "isError": True}
+    await json_answer(stream, result(request_id, value))
+
+
+async def test_a_header_value_echoed_in_a_result_is_masked() -> None:
+    async with trio.open_nursery() as nursery:
+        answers: dict[str, Answer] = {"tools/list": echo_tools, "tools/call": echo_result}
+        server = await start(nursery, HostileMcp(answers))
+        hostile = McpServer("h", url=server.url, headers={"Authorization": f"Bearer {TOKEN}"})
+        async with open_pool(mcp=[hostile]) as pool:
+            [echo] = pool.mcp_tools("h", "echo")
+            with pytest.raises(McpToolError) as info:
+                await echo.execute('{"text": "x"}')
+        nursery.cancel_scope.cancel()
+    assert str(info.value) == "MCP server 'h': no access for ***"
+
+
+def test_a_result_is_masked_before_it_is_cut() -> None:
+    # The token straddles the cut: masked first, no part of it is left.
+    import mcp_types
+
+    from subagent.mcp._client import MAX_RESULT, result_text
+
+    text = "x" * (MAX_RESULT - 10) + TOKEN + "y" * 20
+    value = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)])
+    server = McpServer("h", url="http://127.0.0.1:1/mcp", headers={"X-Key": TOKEN})
+    cut = f"\n[cut: the result is longer than {MAX_RESULT} characters]"
+    assert result_text(value, server.masked) == "x" * (MAX_RESULT - 10) + "***" + "y" * 7 + cut
+    assert TOKEN[:10] in result_text(value)  # unmasked, the cut keeps a part of it
