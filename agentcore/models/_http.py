@@ -132,9 +132,22 @@ async def _open_stream(
     # tool inputs nested as deep as a reply could carry them.
     content = encode_input(body).encode()
     request_headers = {**headers, "Content-Type": "application/json"}
+    # Redirects are never followed, whatever a caller-owned client says: httpx drops
+    # only ``Authorization`` on a cross-origin redirect, so ``x-api-key`` (and the
+    # conversation, on a 307/308) would go to wherever the server points.
     async with _open_client(endpoint) as client, client.stream(
-        "POST", url, content=content, headers=request_headers, timeout=endpoint.timeout
+        "POST",
+        url,
+        content=content,
+        headers=request_headers,
+        timeout=endpoint.timeout,
+        follow_redirects=False,
     ) as response:
+        if 300 <= response.status_code < 400:
+            raise ModelError(
+                f"{endpoint.api} API answered with a redirect "
+                f"(HTTP {response.status_code}), which is not followed"
+            )
         _check_encoding(endpoint, response)
         yield response
 

@@ -3,13 +3,14 @@ become: the tool listing (bounded) and a call's result text (bounded).
 
 The SDK's client is anyio-based and runs on trio. Stdio servers run on
 :mod:`._stdio` (the SDK's session over a transport that bounds each message); HTTP
-servers on the SDK's streamable HTTP client (at most 1 MiB per event, its default).
+servers on the SDK's streamable HTTP client (at most 1 MiB per event, its default) with
+:mod:`._http`'s bounded HTTP client (at most 1 MiB per reply, none compressed).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -52,9 +53,10 @@ async def connect(server: McpServer) -> AsyncIterator[ClientSession]:
     else:
         assert server.url is not None
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
-        client = create_mcp_http_client(headers=dict(server.headers))
+        from ._http import bounded_client
+
+        client = bounded_client(server.headers)
         async with (
             client,
             streamable_http_client(server.url, http_client=client) as (read, write),
@@ -101,10 +103,13 @@ def describe_tool(server: str, tool: mcp_types.Tool) -> str:
     return text if len(text) <= MAX_DESCRIPTION else text[:MAX_DESCRIPTION] + " [...]"
 
 
-def result_text(result: mcp_types.CallToolResult) -> str:
+def result_text(
+    result: mcp_types.CallToolResult, masked: Callable[[str], str] = str
+) -> str:
     """A call's result as text: the text content joined by newlines; the structured
     content as JSON when there is no text; images, audio and resources summarised.
-    At most :data:`MAX_RESULT` characters (the rest is cut, and the cut is said)."""
+    Each part goes through ``masked`` (the server's secrets hidden) before the whole
+    is cut to :data:`MAX_RESULT` characters (the cut is said)."""
     import mcp_types
 
     parts: list[str] = []
@@ -123,13 +128,14 @@ def result_text(result: mcp_types.CallToolResult) -> str:
             part = f"[resource: {str(res.uri)[:500]}, {str(mime)[:100]}]"
         else:
             part = f"[{type(item).__name__} content]"
+        part = masked(part)
         parts.append(part)
         size += len(part) + 1
         if size > MAX_RESULT:
             break
     has_text = any(isinstance(i, mcp_types.TextContent) for i in result.content)
     if result.structured_content is not None and not has_text:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+        parts.append(masked(json.dumps(result.structured_content, ensure_ascii=False)))
     text = "\n".join(parts)
     if len(text) > MAX_RESULT:
         text = (

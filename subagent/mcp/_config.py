@@ -91,6 +91,20 @@ class McpServer:
         if not (0 < self.start_timeout < math.inf):
             raise SpecError(f"{where}: start_timeout must be a positive number of seconds")
 
+    def masked(self, text: str) -> str:
+        """``text`` (a server's, for a message) with every configured header value,
+        and the credential of an ``Authorization`` value (``Bearer TOKEN``), written
+        ``***``: a server may echo them back. Values shorter than 8 characters are
+        left alone (replacing them would garble text). Not a checkpoint."""
+        secrets = set()
+        for value in self.headers.values():
+            secrets.add(value)
+            secrets.add(value.partition(" ")[2])
+        for secret in sorted(secrets, key=len, reverse=True):
+            if len(secret) >= 8:
+                text = text.replace(secret, "***")
+        return text
+
     @property
     def transport(self) -> str:
         """``"stdio"`` or ``"http"``."""

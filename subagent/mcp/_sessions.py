@@ -158,7 +158,8 @@ class McpSessions:
                 raise connection.name_error(
                     "closed the connection during the call; it will be started again"
                 ) from None
-            raise connection.name_error(f"refused the call: {exc.message[:MAX_ERROR]}") from None
+            message = connection.server.masked(exc.message)[:MAX_ERROR]
+            raise connection.name_error(f"refused the call: {message}") from None
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             connection.lost(session)
             raise connection.name_error(f"cannot be reached: {type(exc).__name__}") from None
@@ -170,7 +171,7 @@ class McpSessions:
         while True:
             problem = await self._run_once(connection)
             connection.session = None
-            connection.problem = problem
+            connection.problem = problem = connection.server.masked(problem)
             connection.failures += 1
             connection.settled.set()
             await self._report(connection, problem)
@@ -214,6 +215,7 @@ class McpSessions:
             return f"did not answer a ping within {PING_TIMEOUT:g}s"
 
     async def _report(self, connection: _Connection, problem: str) -> None:
+        problem = connection.server.masked(problem)
         text = f"MCP server {connection.server.name!r} {problem}"
         logger.warning("%s", text)
         if self._events is not None:

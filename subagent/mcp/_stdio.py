@@ -2,11 +2,13 @@
 stdout) is at most :data:`MAX_MESSAGE` bytes.
 
 The SDK's ``stdio_client`` reads a line however long it grows; this one ends the
-connection instead (the server's calls fail, and it is started again). It starts the
+connection instead (the server's calls fail, and it is started again). The server's
+exit ends the connection too, even while a process it started holds its stdout open. It starts the
 server in a new session (its own process group) with only the environment the SDK
 passes on (``HOME``, ``PATH``, ...) plus the configured ``env``, and stops it when the
 block ends: stdin closed, then SIGTERM and SIGKILL to the group, each after a grace of
-:data:`GRACE` seconds, then reaped. The stop is shielded and bounded.
+:data:`GRACE` seconds, then reaped; whatever is left in the group then gets SIGKILL.
+The stop is shielded and bounded.
 """
 
 from __future__ import annotations
@@ -104,10 +106,24 @@ async def bounded_stdio(server: McpServer) -> AsyncIterator[tuple[Any, Any]]:
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
 
+    reading = trio.CancelScope()
+
+    async def read_until_exit() -> None:
+        with reading:
+            await read()
+
+    async def watch() -> None:
+        # A helper the server started may hold its stdout open after the server has
+        # gone, so that no end of file ever comes: the server's exit ends the
+        # connection, once what it wrote before has had GRACE seconds to be read.
+        await process.wait()
+        reading.deadline = trio.current_time() + GRACE
+
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(read)
+            nursery.start_soon(read_until_exit)
             nursery.start_soon(write)
+            nursery.start_soon(watch)
             try:
                 yield read_stream, write_stream
             finally:
@@ -126,9 +142,17 @@ async def _stop(process: trio.Process) -> None:
         await process.stdin.aclose()
     for sig in (None, signal.SIGTERM, signal.SIGKILL):
         if sig is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, sig)
+            _signal_group(process, sig)
         with trio.move_on_after(GRACE):
             await process.wait()
             break
+    # What the server started and left in its group (a helper that ignores stdin's end
+    # and SIGTERM, holding the server's pipes) goes too. The group's id cannot have
+    # been reused: the kernel keeps a process id while a group still goes by it.
+    _signal_group(process, signal.SIGKILL)
     await process.stdout.aclose()
+
+
+def _signal_group(process: trio.Process, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, sig)

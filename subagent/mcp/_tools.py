@@ -9,7 +9,7 @@ server's config says so (``read_only``); the server's own annotations are ignore
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -47,6 +47,8 @@ class McpTool:
     server: str
     read_only: bool
     _sessions: ToolCaller = attrs.field(repr=False)
+    #: Masks the server's configured header values in its text (McpServer.masked).
+    _masked: Callable[[str], str] = attrs.field(default=str, repr=False)
 
     @classmethod
     def from_listing(
@@ -60,6 +62,7 @@ class McpTool:
             server.name,
             tool.name in server.read_only,
             sessions,
+            server.masked,
         )
 
     async def execute(self, arguments: str) -> str:
@@ -71,7 +74,7 @@ class McpTool:
         """
         value = json.loads(arguments)
         result = await self._sessions.call(self.server, self.name, value)
-        text = result_text(result)
+        text = result_text(result, self._masked)
         if result.is_error:
             raise McpToolError(f"MCP server {self.server!r}: {text}")
         return text
@@ -87,4 +90,5 @@ def placeholder(sessions: ToolCaller, server: McpServer, name: str) -> McpTool:
         server.name,
         name in server.read_only,
         sessions,
+        server.masked,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -173,7 +174,13 @@ async def events(
       EventsLost: events from ``offset`` on are no longer kept (``first`` says where
         the kept ones start).
       EventDecodeError: the workflow answered with something that is not an event.
+      ValueError: ``offset`` is not a whole number from 0, or ``poll`` not a positive
+        number of seconds (raised at the first iteration).
     """
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be a whole number from 0, not {offset!r}")
+    if isinstance(poll, bool) or not isinstance(poll, int | float) or not 0 < poll < math.inf:
+        raise ValueError(f"poll must be a positive number of seconds, not {poll!r}")
     handle = client.get_workflow_handle(workflow_id)
     while True:
         page = _check_page(await handle.query(

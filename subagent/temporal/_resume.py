@@ -69,7 +69,9 @@ def last_heartbeat(details: Sequence[Any]) -> Heartbeat | None:
     if len(details) != 1 or not isinstance(details[0], dict):
         return None
     raw = details[0]
-    if raw.get("version") != VERSION:
+    # Compared by type too: True and 1.0 equal 1.
+    version = raw.get("version")
+    if type(version) is not int or version != VERSION:
         return None
     attempt, events, turns = (_count(raw.get(k)) for k in ("attempt", "events", "turns"))
     state = raw.get("state")

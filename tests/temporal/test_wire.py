@@ -4,7 +4,8 @@ event buffer, the outbox, ledger file names."""
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Any, cast
 
 import pytest
 import trio
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 import agentcore
 from agentcore import GateDecision, Message, RunSummary, ToolCall, Usage
 from subagent import Event, EventKind, LoopStall
-from subagent.temporal import EventDecodeError, EventsLost, Heartbeat, ledger_name
+from subagent.temporal import EventDecodeError, EventsLost, Heartbeat, events, ledger_name
 from subagent.temporal._inputs import EventBatch, EventPage
 from subagent.temporal._resume import MAX_HEARTBEAT_CHARS, last_heartbeat, start_state
 from subagent.temporal._tree import MAX_PENDING, Link, Outbox
@@ -155,3 +156,31 @@ async def test_the_outbox_sends_in_order_and_drops_the_oldest_when_full() -> Non
     assert paths == [str(i) for i in range(5, MAX_PENDING + 5)]
     outbox.heartbeat()
     assert beats == [Heartbeat(2, MAX_PENDING, 0).payload()]
+
+
+def test_a_heartbeat_version_must_be_the_integer() -> None:
+    # True == 1 and 1.0 == 1: neither is the version this module wrote.
+    beat = Heartbeat(2, 10, 3)
+    for version in (True, 1.0):
+        assert last_heartbeat([dict(beat.payload(), version=version)]) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"offset": -1}, "offset must be a whole number from 0, not -1"),
+        ({"offset": True}, "offset must be a whole number from 0, not True"),
+        ({"offset": 1.5}, "offset must be a whole number from 0, not 1.5"),
+        ({"poll": 0}, "poll must be a positive number of seconds, not 0"),
+        ({"poll": -1.0}, "poll must be a positive number of seconds, not -1.0"),
+        ({"poll": math.nan}, "poll must be a positive number of seconds, not nan"),
+    ],
+)
+async def test_events_refuses_a_bad_offset_or_poll_before_asking(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    # Checked before the client is used: none is needed.
+    with pytest.raises(ValueError) as info:
+        await anext(events(cast(Any, None), "wf", **kwargs))
+    assert type(info.value) is ValueError
+    assert str(info.value) == message
