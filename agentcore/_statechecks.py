@@ -1,11 +1,30 @@
-"""Checks of the values a decoded ``RunState`` holds that its JSON schema cannot
-express (see ``_statecodec``): a background child's mark, a tool's schema digest.
-Each raises ``ValueError`` naming what is wrong (the codec turns it into a
-``RunStateError``). Pure functions; not checkpoints."""
+"""Checks of the values a ``RunState`` holds that its JSON schema cannot express (see
+``_statecodec``): a background child's mark, a tool's schema digest (decoding: each
+raises ``ValueError`` naming what is wrong, which the codec turns into a
+``RunStateError``), and the steering a state may store. Pure functions; not
+checkpoints."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ._errors import RunStateError
 from ._pending import BackgroundChild
+
+#: The most steering messages waiting in a run's inbox that a state holds (a
+#: checkpoint taken while they wait stores them; more cannot be stored).
+MAX_STATE_STEERING = 1000
+
+
+def steering_to_store(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, unless there are more than a state may hold (then
+    ``RunStateError``: the state cannot be stored)."""
+    if len(texts) > MAX_STATE_STEERING:
+        raise RunStateError(
+            f"more than {MAX_STATE_STEERING} steering messages wait in the run's inbox "
+            "(MAX_STATE_STEERING): its state cannot be stored"
+        )
+    return list(texts)
 
 
 def check_schema(digest: str) -> str:

@@ -22,7 +22,7 @@ import msgspec
 from ._errors import RunStateError
 from ._messages import AgentPath, Message, ToolCall, Usage
 from ._pending import BackgroundChild, CallStatus, PendingCall
-from ._statechecks import check_mark, check_schema
+from ._statechecks import MAX_STATE_STEERING, check_mark, check_schema, steering_to_store
 from ._summary import EndReason, RunSummary
 
 #: The format name in every encoded state.
@@ -37,9 +37,6 @@ MAX_STATE_BYTES = 64 << 20
 #: The deepest nesting of children states ``RunState.from_json`` accepts (the
 #: root is level 1).
 MAX_STATE_DEPTH = 32
-#: The most steering messages waiting in a run's inbox that a state holds (a
-#: checkpoint taken while they wait stores them; more cannot be stored).
-MAX_STATE_STEERING = 1000
 #: An error quotes at most this much of the decoder's message.
 _QUOTED = 300
 
@@ -247,22 +244,12 @@ def _body_of(state: StateLike, children: list[msgspec.Raw]) -> _Body:
         ],
         elapsed=state.elapsed,
         children=children,
-        steering=_steering(state),
+        steering=steering_to_store(state.steering),
         background=None if state.background is None else _Background(
             state.background.call_id, state.background.name, state.background.result,
             state.background.output, state.background.error,
         ),
     )
-
-
-def _steering(state: StateLike) -> list[str]:
-    texts = list(state.steering)
-    if len(texts) > MAX_STATE_STEERING:
-        raise RunStateError(
-            f"more than {MAX_STATE_STEERING} steering messages wait in the run's inbox "
-            "(MAX_STATE_STEERING): its state cannot be stored"
-        )
-    return texts
 
 
 def encode_state(state: StateLike) -> str:
@@ -443,17 +430,13 @@ def _build(b: _Body) -> Decoded:
     if pending and (summary is None or summary.end_reason is not EndReason.paused):
         raise ValueError("pending tool calls in a state that is not paused")
     delegated = sum(1 for p in pending if p.status is CallStatus.delegated)
-    background = _background(b.background, summary)
+    m = b.background
+    background = None if m is None else BackgroundChild(
+        m.call_id, m.name, m.result, m.output, m.error)
+    if background is not None:
+        check_mark(background, summary is not None and summary.end_reason is EndReason.paused)
     return Decoded(b.run_id, b.agent, tuple(b.path), b.input, messages, b.turn,
                    b.tool_calls, b.tool_errors, b.denied, _the_usage(b.usage),
                    list(b.follow_ups), b.reported, summary, pending, b.elapsed,
                    background, delegated, steering=list(b.steering))
 
-
-def _background(m: _Background | None, summary: RunSummary | None) -> BackgroundChild | None:
-    # A background mark, checked against the state it marks.
-    if m is None:
-        return None
-    mark = BackgroundChild(m.call_id, m.name, m.result, m.output, m.error)
-    check_mark(mark, summary is not None and summary.end_reason is EndReason.paused)
-    return mark
