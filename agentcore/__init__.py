@@ -67,7 +67,7 @@ from ._run import current_run as current_run
 from ._state import RunState as RunState
 from ._statecodec import MAX_STATE_BYTES as MAX_STATE_BYTES
 from ._statecodec import MAX_STATE_DEPTH as MAX_STATE_DEPTH
-from ._statecodec import MAX_STATE_STEERING as MAX_STATE_STEERING
+from ._statechecks import MAX_STATE_STEERING as MAX_STATE_STEERING
 from ._steering import Pending as Pending
 from ._steering import RunEndedError as RunEndedError
 from ._summary import EndReason as EndReason
