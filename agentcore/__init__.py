@@ -65,9 +65,9 @@ from ._retry import RetryPolicy as RetryPolicy
 from ._run import Run as Run
 from ._run import current_run as current_run
 from ._state import RunState as RunState
+from ._statechecks import MAX_STATE_STEERING as MAX_STATE_STEERING
 from ._statecodec import MAX_STATE_BYTES as MAX_STATE_BYTES
 from ._statecodec import MAX_STATE_DEPTH as MAX_STATE_DEPTH
-from ._statechecks import MAX_STATE_STEERING as MAX_STATE_STEERING
 from ._steering import Pending as Pending
 from ._steering import RunEndedError as RunEndedError
 from ._summary import EndReason as EndReason
