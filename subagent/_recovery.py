@@ -137,6 +137,21 @@ async def end_unstarted(task: Task, start: agentcore.Checkpoint, bound: float) -
             await store.write(task.name, *_link(task), ended)
 
 
+async def commit_paused(task: Task) -> None:
+    """Commit ``task``'s paused state again once its background children are nested
+    in it (``_bgstate.keep_background``, after the run's own ``paused`` checkpoint),
+    so that its row holds them: a result it had not read is in no other row.
+    Shielded, for at most :data:`END_BOUND` seconds; a failure to store it is dropped
+    (the row stays as its run left it, and :func:`recover` ties the children's own
+    rows to it). A checkpoint."""
+    store = task.pool.checkpoints
+    assert store is not None and task._run is not None
+    point = agentcore.Checkpoint(agentcore.CheckpointKind.paused, task._run.state)
+    with trio.move_on_after(END_BOUND, shield=True):
+        with contextlib.suppress(CheckpointError):
+            await store.write(task.name, *_link(task), point)
+
+
 async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     """Resume every root task ``store`` shows unfinished (``running`` at its last
     checkpoint: the process ended without it ending) from its last checkpoint, in
