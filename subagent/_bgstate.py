@@ -131,6 +131,11 @@ def has_kept(task: Task) -> bool:
     return bool(_kept) and bool(_kept.get(task))
 
 
+def kept_count(task: Task) -> int:
+    """How many kept results ``task`` holds, not read yet. Not a checkpoint."""
+    return len(_kept.get(task, ())) if _kept else 0
+
+
 def take_background(task: Task) -> list[RunState]:
     """Take the background children out of the state ``task`` resumes (the pool starts
     them again: the run resumes the rest). Not a checkpoint."""
