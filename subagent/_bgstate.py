@@ -83,8 +83,9 @@ async def keep_background(task: Task) -> None:
     """``task``'s run ended paused: pause its background children still running, wait
     for them, and nest every result it has not read in its run's state (see the module
     docstring); in a checkpointed pool, commit the paused state again with them
-    (``_recovery.commit_paused``). A checkpoint; call it shielded. Each child's wait is bounded by its own
-    limits (its model call or tool calls in progress finish first)."""
+    (``_recovery.commit_paused``). A checkpoint; call it shielded. Each child's wait
+    is bounded by its own limits (its model call or tool calls in progress finish
+    first)."""
     assert task._run is not None
     running = [node.handle for node in task._node.background]
     for child in running:

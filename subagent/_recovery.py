@@ -314,6 +314,30 @@ def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> Non
         )
     if row.status != "running":
         return
+    if not (row.claimed and row.parent is None):
+        # A turn, call or start snapshot (agentcore._checkpoint.snapshot) holds only
+        # calls without a result, ``waiting``, and no nested run: an answered call
+        # there (re-digested by hand) would run without its gate.
+        for p in state.pending:
+            if p.status is not agentcore.CallStatus.waiting:
+                raise CheckpointError(
+                    f"{where} holds call {p.call.id[:200]!r} as {p.status.value}, which "
+                    "a running checkpoint never does (edited or damaged); refusing to "
+                    "recover it"
+                )
+        if state.children:
+            raise CheckpointError(
+                f"{where} holds nested runs, which a running checkpoint never does "
+                "(edited or damaged); refusing to recover it"
+            )
+    elif row.in_flight and any(
+        p.status is not agentcore.CallStatus.waiting for p in state.pending
+    ):
+        # A claimed resume's answered state is stored with nothing in flight.
+        raise CheckpointError(
+            f"{where} holds answered calls and calls in flight (edited or damaged); "
+            "refusing to recover it"
+        )
     waiting = [p.call.id for p in state.pending if p.status is agentcore.CallStatus.waiting]
     if waiting and len(waiting) == len(state.pending) and waiting[0] not in row.in_flight:
         # A ``call`` checkpoint is taken just before its call, the first without a result.
