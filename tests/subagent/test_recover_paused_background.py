@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 import trio
 
-from agentcore import BackgroundChild, FunctionTool, Message, ModelRequest, ToolCall
+from agentcore import (
+    BackgroundChild,
+    Checkpoint,
+    CheckpointKind,
+    FunctionTool,
+    Message,
+    ModelRequest,
+    RunState,
+    ToolCall,
+)
 from agentcore.testing import ScriptedModel
 from ledger import JsonlSink, query, verify
 from subagent import (
@@ -28,6 +37,7 @@ from subagent import (
 )
 from subagent._background import RESULT_PREFIX
 from subagent._current import current_task
+from subagent._resumed import resume_key
 from tests.agentcore._durable import gate
 
 START = ToolCall("start-bg", "subagent", '{"agent": "bg", "task": "work", "wait": false}')
@@ -46,7 +56,7 @@ def root_model() -> ScriptedModel:
         for m in request.messages:
             if m.role == "user" and m.content.startswith(RESULT_PREFIX):
                 body = json.loads(m.content[len(RESULT_PREFIX):])
-                return Message("assistant", f"root got {body['output']}")
+                return Message("assistant", f"root got {body.get('output', body.get('error'))}")
         return Message("assistant", "", tool_calls=[ToolCall(f"wait{n}", "subagent_results", "{}")])
 
     return ScriptedModel(reply)
@@ -122,4 +132,102 @@ async def test_a_paused_background_child_is_recovered_with_its_paused_root(
     kinds = [e.kind for e in query(ledger)]
     assert kinds.count("result_delivered") == 1
     assert kinds.count("task_orphaned") == 0
+    verify(ledger)
+
+
+async def test_a_crash_right_after_the_resume_was_claimed_runs_the_approved_call_once(
+    tmp_path: Path
+) -> None:
+    db, ledger, log = tmp_path / "c.db", tmp_path / "audit.jsonl", tmp_path / "log"
+    sink = JsonlSink(ledger)
+    try:
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log)
+            with pytest.raises(TaskPaused) as info:
+                await (await pool.submit("root", "go")).wait()
+            state = info.value.state
+            state.approve("b1", by="alice")
+            # What Pool.resume records first; the process dies before the tree runs.
+            assert await store.claim("root", state, resume_key(state)) is True
+        # The claimed row nests the paused child; its own row is there too.
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log)
+            recovered = await pool.recover()
+            assert recovered.paused == ()
+            [task] = recovered
+            result = await task.wait()
+            assert pool.statistics().accepted == 2
+    finally:
+        await sink.aclose()
+    assert result.output == "root got bg done: bwrite written"
+    assert log.read_text() == "bwrite {}\n"
+    kinds = [e.kind for e in query(ledger)]
+    assert kinds.count("result_delivered") == 1
+    assert kinds.count("task_orphaned") == 0
+    verify(ledger)
+
+
+async def _paused(db: Path, sink: JsonlSink, log: Path) -> RunState:
+    async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+        register(pool, sink, log)
+        with pytest.raises(TaskPaused) as info:
+            await (await pool.submit("root", "go")).wait()
+    return info.value.state
+
+
+async def test_a_crash_before_the_paused_row_held_its_children_loses_none(
+    tmp_path: Path
+) -> None:
+    db, ledger, log = tmp_path / "c.db", tmp_path / "audit.jsonl", tmp_path / "log"
+    sink = JsonlSink(ledger)
+    try:
+        state = await _paused(db, sink, log)
+        # The root's row as its run's paused checkpoint left it (before its background
+        # child was nested): the child is in its own row only.
+        alone = RunState.from_json(state.to_json())
+        alone.children = []
+        async with SqliteCheckpoints(db) as store:
+            await store.write("root", None, None, Checkpoint(CheckpointKind.paused, alone))
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log)
+            recovered = await pool.recover()
+            [tree] = recovered.paused
+            [child] = tree.state.children
+            assert child.background == BackgroundChild("start-bg", "bg")
+            assert [a.call_id for a in tree.state.pending_approvals] == ["b1"]
+            tree.state.approve("b1", by="alice")
+            result = await (await pool.resume(tree.state, name=tree.name)).wait()
+    finally:
+        await sink.aclose()
+    assert result.output == "root got bg done: bwrite written"
+    assert log.read_text() == "bwrite {}\n"
+    assert [e.kind for e in query(ledger)].count("result_delivered") == 1
+    verify(ledger)
+
+
+async def test_a_nested_child_whose_own_run_ended_is_not_run_again(tmp_path: Path) -> None:
+    db, ledger, log = tmp_path / "c.db", tmp_path / "audit.jsonl", tmp_path / "log"
+    sink = JsonlSink(ledger)
+    try:
+        state = await _paused(db, sink, log)
+        state.approve("b1", by="alice")
+        [child] = state.children
+        async with SqliteCheckpoints(db) as store:
+            assert await store.claim("root", state, resume_key(state)) is True
+            # The child was resumed and ended (its approved b1 ran in the lost
+            # process); its result never reached root's next checkpoint.
+            await store.write("bg", "root/0001", "start-bg",
+                              Checkpoint(CheckpointKind.ended, child))
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log)
+            [task] = await pool.recover()
+            result = await task.wait()
+            assert pool.statistics().accepted == 1
+    finally:
+        await sink.aclose()
+    lost = ("subagent root/0001/bg/0002: it ended after its tree was resumed, before "
+            "the crash; its result was lost")
+    assert result.output == f"root got {lost}"
+    assert not log.exists()
+    assert [e.kind for e in query(ledger)].count("result_delivered") == 1
     verify(ledger)
