@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentcore import (
     BackgroundChild,
@@ -25,8 +27,8 @@ from agentcore import (
 )
 from agentcore._checkpoint import snapshot
 from agentcore.testing import RecordingTool, ScriptedModel
-from subagent import CheckpointError, Spec, SqliteCheckpoints, open_pool
-from subagent._recovery import recover
+from subagent import CheckpointError, CheckpointRow, Spec, SqliteCheckpoints, open_pool
+from subagent._recovery import _check_row, recover
 
 CALL = ToolCall("c1", "write", "{}")
 
@@ -122,3 +124,39 @@ async def test_a_claimed_answered_row_is_recovered(tmp_path: Path) -> None:
         [task] = await recover(pool, SqliteCheckpoints(path))
         assert (await task.wait()).output == "done"
     assert tool.calls == ["{}"]
+
+
+@given(
+    statuses=st.lists(st.sampled_from(list(CallStatus)), min_size=1, max_size=4),
+    claimed=st.booleans(),
+    root=st.booleans(),
+)
+def test_only_a_claimed_root_row_may_hold_answered_calls(
+    statuses: list[CallStatus], claimed: bool, root: bool
+) -> None:
+    # Property of the row check alone (no file): a running row not claimed as a root's
+    # resume is refused at its first call that is not waiting, naming it.
+    spec = Spec("w", model=ScriptedModel(lambda request: "done"))
+    calls = [ToolCall(f"c{k}", "write", "{}") for k in range(len(statuses))]
+    messages = [Message("user", "go"), Message("assistant", "", tool_calls=calls)]
+    state = snapshot(RunState.begin(messages, run_id="w/0001", agent=spec.agent_id,
+                                    path=("w/0001",)))
+    state.pending = [PendingCall(c, s) for c, s in zip(calls, statuses, strict=True)]
+    row = CheckpointRow("w/0001", "w", None if root else "p/0001", None if root else "d1",
+                        "running", 1, (calls[0].id,), state, claimed)
+    answered = [(c.id, s) for c, s in zip(calls, statuses, strict=True)
+                if s is not CallStatus.waiting]
+    if answered and not (claimed and root):
+        with pytest.raises(CheckpointError) as info:
+            _check_row(row, state, spec)
+        call_id, status = answered[0]
+        assert str(info.value) == (
+            f"checkpoint of run 'w/0001' holds call {call_id!r} as {status.value}, which "
+            "a running checkpoint never does (edited or damaged); refusing to recover it"
+        )
+    elif answered:
+        # A claimed resume stores nothing in flight.
+        with pytest.raises(CheckpointError, match="holds answered calls and calls in flight"):
+            _check_row(row, state, spec)
+    else:
+        _check_row(row, state, spec)  # an honest call checkpoint: c0 in flight
