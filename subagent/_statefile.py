@@ -6,7 +6,8 @@ file only, at most ``MAX_STATE_BYTES``, decoded by ``RunState.from_json`` (versi
 digest checked). It is written whole (a temporary file, then a rename) with mode 0600.
 
 Answering is a read-modify-write of the whole file: it runs under an exclusive
-advisory lock (``flock``) on ``FILE.lock`` (created 0600 beside it, never removed), so
+advisory lock (``flock``) on ``FILE.lock`` (created 0600 beside it, never removed; a
+symbolic link or anything but a regular file there is refused), so
 two answers given at once are both kept; a lock held longer than ``LOCK_TIMEOUT``
 seconds is an error, not a wait without end. ``subagent resume`` takes the file
 under the same lock and renames it ``FILE.resumed`` before it runs anything, so the
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -71,10 +73,14 @@ def locked(path: Path, timeout: float | None = None) -> Iterator[None]:
         timeout = LOCK_TIMEOUT
     lock = path.with_name(path.name + ".lock")
     try:
-        fd = open_private(str(lock), os.O_RDWR)
+        # Never through a symbolic link, never blocking on a FIFO put in its place.
+        fd = open_private(str(lock), os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise StateFileError(f"cannot lock the paused run {path}: {exc.strerror}") from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StateFileError(
+                f"cannot lock the paused run {path}: its lock file is not a regular file")
         deadline = time.monotonic() + timeout
         while True:
             try:
