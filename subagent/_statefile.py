@@ -23,7 +23,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+import trio
 
 from agentcore import (
     MAX_STATE_BYTES,
@@ -39,6 +41,9 @@ from ledger._files import open_private, try_lock
 from ._delegation import SubagentTool
 from ._errors import SubagentError
 from ._safe_text import one_line
+
+if TYPE_CHECKING:
+    from ._pool import Pool
 
 #: How much of a deferred call's arguments ``subagent pending`` shows.
 SHOWN_ARGUMENTS = 500
@@ -196,6 +201,21 @@ def answer(path: Path, call_id: str, *, allow: bool, reason: str | None, by: str
         except RunStateError as exc:
             raise StateFileError(str(exc)) from None
         write_state(path, state)
+
+
+async def take_checked(pool: Pool, path: Path) -> RunState:
+    """The paused run at ``path``, checked against ``pool``'s specs as ``Pool.resume``
+    checks it, then taken (:func:`take_for_resume`): a resume refused before anything
+    runs (a tool missing or changed, an unknown agent) leaves the file as it was, to
+    be answered again or resumed with the right specs. A checkpoint (file I/O and the
+    lock's wait in a thread).
+
+    Raises:
+      StateFileError: as :func:`take_for_resume`.
+      SubagentError, agentcore.ResumeError: as ``Pool.resume``'s checks.
+    """
+    pool._bind(await trio.to_thread.run_sync(read_state, path), None)
+    return await trio.to_thread.run_sync(take_for_resume, path)
 
 
 def take_for_resume(path: Path) -> RunState:
