@@ -204,12 +204,10 @@ async def run_specs(
                             said.append("nothing to recover: no task was left unfinished")
                     elif resume is not None:
                         try:
-                            taken = await take_checked(pool, resume)
+                            tasks = [await pool.resume(await take_checked(pool, resume))]
                         except (SubagentError, ResumeError) as exc:
                             refused = exc  # raised below, out of the nurseries
                             tasks = []
-                        else:
-                            tasks = [await pool.resume(taken)]
                     else:
                         tasks = [await pool.submit(agent, task_text)]
                     for task in tasks:
