@@ -30,8 +30,7 @@ from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
 from ._recovery import Recovered, recover
-from ._resumable import Names as _Names
-from ._resumable import check_background, check_resumable
+from ._resumable import bind
 from ._resumed import already_resumed, resume_key
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
@@ -296,24 +295,11 @@ class Pool(Waits):
     ) -> Task:
         # ``claim``: record the state as resumed in the checkpoints (not for a
         # recovered state: a second crash is recovered again from the same row).
-        name = self._bind(state, name)
+        name = bind(self._specs, state, name)
         store = self.checkpoints if claim else None
         if store is not None and not await store.claim(name, state, resume_key(state)):
             raise already_resumed(state)
         return await self._submit(name, state.input, (), events, None, resume=state)
-
-    def _bind(self, state: agentcore.RunState, name: str | None) -> str:
-        # The spec ``state`` resumes under, checked as resume() does (not a checkpoint).
-        found = [s.name for s in self._specs.values() if s.agent_id == state.agent]
-        if name is None and len(found) != 1:
-            raise UnknownAgentError(state.agent, tuple(sorted(self._specs)))
-        name = found[0] if name is None else name
-        spec = self._specs.get(name)
-        if spec is None:
-            raise UnknownAgentError(name, tuple(sorted(self._specs)))
-        check_resumable(_Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
-        check_background(self._specs, state)
-        return name
 
     async def recover(self) -> Recovered:
         """Resume the root tasks a crash left unfinished in :attr:`checkpoints`, each

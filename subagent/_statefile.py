@@ -40,6 +40,7 @@ from ledger._files import open_private, try_lock
 
 from ._delegation import SubagentTool
 from ._errors import SubagentError
+from ._resumable import bind
 from ._safe_text import one_line
 
 if TYPE_CHECKING:
@@ -214,7 +215,7 @@ async def take_checked(pool: Pool, path: Path) -> RunState:
       StateFileError: as :func:`take_for_resume`.
       SubagentError, agentcore.ResumeError: as ``Pool.resume``'s checks.
     """
-    pool._bind(await trio.to_thread.run_sync(read_state, path), None)
+    bind(pool.specs, await trio.to_thread.run_sync(read_state, path), None)
     return await trio.to_thread.run_sync(take_for_resume, path)
 
 
