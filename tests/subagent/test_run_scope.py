@@ -2,7 +2,8 @@
 cancelling its task's scope (``Run.run(owner=task)``), and tells its abort from the
 task's cancel and its limits' deadline. Each case ends exactly as it did when the run
 had a scope of its own: an abort while parked, an abort a deadline overtakes, an
-abort and a cancel at once, an abort before the run started."""
+abort and a cancel at once (either order), an abort of parallel tool calls (a group
+of Cancelled). Each passes on the code before the change too."""
 
 from __future__ import annotations
 
