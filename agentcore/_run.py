@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -22,7 +24,7 @@ from ._output import OutputCheck
 from ._result import RunResult
 from ._resume import audit_answers, finish_pending, last_answer
 from ._runend import RunEnd
-from ._runhandle import RunHandle
+from ._runhandle import RunHandle, ScopeOwner
 from ._state import Phase, RunState
 from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED
 from ._summary import EndReason, RunSummary
@@ -35,6 +37,24 @@ if TYPE_CHECKING:
     from ._steering import Pending
 
 _run_ids = itertools.count(1)
+# The body's "scope" of a run whose owner's scope is entered already (reusable).
+_OWNED: AbstractContextManager[object] = contextlib.nullcontext()
+
+
+def _uncancelled(exc: BaseException) -> BaseException | None:
+    # ``exc`` without its trio.Cancelled, as a cancel scope filters it: None when it
+    # is only Cancelled, ``exc`` itself when it holds none, else what is left (one
+    # exception left is unwrapped).
+    if isinstance(exc, trio.Cancelled):
+        return None
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    matched, rest = exc.split(trio.Cancelled)
+    if matched is None:
+        return exc
+    if rest is not None and len(rest.exceptions) == 1:
+        return rest.exceptions[0]
+    return rest
 _FAILED = frozenset({EndReason.error, EndReason.timeout})
 _current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
     "agentcore_current_run", default=None
@@ -241,7 +261,7 @@ class Run(RunHandle):
 
     # -- the loop ----------------------------------------------------------------------
 
-    async def run(self) -> RunResult:
+    async def run(self, *, owner: ScopeOwner | None = None) -> RunResult:
         """Execute the run to its end. A checkpoint.
 
         Returns the :class:`RunResult`; a model failure ends the run ``error``
@@ -251,6 +271,13 @@ class Run(RunHandle):
         ``agent_start`` is emitted unshielded, with ordinary backpressure: a run
         cancelled before its destination took it emits no ``agent_end`` either
         (start and end pair up).
+
+        Args:
+          owner: What runs this run inside a cancel scope it entered (the pool's
+            task, see ``ScopeOwner``): from the end of ``agent_start`` on,
+            :meth:`abort` cancels that scope instead of one of the run's own, and a
+            Cancelled the owner did not cause (after an abort) ends the run as an
+            abort does. The same ends and events as without.
 
         Raises:
           RuntimeError: the run was started before.
@@ -267,25 +294,48 @@ class Run(RunHandle):
         output = ""
         reason = EndReason.stop
         error: BaseException | None = None
-        scope = self._scope = trio.CancelScope()
-        if state.abort_reason is not None:
-            scope.cancel()
+        scope: AbstractContextManager[object]
+        if owner is None:
+            scope = self._scope = trio.CancelScope()
+            if state.abort_reason is not None:
+                self._scope.cancel()
+        else:
+            # The owner's scope is entered already; it becomes the run's (for
+            # abort) once agent_start is out, as the run's own scope covers no more.
+            scope = _OWNED
         try:
             if self._emit_to is not None or self._observers:
                 await self._emit_start()
+            if owner is not None:
+                self._scope = owner._scope
+                if state.abort_reason is not None:
+                    owner._scope.cancel()
             with scope:
                 if self._resuming:
                     output, reason = await self._resume()
                 else:
                     await self.audit("prompt", arguments=self.input)
                     output, reason = await self._loop()
-            if scope.cancel_called:
+            # (Only abort cancels the run's own scope, and abort sets the reason.)
+            if state.abort_reason is not None:
                 output, reason = "", EndReason.aborted
                 state.roll_back()
         except Exception as exc:
             reason, error = EndReason.error, exc
         except BaseException as exc:
             reason, error = EndReason.aborted, exc
+            if owner is not None and self._scope is not None and state.abort_reason is not None:
+                # What the run's own scope would have caught: the abort's Cancelled,
+                # unless the owner cancelled too (its cancel, its deadline).
+                rest = _uncancelled(exc)
+                if rest is None and not owner._cancelled_otherwise():
+                    output, error = "", None
+                    state.roll_back()
+                elif rest is not exc and not owner._cancelled_otherwise():
+                    # What else the body raised with it (the scope lets it through).
+                    error = rest
+                    if isinstance(rest, Exception):
+                        reason = EndReason.error
         finally:
             _current_run.set(outer)
             summary, error = await self._end(reason, error, clock_start)

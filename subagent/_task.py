@@ -368,6 +368,11 @@ class Task:
         if self._reclaim is not None:
             self._reclaim.cancel()
 
+    def _cancelled_otherwise(self) -> bool:
+        # (agentcore's ScopeOwner: the run aborts by cancelling this task's scope.)
+        # Whether the scope was cancelled by the task's cancel or its limits' deadline.
+        return self._node.cancel_called or trio.current_time() >= self._scope.deadline
+
     def _reclaiming(self, deadline: float) -> trio.CancelScope:
         # The scope of a shielded take-back of the slot (see Pool._take_back).
         self._reclaim = trio.CancelScope(deadline=deadline)
