@@ -15,7 +15,6 @@ from ledger._record import record_of
 
 from ._audit import record, record_now
 from ._checkpoint import at_end, at_turn, opening
-from ._errors import describe
 from ._events import Event, EventKind, EventSink
 from ._hookcall import call_hook
 from ._messages import AgentPath, Message, Usage
@@ -23,8 +22,8 @@ from ._modelcall import complete
 from ._output import OutputCheck
 from ._result import RunResult
 from ._resume import audit_answers, finish_pending, last_answer
-from ._runend import RunEnd
-from ._runhandle import RunHandle, ScopeOwner
+from ._runend import conclude
+from ._runhandle import RunHandle, ScopeOwner, uncancelled
 from ._state import Phase, RunState
 from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED
 from ._summary import EndReason, RunSummary
@@ -41,21 +40,6 @@ _run_ids = itertools.count(1)
 _OWNED: AbstractContextManager[object] = contextlib.nullcontext()
 
 
-def _uncancelled(exc: BaseException) -> BaseException | None:
-    # ``exc`` without its trio.Cancelled, as a cancel scope filters it: None when it
-    # is only Cancelled, ``exc`` itself when it holds none, else what is left (one
-    # exception left is unwrapped).
-    if isinstance(exc, trio.Cancelled):
-        return None
-    if not isinstance(exc, BaseExceptionGroup):
-        return exc
-    matched, rest = exc.split(trio.Cancelled)
-    if matched is None:
-        return exc
-    if rest is not None and len(rest.exceptions) == 1:
-        return rest.exceptions[0]
-    return rest
-_FAILED = frozenset({EndReason.error, EndReason.timeout})
 _current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
     "agentcore_current_run", default=None
 )
@@ -327,7 +311,7 @@ class Run(RunHandle):
             if owner is not None and self._scope is not None and state.abort_reason is not None:
                 # What the run's own scope would have caught: the abort's Cancelled,
                 # unless the owner cancelled too (its cancel, its deadline).
-                rest = _uncancelled(exc)
+                rest = uncancelled(exc)
                 if rest is None and not owner._cancelled_otherwise():
                     output, error = "", None
                     state.roll_back()
@@ -338,7 +322,8 @@ class Run(RunHandle):
                         reason = EndReason.error
         finally:
             _current_run.set(outer)
-            summary, error = await self._end(reason, error, clock_start)
+            summary, error = await conclude(self, state, reason, error, clock_start,
+                                              self.agent.audit is not None)
             reason = summary.end_reason
         if self.agent.checkpoint is not None:
             await at_end(state, self.agent.checkpoint, self.agent.end_timeout)
@@ -346,39 +331,8 @@ class Run(RunHandle):
             raise error
         return self._result(output, summary, error)
 
-    # The end and the result of run(), apart: what run()'s frame holds while the run
-    # is parked (its locals and its deepest expression) is part of every parked run.
-
-    async def _end(
-        self, reason: EndReason, error: BaseException | None, clock_start: float
-    ) -> tuple[RunSummary, BaseException | None]:
-        # The summary, then the end entry and events (RunEnd) when there is a sink or
-        # a delivered agent_start (else there is nothing to record or announce). A
-        # checkpoint when there is either.
-        state = self._state
-        state.close()
-        summary = RunSummary(
-            turns=state.turn,
-            tool_calls=state.tool_calls,
-            tool_errors=state.tool_errors,
-            denied=state.denied,
-            usage=state.usage,
-            end_reason=reason,
-            error=describe(error) if reason in _FAILED else None,
-            duration=state.elapsed + (trio.current_time() - clock_start),
-        )
-        state.summary = summary
-        state.elapsed = summary.duration
-        if reason is not EndReason.paused:
-            state.pending = []
-            state.children = []
-        if self.agent.audit is None and not state.start_delivered:
-            return summary, error
-        end = RunEnd(self, summary, error, state.abort_reason,
-                     state.follow_ups[state.reported:])
-        await end.finish(audited=self.agent.audit is not None,
-                         announced=state.start_delivered)
-        return end.summary, end.error
+    # The result of run(), apart (as its end is, ``conclude``): what run()'s frame
+    # holds while the run is parked is part of every parked run.
 
     def _result(
         self, output: str, summary: RunSummary, error: BaseException | None

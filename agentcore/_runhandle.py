@@ -145,3 +145,19 @@ class RunHandle:
             raise RunEndedError(
                 f"cannot {what}: run {self.run_id} has ended; start a new run instead"
             )
+
+
+def uncancelled(exc: BaseException) -> BaseException | None:
+    # ``exc`` without its trio.Cancelled, as a cancel scope filters it: None when it
+    # is only Cancelled, ``exc`` itself when it holds none, else what is left (one
+    # exception left is unwrapped).
+    if isinstance(exc, trio.Cancelled):
+        return None
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    matched, rest = exc.split(trio.Cancelled)
+    if matched is None:
+        return exc
+    if rest is not None and len(rest.exceptions) == 1:
+        return rest.exceptions[0]
+    return rest

@@ -13,14 +13,7 @@ import agentcore
 from agentcore import AgentPath, Message, RunSummary, Usage
 
 from ._core import Effect, Node, PoolCore, TaskStatus
-from ._errors import (
-    TaskCancelled,
-    TaskError,
-    TaskFailed,
-    TaskPaused,
-    TaskTimeout,
-    format_path,
-)
+from ._errors import TaskCancelled, TaskError, TaskFailed, TaskPaused, TaskTimeout, format_path
 from ._history_input import conversation
 from ._result import Result
 from ._spec import Spec
