@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import overload
 
+import trio
+
 
 class AgentCoreError(Exception):
     """Base class of every error agentcore raises."""
@@ -69,10 +71,21 @@ def describe(exc: BaseException | None) -> str | None:
     the message cut to :data:`MAX_DESCRIBED_CHARS` with a note saying how long it was."""
     if exc is None:
         return None
-    text = str(exc)
+    text = _cancel_text(exc) if isinstance(exc, trio.Cancelled) else str(exc)
     if len(text) > MAX_DESCRIBED_CHARS:
         text = f"{text[:MAX_DESCRIBED_CHARS]}... ({len(text)} characters in all)"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+
+def _cancel_text(exc: trio.Cancelled) -> str:
+    # trio's own text names the cancelling task by its repr (a memory address, in
+    # audit entries): its source and reason only.
+    source = getattr(exc, "source", None)
+    if source is None:
+        return str(exc)
+    reason = getattr(exc, "reason", None)
+    return f"cancelled due to {source}" + (f" with reason {reason!r}" if reason else "")
 
 
 class RunStateError(AgentCoreError):

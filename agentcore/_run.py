@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -13,7 +15,6 @@ from ledger._record import record_of
 
 from ._audit import record, record_now
 from ._checkpoint import at_end, at_turn, opening
-from ._errors import describe
 from ._events import Event, EventKind, EventSink
 from ._hookcall import call_hook
 from ._messages import AgentPath, Message, Usage
@@ -21,8 +22,8 @@ from ._modelcall import complete
 from ._output import OutputCheck
 from ._result import RunResult
 from ._resume import audit_answers, finish_pending, last_answer
-from ._runend import RunEnd
-from ._runhandle import RunHandle
+from ._runend import conclude
+from ._runhandle import RunHandle, ScopeOwner, uncancelled
 from ._state import Phase, RunState
 from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED
 from ._summary import EndReason, RunSummary
@@ -35,7 +36,10 @@ if TYPE_CHECKING:
     from ._steering import Pending
 
 _run_ids = itertools.count(1)
-_FAILED = frozenset({EndReason.error, EndReason.timeout})
+# The body's "scope" of a run whose owner's scope is entered already (reusable).
+_OWNED: AbstractContextManager[object] = contextlib.nullcontext()
+
+
 _current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
     "agentcore_current_run", default=None
 )
@@ -241,7 +245,7 @@ class Run(RunHandle):
 
     # -- the loop ----------------------------------------------------------------------
 
-    async def run(self) -> RunResult:
+    async def run(self, *, owner: ScopeOwner | None = None) -> RunResult:
         """Execute the run to its end. A checkpoint.
 
         Returns the :class:`RunResult`; a model failure ends the run ``error``
@@ -251,6 +255,13 @@ class Run(RunHandle):
         ``agent_start`` is emitted unshielded, with ordinary backpressure: a run
         cancelled before its destination took it emits no ``agent_end`` either
         (start and end pair up).
+
+        Args:
+          owner: What runs this run inside a cancel scope it entered (the pool's
+            task, see ``ScopeOwner``): from the end of ``agent_start`` on,
+            :meth:`abort` cancels that scope instead of one of the run's own, and a
+            Cancelled the owner did not cause (after an abort) ends the run as an
+            abort does. The same ends and events as without.
 
         Raises:
           RuntimeError: the run was started before.
@@ -267,28 +278,52 @@ class Run(RunHandle):
         output = ""
         reason = EndReason.stop
         error: BaseException | None = None
-        scope = self._scope = trio.CancelScope()
-        if state.abort_reason is not None:
-            scope.cancel()
+        scope: AbstractContextManager[object]
+        if owner is None:
+            scope = self._scope = trio.CancelScope()
+            if state.abort_reason is not None:
+                self._scope.cancel()
+        else:
+            # The owner's scope is entered already; it becomes the run's (for
+            # abort) once agent_start is out, as the run's own scope covers no more.
+            scope = _OWNED
         try:
             if self._emit_to is not None or self._observers:
                 await self._emit_start()
+            if owner is not None:
+                self._scope = owner._scope
+                if state.abort_reason is not None:
+                    owner._scope.cancel()
             with scope:
                 if self._resuming:
                     output, reason = await self._resume()
                 else:
                     await self.audit("prompt", arguments=self.input)
                     output, reason = await self._loop()
-            if scope.cancel_called:
+            # (Only abort cancels the run's own scope, and abort sets the reason.)
+            if state.abort_reason is not None:
                 output, reason = "", EndReason.aborted
                 state.roll_back()
         except Exception as exc:
             reason, error = EndReason.error, exc
         except BaseException as exc:
             reason, error = EndReason.aborted, exc
+            if owner is not None and self._scope is not None and state.abort_reason is not None:
+                # What the run's own scope would have caught: the abort's Cancelled,
+                # unless the owner cancelled too (its cancel, its deadline).
+                rest = uncancelled(exc)
+                if rest is None and not owner._cancelled_otherwise():
+                    output, error = "", None
+                    state.roll_back()
+                elif rest is not exc and not owner._cancelled_otherwise():
+                    # What else the body raised with it (the scope lets it through).
+                    error = rest
+                    if isinstance(rest, Exception):
+                        reason = EndReason.error
         finally:
             _current_run.set(outer)
-            summary, error = await self._end(reason, error, clock_start)
+            summary, error = await conclude(self, state, reason, error, clock_start,
+                                              self.agent.audit is not None)
             reason = summary.end_reason
         if self.agent.checkpoint is not None:
             await at_end(state, self.agent.checkpoint, self.agent.end_timeout)
@@ -296,39 +331,8 @@ class Run(RunHandle):
             raise error
         return self._result(output, summary, error)
 
-    # The end and the result of run(), apart: what run()'s frame holds while the run
-    # is parked (its locals and its deepest expression) is part of every parked run.
-
-    async def _end(
-        self, reason: EndReason, error: BaseException | None, clock_start: float
-    ) -> tuple[RunSummary, BaseException | None]:
-        # The summary, then the end entry and events (RunEnd) when there is a sink or
-        # a delivered agent_start (else there is nothing to record or announce). A
-        # checkpoint when there is either.
-        state = self._state
-        state.close()
-        summary = RunSummary(
-            turns=state.turn,
-            tool_calls=state.tool_calls,
-            tool_errors=state.tool_errors,
-            denied=state.denied,
-            usage=state.usage,
-            end_reason=reason,
-            error=describe(error) if reason in _FAILED else None,
-            duration=state.elapsed + (trio.current_time() - clock_start),
-        )
-        state.summary = summary
-        state.elapsed = summary.duration
-        if reason is not EndReason.paused:
-            state.pending = []
-            state.children = []
-        if self.agent.audit is None and not state.start_delivered:
-            return summary, error
-        end = RunEnd(self, summary, error, state.abort_reason,
-                     state.follow_ups[state.reported:])
-        await end.finish(audited=self.agent.audit is not None,
-                         announced=state.start_delivered)
-        return end.summary, end.error
+    # The result of run(), apart (as its end is, ``conclude``): what run()'s frame
+    # holds while the run is parked is part of every parked run.
 
     def _result(
         self, output: str, summary: RunSummary, error: BaseException | None

@@ -24,6 +24,7 @@ from ._summary import EndReason, RunSummary
 
 if TYPE_CHECKING:
     from ._port import RunPort
+    from ._state import RunState
 
 # The steps of a run's end, in order.
 _ABORT_ENTRY, _END_ENTRY, _END_EVENTS, _DONE = range(4)
@@ -156,3 +157,39 @@ class RunEnd:
         for text in self.follow_ups:
             await run.emit(EventKind.follow_up_queued, text=text)
         await run.emit(EventKind.agent_end, summary=summary)
+
+
+_FAILED = frozenset({EndReason.error, EndReason.timeout})
+
+
+async def conclude(
+    run: RunPort, state: RunState, reason: EndReason, error: BaseException | None,
+    started: float, audited: bool,
+) -> tuple[RunSummary, BaseException | None]:
+    """The end of ``run``, which stopped for ``reason`` (``error``: the exception
+    that ended it, if any; ``started``: when this stretch of it began): its summary
+    in ``state``, then its end entry and events (:class:`RunEnd`) when there is a sink
+    or a delivered ``agent_start`` (else there is nothing to record or announce).
+    ``audited``: the run has a sink. Returns the summary and error as the end left
+    them. A checkpoint when there is a sink or a delivered ``agent_start``."""
+    state.close()
+    summary = RunSummary(
+        turns=state.turn,
+        tool_calls=state.tool_calls,
+        tool_errors=state.tool_errors,
+        denied=state.denied,
+        usage=state.usage,
+        end_reason=reason,
+        error=describe(error) if reason in _FAILED else None,
+        duration=state.elapsed + (trio.current_time() - started),
+    )
+    state.summary = summary
+    state.elapsed = summary.duration
+    if reason is not EndReason.paused:
+        state.pending = []
+        state.children = []
+    if not audited and not state.start_delivered:
+        return summary, error
+    end = RunEnd(run, summary, error, state.abort_reason, state.follow_ups[state.reported:])
+    await end.finish(audited=audited, announced=state.start_delivered)
+    return end.summary, end.error

@@ -6,12 +6,30 @@ transition of the run's :class:`RunState`.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import trio
 
 from ._events import EventKind
 from ._messages import Message
 from ._state import Phase, RunState
 from ._steering import Pending, RunEndedError
+
+
+class ScopeOwner(Protocol):
+    """What runs a :class:`agentcore.Run` inside a cancel scope of its own (the
+    pool's task: ``Run.run(owner=task)``): the run then has no scope of its own, and
+    :meth:`RunHandle.abort` cancels the owner's (a cancel scope per run fewer).
+
+    ``_scope`` is the scope the owner has entered around ``run()``; the owner also
+    cancels it (its cancel, its deadline). ``_cancelled_otherwise()`` says whether
+    the owner cancelled it, or its deadline passed: a Cancelled reaching the run
+    while it says False, after an abort, is the abort's. Neither is a checkpoint.
+    """
+
+    _scope: trio.CancelScope
+
+    def _cancelled_otherwise(self) -> bool: ...
 
 
 class RunHandle:
@@ -21,7 +39,8 @@ class RunHandle:
 
     run_id: str
     _state: RunState
-    # The run's cancel scope while it runs (abort cancels it).
+    # The run's cancel scope while it runs (abort cancels it): its own, or its
+    # owner's (see ScopeOwner) from the end of agent_start.
     _scope: trio.CancelScope | None
 
     def steer(self, text: str) -> None:
@@ -126,3 +145,19 @@ class RunHandle:
             raise RunEndedError(
                 f"cannot {what}: run {self.run_id} has ended; start a new run instead"
             )
+
+
+def uncancelled(exc: BaseException) -> BaseException | None:
+    # ``exc`` without its trio.Cancelled, as a cancel scope filters it: None when it
+    # is only Cancelled, ``exc`` itself when it holds none, else what is left (one
+    # exception left is unwrapped).
+    if isinstance(exc, trio.Cancelled):
+        return None
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    matched, rest = exc.split(trio.Cancelled)
+    if matched is None:
+        return exc
+    if rest is not None and len(rest.exceptions) == 1:
+        return rest.exceptions[0]
+    return rest

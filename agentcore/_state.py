@@ -324,6 +324,7 @@ class RunState:
         if self.phase is Phase.ended:
             return
         self.phase = Phase.ended
-        self.follow_ups.extend(p.follow_up for p in self.inbox if p.follow_up is not None)
-        self.inbox.clear()
+        if self.inbox:
+            self.follow_ups.extend(p.follow_up for p in self.inbox if p.follow_up is not None)
+            self.inbox.clear()
         self.preempting = 0

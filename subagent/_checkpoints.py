@@ -111,6 +111,8 @@ class _Batch:
     claims: list[_Claim] = attrs.Factory(list)
     done: trio.Event = attrs.Factory(trio.Event)
     cause: str | None = None
+    # Rows (by id) whose state could not be encoded: only their own writes fail.
+    refused: dict[int, str] = attrs.Factory(dict)
 
 
 @attrs.define(eq=False)
@@ -225,8 +227,9 @@ class SqliteCheckpoints:
         with trio.CancelScope(shield=True):
             # Once handed over it is committed or not; wait to know which.
             await batch.done.wait()
-        if batch.cause is not None:
-            raise CheckpointError(f"cannot store a checkpoint: {batch.cause}")
+        cause = batch.cause or (batch.refused.get(id(row)) if batch.refused else None)
+        if cause is not None:
+            raise CheckpointError(f"cannot store a checkpoint: {cause}")
 
     async def _open(self) -> None:
         async with self._open_lock:
@@ -311,8 +314,13 @@ class SqliteCheckpoints:
             if batch is None:
                 return
             try:
-                rows = [(*row[:6], row[6] if isinstance(row[6], str) else row[6].to_json())
-                        for row in batch.rows]
+                rows = []
+                for row in batch.rows:
+                    try:
+                        rows.append((*row[:6], row[6] if isinstance(row[6], str)
+                                     else row[6].to_json()))
+                    except agentcore.RunStateError as exc:  # this row's run fails alone
+                        batch.refused[id(row)] = str(exc)[:300]
                 conn.execute("BEGIN IMMEDIATE")
                 conn.executemany(UPSERT, rows)
                 taken = []

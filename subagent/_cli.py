@@ -26,6 +26,7 @@ import trio
 
 import ledger
 from agentcore import (
+    ResumeError,
     RunState,
     Tool,
     ToolGate,
@@ -61,7 +62,7 @@ from ._statefile import (
     defer_changes,
     print_pending,
     read_state,
-    take_for_resume,
+    take_checked,
     write_state,
 )
 from ._stream import Stream
@@ -138,12 +139,13 @@ async def run_specs(
     screen: Screen,
     rich: bool,
     state_file: Path | None = None,
-    resume: RunState | None = None,
+    resume: Path | None = None,
     on_pool: Callable[[Pool], object] | None = None,
     checkpoints: Path | None = None,
     recover: bool = False,
 ) -> int:
-    """Run ``agent`` on ``task_text`` (or continue the paused run ``resume``, or with
+    """Run ``agent`` on ``task_text`` (or continue the paused run in the file ``resume``,
+    taken only once the pool's specs can resume it; or with
     ``recover`` the tasks a crash left unfinished in ``checkpoints``) with a live
     tree, then print the output, the usage of the whole tree and the ledger's
     verification. A run that pauses is stored in ``state_file`` (with ``recover``,
@@ -162,6 +164,7 @@ async def run_specs(
     code = EXIT_OK
     output = ""
     usage: Usage | None = None
+    refused: Exception | None = None
     out = screen.out
     with Display(screen, rich) as display:
         async with trio.open_nursery() as nursery:
@@ -200,7 +203,11 @@ async def run_specs(
                         if not tasks and not said:
                             said.append("nothing to recover: no task was left unfinished")
                     elif resume is not None:
-                        tasks = [await pool.resume(resume)]
+                        try:
+                            tasks = [await pool.resume(await take_checked(pool, resume))]
+                        except (SubagentError, ResumeError) as exc:
+                            refused = exc  # raised below, out of the nurseries
+                            tasks = []
                     else:
                         tasks = [await pool.submit(agent, task_text)]
                     for task in tasks:
@@ -221,6 +228,8 @@ async def run_specs(
                 await sink.aclose()
                 if store is not None:
                     await store.aclose()
+        if refused is not None:
+            raise SubagentError(str(refused))
         display.final()
     print("\noutput:\n" + safe_text(output, keep_newlines=True), file=out)
     spend = display.view.spend()
@@ -375,13 +384,13 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
                                   recover=True, state_file=args.approve_later)
             )
         if args.command == "resume":
-            # Taken (moved to FILE.resumed, under its lock) before anything runs: the
-            # same file is not resumed twice.
-            state = take_for_resume(args.file)
+            # Taken (moved to FILE.resumed, under its lock) before anything runs, once
+            # the specs can resume it: the same file is not resumed twice.
+            state = read_state(args.file)
             return trio.run(
                 lambda: run_specs(specs, state.agent, state.input, gate=gate,
                                   ledger_path=ledger_path, screen=screen, rich=rich,
-                                  state_file=args.file, resume=state,
+                                  state_file=args.file, resume=args.file,
                                   checkpoints=args.checkpoints)
             )
         tracing = _tracing() if args.otel else None

@@ -368,9 +368,16 @@ async def start_child(
     fan-out slots; with ``resume``, it continues that paused run. A checkpoint (waits
     for a fan-out slot or room in the queue with ``caller``'s slot lent).
 
+    A child resumed from a stored state is started only if ``caller``'s run may
+    delegate to ``agent`` (as the call that started it had to): a state edited to
+    name another agent cannot start it.
+
     Raises:
-      SubagentError: no fan-out slot in time, the pool closed, an unknown agent.
+      SubagentError: no fan-out slot in time, the pool closed, an unknown agent, or
+        (``resume``) an agent the caller's run may not delegate to.
     """
+    if resume is not None:
+        _check_delegates(pool, caller, agent)
     await shell.claim_child(pool, caller, agent)
     try:
         try:
@@ -388,6 +395,17 @@ async def start_child(
         raise
     await trio.lowlevel.cancel_shielded_checkpoint()
     return child
+
+
+def _check_delegates(pool: Pool, caller: Task, agent: str) -> None:
+    # Raise unless a delegation tool of ``caller``'s run (limited by its spec and depth)
+    # may start ``agent`` in ``pool``.
+    run = caller._run
+    for tool in run.agent.tools_by_name.values() if run is not None else ():
+        if isinstance(tool, SubagentTool) and tool.pool is pool:
+            tool._check_agent(agent, caller)
+            return
+    raise _invalid(f"this run may not delegate to any agent (asked for {agent!r})")
 
 
 def limit_delegation(tools: tuple[Tool, ...], agents: Iterable[str]) -> tuple[Tool, ...]:

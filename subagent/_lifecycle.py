@@ -331,7 +331,9 @@ async def run_task(task: Task) -> None:
                 ran = True
                 if taken or pause_asked(task):
                     await start_background(task, run, taken, start_child)
-                result = await run.run()
+                # One cancel scope for the task and its run: the run aborts by
+                # cancelling the task's (see agentcore's ScopeOwner).
+                result = await run.run(owner=task)
                 task._conclude_run(result)
                 status = settle_budget(task, end_status(result.summary.end_reason))
             else:

@@ -30,8 +30,7 @@ from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
 from ._recovery import Recovered, recover
-from ._resumable import Names as _Names
-from ._resumable import check_background, check_resumable
+from ._resumable import bind
 from ._resumed import already_resumed, resume_key
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
@@ -296,19 +295,9 @@ class Pool(Waits):
     ) -> Task:
         # ``claim``: record the state as resumed in the checkpoints (not for a
         # recovered state: a second crash is recovered again from the same row).
-        if name is None:
-            found = [s.name for s in self._specs.values() if s.agent_id == state.agent]
-            if len(found) != 1:
-                raise UnknownAgentError(state.agent, tuple(sorted(self._specs)))
-            name = found[0]
-        spec = self._specs.get(name)
-        if spec is None:
-            raise UnknownAgentError(name, tuple(sorted(self._specs)))
-        check_resumable(_Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
-        check_background(self._specs, state)
-        if claim and self.checkpoints is not None and not await self.checkpoints.claim(
-            name, state, resume_key(state)
-        ):
+        name = bind(self._specs, state, name)
+        store = self.checkpoints if claim else None
+        if store is not None and not await store.claim(name, state, resume_key(state)):
             raise already_resumed(state)
         return await self._submit(name, state.input, (), events, None, resume=state)
 

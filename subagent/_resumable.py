@@ -52,3 +52,24 @@ def check_background(specs: Mapping[str, Spec], state: RunState) -> None:
             raise UnknownAgentError(mark.name[:200], tuple(sorted(specs)))
         if not mark.ended:
             check_resumable(Names(spec.agent_id, {t.name: t for t in spec.tools}), node)
+
+
+def bind(specs: Mapping[str, Spec], state: RunState, name: str | None) -> str:
+    """The name of the spec ``state`` resumes under (``name``, or the one spec whose
+    agent id is the state's), after ``Pool.resume``'s checks of the state against
+    the specs. Not a checkpoint.
+
+    Raises:
+      UnknownAgentError: no such spec (or several share the state's agent id).
+      ResumeError: the state cannot be resumed by that spec (see check_resumable).
+    """
+    found = [s.name for s in specs.values() if s.agent_id == state.agent]
+    if name is None and len(found) != 1:
+        raise UnknownAgentError(state.agent, tuple(sorted(specs)))
+    name = found[0] if name is None else name
+    spec = specs.get(name)
+    if spec is None:
+        raise UnknownAgentError(name, tuple(sorted(specs)))
+    check_resumable(Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
+    check_background(specs, state)
+    return name

@@ -6,7 +6,8 @@ file only, at most ``MAX_STATE_BYTES``, decoded by ``RunState.from_json`` (versi
 digest checked). It is written whole (a temporary file, then a rename) with mode 0600.
 
 Answering is a read-modify-write of the whole file: it runs under an exclusive
-advisory lock (``flock``) on ``FILE.lock`` (created 0600 beside it, never removed), so
+advisory lock (``flock``) on ``FILE.lock`` (created 0600 beside it, never removed; a
+symbolic link or anything but a regular file there is refused), so
 two answers given at once are both kept; a lock held longer than ``LOCK_TIMEOUT``
 seconds is an error, not a wait without end. ``subagent resume`` takes the file
 under the same lock and renames it ``FILE.resumed`` before it runs anything, so the
@@ -17,11 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+import trio
 
 from agentcore import (
     MAX_STATE_BYTES,
@@ -36,7 +40,11 @@ from ledger._files import open_private, try_lock
 
 from ._delegation import SubagentTool
 from ._errors import SubagentError
+from ._resumable import bind
 from ._safe_text import one_line
+
+if TYPE_CHECKING:
+    from ._pool import Pool
 
 #: How much of a deferred call's arguments ``subagent pending`` shows.
 SHOWN_ARGUMENTS = 500
@@ -71,10 +79,14 @@ def locked(path: Path, timeout: float | None = None) -> Iterator[None]:
         timeout = LOCK_TIMEOUT
     lock = path.with_name(path.name + ".lock")
     try:
-        fd = open_private(str(lock), os.O_RDWR)
+        # Never through a symbolic link, never blocking on a FIFO put in its place.
+        fd = open_private(str(lock), os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise StateFileError(f"cannot lock the paused run {path}: {exc.strerror}") from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StateFileError(
+                f"cannot lock the paused run {path}: its lock file is not a regular file")
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -190,6 +202,21 @@ def answer(path: Path, call_id: str, *, allow: bool, reason: str | None, by: str
         except RunStateError as exc:
             raise StateFileError(str(exc)) from None
         write_state(path, state)
+
+
+async def take_checked(pool: Pool, path: Path) -> RunState:
+    """The paused run at ``path``, checked against ``pool``'s specs as ``Pool.resume``
+    checks it, then taken (:func:`take_for_resume`): a resume refused before anything
+    runs (a tool missing or changed, an unknown agent) leaves the file as it was, to
+    be answered again or resumed with the right specs. A checkpoint (file I/O and the
+    lock's wait in a thread).
+
+    Raises:
+      StateFileError: as :func:`take_for_resume`.
+      SubagentError, agentcore.ResumeError: as ``Pool.resume``'s checks.
+    """
+    bind(pool.specs, await trio.to_thread.run_sync(read_state, path), None)
+    return await trio.to_thread.run_sync(take_for_resume, path)
 
 
 def take_for_resume(path: Path) -> RunState:

@@ -13,14 +13,7 @@ import agentcore
 from agentcore import AgentPath, Message, RunSummary, Usage
 
 from ._core import Effect, Node, PoolCore, TaskStatus
-from ._errors import (
-    TaskCancelled,
-    TaskError,
-    TaskFailed,
-    TaskPaused,
-    TaskTimeout,
-    format_path,
-)
+from ._errors import TaskCancelled, TaskError, TaskFailed, TaskPaused, TaskTimeout, format_path
 from ._history_input import conversation
 from ._result import Result
 from ._spec import Spec
@@ -367,6 +360,11 @@ class Task:
         self._scope.cancel()
         if self._reclaim is not None:
             self._reclaim.cancel()
+
+    def _cancelled_otherwise(self) -> bool:
+        # (agentcore's ScopeOwner: the run aborts by cancelling this task's scope.)
+        # Whether the scope was cancelled by the task's cancel or its limits' deadline.
+        return self._node.cancel_called or trio.current_time() >= self._scope.deadline
 
     def _reclaiming(self, deadline: float) -> trio.CancelScope:
         # The scope of a shielded take-back of the slot (see Pool._take_back).

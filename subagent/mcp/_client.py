@@ -97,9 +97,12 @@ async def list_tools(session: ClientSession) -> tuple[dict[str, mcp_types.Tool],
     return tools, problems
 
 
-def describe_tool(server: str, tool: mcp_types.Tool) -> str:
-    """The description a model sees: the server's, cut to :data:`MAX_DESCRIPTION`."""
-    text = tool.description or f"The {tool.name} tool of MCP server {server}."
+def describe_tool(
+    server: str, tool: mcp_types.Tool, masked: Callable[[str], str] = str
+) -> str:
+    """The description a model sees: the server's, through ``masked`` (the server's
+    secrets hidden), then cut to :data:`MAX_DESCRIPTION`."""
+    text = masked(tool.description or f"The {tool.name} tool of MCP server {server}.")
     return text if len(text) <= MAX_DESCRIPTION else text[:MAX_DESCRIPTION] + " [...]"
 
 
@@ -145,6 +148,22 @@ def result_text(
     return text
 
 
-def schema_of(tool: mcp_types.Tool) -> Mapping[str, Any]:
-    """The tool's input schema (a JSON object schema)."""
-    return dict(tool.input_schema)
+def schema_of(tool: mcp_types.Tool, masked: Callable[[str], str] = str) -> Mapping[str, Any]:
+    """The tool's input schema (a JSON object schema), every text in it (names and
+    values, at any depth: a loop, not a recursion) through ``masked``."""
+    root: list[Any] = [dict(tool.input_schema)]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        holder, key = stack.pop()
+        item = holder[key]
+        if isinstance(item, str):
+            holder[key] = masked(item)
+        elif isinstance(item, dict):
+            copied = {masked(k) if isinstance(k, str) else k: v for k, v in item.items()}
+            holder[key] = copied
+            stack.extend((copied, k) for k in copied)
+        elif isinstance(item, list):
+            holder[key] = listed = list(item)
+            stack.extend((listed, i) for i in range(len(listed)))
+    schema: Mapping[str, Any] = root[0]
+    return schema

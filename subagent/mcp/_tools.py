@@ -57,8 +57,8 @@ class McpTool:
         """The tool as the server listed it."""
         return cls(
             tool.name,
-            describe_tool(server.name, tool),
-            schema_of(tool),
+            describe_tool(server.name, tool, server.masked),
+            schema_of(tool, server.masked),
             server.name,
             tool.name in server.read_only,
             sessions,

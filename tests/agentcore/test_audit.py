@@ -9,6 +9,7 @@ import trio.testing
 
 import ledger
 from agentcore import Agent, GateDecision, GateRequest
+from agentcore._errors import describe
 from agentcore.testing import Blocked, RecordingTool, ScriptedModel, tool_call_reply
 
 PATH = ("root/0001", "web/0002")
@@ -72,3 +73,16 @@ async def test_secrets_are_redacted_in_arguments_results_and_errors(tmp_path: Pa
     assert key not in text
     assert tool.calls == [f'{{"url": "x", "api_key": "{key}"}}']  # the tool still got it
     assert ledger.verify(tmp_path / "audit.jsonl").ok
+
+
+async def test_a_cancel_is_described_without_the_cancelling_tasks_repr() -> None:
+    # trio's own text names the task that cancelled by its repr (a memory address):
+    # an audit entry keeps the cancel's source and reason only.
+    with trio.CancelScope() as scope:
+        scope.cancel(reason="enough")
+        try:
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled as exc:
+            assert " at 0x" in str(exc)
+            assert describe(exc) == "Cancelled: cancelled due to explicit with reason 'enough'"
+            raise

@@ -147,8 +147,11 @@ async def test_a_start_call_in_flight_continues_its_checkpointed_child(
     assert contents[-1] == "root got bg done: worked"
     assert kinds.count("result_delivered") == 1
     assert kinds.count("task_queued") == 2
-    # bg continues its checkpoint (run_resumed), it does not start anew (prompt).
-    assert (kinds.count("run_resumed"), kinds.count("prompt")) == (2, 0)
+    # bg continues its checkpoint (run_resumed), it does not start anew: one
+    # run_resumed each, no second task. (Its checkpoint is at turn 0, before its first
+    # model call, so the resumed bg records its prompt, as a run restarted from its
+    # input does: see Run._resume.)
+    assert (kinds.count("run_resumed"), kinds.count("prompt")) == (2, 1)
     verify(ledger)
 
 
