@@ -37,6 +37,7 @@ from agentcore._state import Phase
 from ._bgresult import RESULT_PREFIX, audit_entry, outcome, result_message
 from ._core import TaskStatus
 from ._events import Event, EventKind
+from ._recovery import commit_paused
 
 if TYPE_CHECKING:
     from ._pool import Pool
@@ -81,8 +82,10 @@ def keeps_result(run: agentcore.Run, child: Task) -> bool:
 async def keep_background(task: Task) -> None:
     """``task``'s run ended paused: pause its background children still running, wait
     for them, and nest every result it has not read in its run's state (see the module
-    docstring). A checkpoint; call it shielded. Each child's wait is bounded by its own
-    limits (its model call or tool calls in progress finish first)."""
+    docstring); in a checkpointed pool, commit the paused state again with them
+    (``_recovery.commit_paused``). A checkpoint; call it shielded. Each child's wait
+    is bounded by its own limits (its model call or tool calls in progress finish
+    first)."""
     assert task._run is not None
     running = [node.handle for node in task._node.background]
     for child in running:
@@ -90,6 +93,7 @@ async def keep_background(task: Task) -> None:
     for child in running:
         await child._wait_resolved()
     state = task._run.state
+    before = len(state.children)
     for node in task._core.take_unread(task._node):
         child = node.handle
         mark = BackgroundChild(child.call_id or "", child.name)
@@ -108,6 +112,9 @@ async def keep_background(task: Task) -> None:
                                            result_message(child).content, output, error)
         state.children.append(ended)
     state.children.extend(take_kept(task))
+    if len(state.children) > before and task.pool.checkpoints is not None:
+        # The run's paused checkpoint was taken before they were nested.
+        await commit_paused(task)
 
 
 def pause_asked(task: Task) -> bool:
@@ -123,6 +130,11 @@ def take_kept(task: Task) -> list[RunState]:
 def has_kept(task: Task) -> bool:
     """Whether ``task`` holds kept results not read yet. Not a checkpoint."""
     return bool(_kept) and bool(_kept.get(task))
+
+
+def kept_count(task: Task) -> int:
+    """How many kept results ``task`` holds, not read yet. Not a checkpoint."""
+    return len(_kept.get(task, ())) if _kept else 0
 
 
 def take_background(task: Task) -> list[RunState]:

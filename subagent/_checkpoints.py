@@ -66,6 +66,9 @@ class CheckpointRow:
       seq: How many checkpoints it took (``<run_id>@<seq>`` names the last).
       in_flight: The ids of the calls in flight at that checkpoint.
       state: Its state (``None`` for an ended run).
+      claimed: Whether a resume of its run was claimed (:meth:`SqliteCheckpoints.claim`
+        left a marker in the file): a ``running`` row of such a run may hold the
+        answered state it resumes. Read for ``running`` rows only.
     """
 
     run_id: str
@@ -76,6 +79,7 @@ class CheckpointRow:
     seq: int
     in_flight: tuple[str, ...]
     state: agentcore.RunState | None
+    claimed: bool = False
 
     @property
     def checkpoint(self) -> str:
@@ -370,13 +374,16 @@ class SqliteCheckpoints:
                 raise CheckpointError(
                     f"the checkpoint database has more than {self.max_rows} rows (max_rows)"
                 )
-            return [self._row(conn, values) for values in found]
+            claims = "resumed" in tables
+            return [self._row(conn, values, claims) for values in found]
         except sqlite3.Error as exc:
             raise CheckpointError(f"not a checkpoint database: {exc}") from None
         finally:
             conn.close()
 
-    def _row(self, conn: sqlite3.Connection, values: tuple[object, ...]) -> CheckpointRow:
+    def _row(
+        self, conn: sqlite3.Connection, values: tuple[object, ...], claims: bool
+    ) -> CheckpointRow:
         run_id, name, parent, call_id, status, seq, in_flight, size = values
         if not isinstance(run_id, str) or len(run_id) > _MAX_FIELD:
             raise CheckpointError("malformed checkpoint row: bad run id")
@@ -409,8 +416,11 @@ class SqliteCheckpoints:
                 raise CheckpointError(f"{where} refused: {exc}") from None
             if state.run_id != run_id:
                 raise CheckpointError(f"malformed {where}: its state is another run's")
+        claimed = claims and status == "running" and conn.execute(
+            "SELECT 1 FROM resumed WHERE run_id = ? LIMIT 1", (run_id,)
+        ).fetchone() is not None
         return CheckpointRow(run_id, str(name), parent, call_id,  # type: ignore[arg-type]
-                             str(status), seq, ids, state)
+                             str(status), seq, ids, state, claimed)
 
 
 def _connect(path: str, timeout: float) -> sqlite3.Connection:

@@ -9,11 +9,20 @@ in its parent's state, as a pause nests it) and resumes it with ``Pool.resume``.
 A tree that waits for a human (a run of it paused for approval before the crash) is
 not resumed: :func:`recover` lists it in :attr:`Recovered.paused`, to be answered
 and resumed like any paused run.
+
+Background children (``wait: false``) have rows of their own, tied to their parent's
+run the same way. A paused run's row is committed again once they are nested in its
+state (:func:`commit_paused`); :func:`recover` ties to each run of a tree, paused or
+running, the rows of its background children that its state does not nest (a crash
+before that commit), and prefers a child's own row to the state nested in a claimed
+resume once that child went on (running: its recovered state; ended: a lost result,
+:data:`LOST`, rather than its calls run again).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
@@ -22,8 +31,9 @@ import trio
 
 import agentcore
 from agentcore import MAX_STATE_DEPTH
+from agentcore._state import Phase
 
-from ._bgresult import audit_entry
+from ._bgresult import RESULT_PREFIX, audit_entry
 from ._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints
 from ._current import current_task
 from ._errors import UnknownAgentError
@@ -137,6 +147,21 @@ async def end_unstarted(task: Task, start: agentcore.Checkpoint, bound: float) -
             await store.write(task.name, *_link(task), ended)
 
 
+async def commit_paused(task: Task) -> None:
+    """Commit ``task``'s paused state again once its background children are nested
+    in it (``_bgstate.keep_background``, after the run's own ``paused`` checkpoint),
+    so that its row holds them: a result it had not read is in no other row.
+    Shielded, for at most :data:`END_BOUND` seconds; a failure to store it is dropped
+    (the row stays as its run left it, and :func:`recover` ties the children's own
+    rows to it). A checkpoint."""
+    store = task.pool.checkpoints
+    assert store is not None and task._run is not None
+    point = agentcore.Checkpoint(agentcore.CheckpointKind.paused, task._run.state)
+    with trio.move_on_after(END_BOUND, shield=True):
+        with contextlib.suppress(CheckpointError):
+            await store.write(task.name, *_link(task), point)
+
+
 async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     """Resume every root task ``store`` shows unfinished (``running`` at its last
     checkpoint: the process ended without it ending) from its last checkpoint, in
@@ -172,6 +197,7 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
             continue
         if row.status == "paused":
             assert row.state is not None
+            _nest_paused(pool, row.state, by_call, background, 1)
             paused.append(PausedTree(row.name, row.state, row.checkpoint))
         elif row.status == "running":
             state = _tree(pool, row, by_call, background)
@@ -223,15 +249,20 @@ def _background_rows(
     return [r for r in background.get(row.run_id, []) if r.call_id not in row.in_flight]
 
 
+_ByCall = dict[tuple[str | None, str | None], CheckpointRow]
+
+
 def _tree(
     pool: Pool,
     root: CheckpointRow,
-    by_call: dict[tuple[str | None, str | None], CheckpointRow],
+    by_call: _ByCall,
     background: dict[str, list[CheckpointRow]],
+    top: int = 1,
 ) -> agentcore.RunState:
     # Deepest first, with an explicit stack: a child is recovered before its parent.
+    # ``top`` is the depth of ``root`` in the tree being recovered.
     order: list[tuple[CheckpointRow, int]] = []
-    stack = [(root, 1)]
+    stack = [(root, top)]
     while stack:
         row, depth = stack.pop()
         if depth > MAX_STATE_DEPTH:
@@ -247,7 +278,7 @@ def _tree(
             if child.status == "running":
                 stack.append((child, depth + 1))
     recovered: dict[str, agentcore.RunState] = {}
-    for row, _ in reversed(order):
+    for row, depth in reversed(order):
         spec = pool.specs.get(row.name)
         if spec is None:
             raise UnknownAgentError(row.name, tuple(sorted(pool.specs)))
@@ -261,20 +292,105 @@ def _tree(
             if child.status == "running":
                 children[call_id] = recovered[child.run_id]
             elif child.status == "paused" and child.state is not None:
+                _nest_paused(pool, child.state, by_call, background, depth + 1)
                 children[call_id] = child.state
         repeatable = {t.name for t in spec.tools if agentcore.is_idempotent(t)}
         agentcore.recover_calls(row.state, set(row.in_flight), repeatable, children,
                                 row.checkpoint)
-        for child in _background_rows(row, background):
-            # Resumed as a background child of the recovered parent (Pool.resume):
-            # its result is delivered to it.
-            kid = recovered[child.run_id] if child.status == "running" else child.state
-            if kid is None:
-                continue
-            kid.background = agentcore.BackgroundChild(child.call_id or "", child.name)
-            row.state.children.append(kid)
+        rows = _background_rows(row, background)
+        background.pop(row.run_id, None)  # taken (see _nest_paused)
+        _nest(pool, row.state, rows, recovered, by_call, background, depth)
         recovered[row.run_id] = row.state
     return recovered[root.run_id]
+
+
+#: The error result of a background child nested in a claimed resume whose own run
+#: had ended at the crash: resuming it again would repeat its calls.
+LOST = "it ended after its tree was resumed, before the crash; its result was lost"
+
+
+def _nest(
+    pool: Pool,
+    state: agentcore.RunState,
+    rows: list[CheckpointRow],
+    recovered: dict[str, agentcore.RunState],
+    by_call: _ByCall,
+    background: dict[str, list[CheckpointRow]],
+    depth: int,
+) -> None:
+    # Tie the background children's own rows ``rows`` (running or paused, tied to
+    # ``state``'s run) to ``state``: each is resumed as a background child of it
+    # (Pool.resume), its result delivered to it. A child ``state`` nests already (a
+    # paused row committed again with them, a claimed resume) is kept, unless its own
+    # row went on: running (it was resumed; ``recovered`` holds it) replaces it,
+    # ended makes it a lost result (its calls are not repeated).
+    delegated = {p.call.id for p in state.pending
+                 if p.status is agentcore.CallStatus.delegated}
+    nested = {c.background.call_id: k for k, c in enumerate(state.children)
+              if c.background is not None and not c.background.ended}
+    delivered = {c.background.call_id for c in state.children
+                 if c.background is not None and c.background.ended}
+    for k in nested.values():
+        kid = state.children[k]
+        own = by_call.get((state.run_id, kid.background.call_id if kid.background else ""))
+        if own is not None and own.status == "ended":
+            state.children[k] = _lost(kid)
+        elif own is None or own.status == "paused":
+            _nest_paused(pool, kid, by_call, background, depth + 1)
+    for child in rows:
+        if child.call_id in delegated or child.call_id in delivered:
+            continue  # a delegated call's child (nested by its call), or a kept result
+        found = recovered.get(child.run_id) if child.status == "running" else child.state
+        if found is None:
+            continue
+        at = nested.get(child.call_id or "")
+        if at is not None and child.status != "running":
+            continue  # nested as its row holds it
+        if child.status == "paused":
+            _nest_paused(pool, found, by_call, background, depth + 1)
+        found.background = agentcore.BackgroundChild(child.call_id or "", child.name)
+        if at is None:
+            state.children.append(found)
+        else:
+            state.children[at] = found
+
+
+def _nest_paused(
+    pool: Pool,
+    state: agentcore.RunState,
+    by_call: _ByCall,
+    background: dict[str, list[CheckpointRow]],
+    depth: int,
+) -> None:
+    # A paused state (a paused row's, or nested in one) at ``depth``: tie to it, and
+    # to the paused states nested in it, the background rows of their runs (a crash
+    # before a paused run's row was committed again with its background children).
+    if depth > MAX_STATE_DEPTH:
+        raise CheckpointError(
+            f"checkpoint tree of run {state.run_id[:200]!r} deeper than {MAX_STATE_DEPTH}"
+        )
+    for kid in state.children:
+        if kid.background is None and kid.paused:
+            _nest_paused(pool, kid, by_call, background, depth + 1)
+    # Taken: a run id nested twice (edited) cannot have its rows recovered twice.
+    rows = background.pop(state.run_id, [])
+    recovered = {r.run_id: _tree(pool, r, by_call, background, depth + 1)
+                 for r in rows if r.status == "running"}
+    _nest(pool, state, rows, recovered, by_call, background, depth)
+
+
+def _lost(kid: agentcore.RunState) -> agentcore.RunState:
+    # The kept result, an error, of a nested background child whose run had ended.
+    assert kid.background is not None
+    mark = kid.background
+    error = f"subagent {'/'.join(kid.path)}: {LOST}"
+    body = {"agent": mark.name, "path": list(kid.path), "error": error}
+    ended = agentcore.RunState.begin([], run_id=kid.run_id, agent=kid.agent, path=kid.path,
+                                     input=kid.input)
+    ended.phase = Phase.ended
+    ended.background = agentcore.BackgroundChild(
+        mark.call_id, mark.name, RESULT_PREFIX + json.dumps(body), None, error)
+    return ended
 
 
 def _check_unique(rows: list[CheckpointRow]) -> None:
@@ -299,6 +415,30 @@ def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> Non
         )
     if row.status != "running":
         return
+    if not (row.claimed and row.parent is None):
+        # A turn, call or start snapshot (agentcore._checkpoint.snapshot) holds only
+        # calls without a result, ``waiting``, and no nested run: an answered call
+        # there (re-digested by hand) would run without its gate.
+        for p in state.pending:
+            if p.status is not agentcore.CallStatus.waiting:
+                raise CheckpointError(
+                    f"{where} holds call {p.call.id[:200]!r} as {p.status.value}, which "
+                    "a running checkpoint never does (edited or damaged); refusing to "
+                    "recover it"
+                )
+        if state.children:
+            raise CheckpointError(
+                f"{where} holds nested runs, which a running checkpoint never does "
+                "(edited or damaged); refusing to recover it"
+            )
+    elif row.in_flight and any(
+        p.status is not agentcore.CallStatus.waiting for p in state.pending
+    ):
+        # A claimed resume's answered state is stored with nothing in flight.
+        raise CheckpointError(
+            f"{where} holds answered calls and calls in flight (edited or damaged); "
+            "refusing to recover it"
+        )
     waiting = [p.call.id for p in state.pending if p.status is agentcore.CallStatus.waiting]
     if waiting and len(waiting) == len(state.pending) and waiting[0] not in row.in_flight:
         # A ``call`` checkpoint is taken just before its call, the first without a result.

@@ -9,6 +9,7 @@ import trio
 
 from agentcore import Liveness
 
+from ._bgstate import has_kept, kept_count
 from ._delegation import (
     calling_task,
     fallback_bound,
@@ -50,7 +51,8 @@ def parse_results_arguments(arguments: str) -> tuple[bool, float | None]:
 
 def _note(caller: Task, waited: float | None) -> str:
     node = caller._node
-    arrived = len(node.unread)
+    # Results kept in a paused state are in the resumed run's inbox, not in the tree.
+    arrived = len(node.unread) + kept_count(caller)
     running = sorted(format_path(child.path) for child in node.background)
     if not arrived and not running:
         return "no background subagents: nothing to wait for"
@@ -148,7 +150,7 @@ class SubagentResultsTool:
         def settled() -> bool:
             if every:
                 return not node.background
-            return bool(node.unread) or not node.background
+            return bool(node.unread) or not node.background or has_kept(caller)
 
         async def wait() -> bool:
             with trio.move_on_after(bound):

@@ -1,0 +1,233 @@
+"""A tree paused with a background child (``wait: false``), checkpointed, then the
+process gone (issue 20): ``Pool.recover`` lists the paused tree *with* its background
+child, and resuming it delivers the child's result once and runs the approved call
+once. The real clock (the store writes from a thread); the order is set by events,
+not by time: root's ``hold`` call waits until its background child has paused."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+from agentcore import (
+    BackgroundChild,
+    Checkpoint,
+    CheckpointKind,
+    FunctionTool,
+    Message,
+    ModelRequest,
+    RunState,
+    ToolCall,
+)
+from agentcore.testing import ScriptedModel
+from ledger import JsonlSink, query, verify
+from subagent import (
+    Pool,
+    Spec,
+    SqliteCheckpoints,
+    SubagentResultsTool,
+    SubagentTool,
+    TaskError,
+    TaskPaused,
+    open_pool,
+)
+from subagent._background import RESULT_PREFIX
+from subagent._current import current_task
+from subagent._resumed import resume_key
+from tests.agentcore._durable import gate
+
+START = ToolCall("start-bg", "subagent", '{"agent": "bg", "task": "work", "wait": false}')
+STARTED = '{"agent": "bg", "path": ["root/0001", "bg/0002"], "status": "started"}'
+RESULT = RESULT_PREFIX + json.dumps(
+    {"agent": "bg", "path": ["root/0001", "bg/0002"], "output": "bg done: bwrite written"})
+
+
+def root_model() -> ScriptedModel:
+    def reply(request: ModelRequest) -> Message:
+        n = sum(1 for m in request.messages if m.role == "assistant")
+        if n == 0:
+            return Message("assistant", "", tool_calls=[START])
+        if n == 1:
+            return Message("assistant", "", tool_calls=[ToolCall("h1", "hold", "{}")])
+        for m in request.messages:
+            if m.role == "user" and m.content.startswith(RESULT_PREFIX):
+                body = json.loads(m.content[len(RESULT_PREFIX):])
+                return Message("assistant", f"root got {body.get('output', body.get('error'))}")
+        return Message("assistant", "", tool_calls=[ToolCall(f"wait{n}", "subagent_results", "{}")])
+
+    return ScriptedModel(reply)
+
+
+def bg_model() -> ScriptedModel:
+    def reply(request: ModelRequest) -> Message:
+        if not any(m.role == "assistant" for m in request.messages):
+            return Message("assistant", "", tool_calls=[ToolCall("b1", "bwrite", "{}")])
+        return Message("assistant", f"bg done: {request.messages[-1].content}")
+
+    return ScriptedModel(reply)
+
+
+def register(pool: Pool, sink: JsonlSink, log: Path) -> None:
+    async def hold(arguments: str) -> str:
+        # Until the background child has paused (its gate deferred b1): the pause of
+        # the child then pauses root after this call.
+        task = current_task.get()
+        assert task is not None
+        for child in task.children:
+            with contextlib.suppress(TaskError):
+                await child.wait()
+        return "held"
+
+    async def bwrite(arguments: str) -> str:
+        with log.open("a") as f:
+            f.write(f"bwrite {arguments}\n")
+        await trio.lowlevel.checkpoint()
+        return "bwrite written"
+
+    pool.register(Spec("root", model=root_model(), audit=sink, tools=[
+        SubagentTool(pool), SubagentResultsTool(pool),
+        FunctionTool("hold", "hold", {"type": "object"}, hold, read_only=True)]))
+    pool.register(Spec("bg", model=bg_model(), audit=sink, gate=gate("b1", None),
+                       tools=[FunctionTool("bwrite", "bwrite", {"type": "object"}, bwrite)]))
+
+
+async def test_a_paused_background_child_is_recovered_with_its_paused_root(
+    tmp_path: Path
+) -> None:
+    db, ledger, log = tmp_path / "c.db", tmp_path / "audit.jsonl", tmp_path / "log"
+    sink = JsonlSink(ledger)
+    try:
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log)
+            with pytest.raises(TaskPaused):
+                await (await pool.submit("root", "go")).wait()
+        # The pool gone (as after a crash once the tree paused): a new one recovers it.
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log)
+            recovered = await pool.recover()
+            assert list(recovered) == []
+            [tree] = recovered.paused
+            assert tree.name == "root"
+            [child] = tree.state.children
+            assert child.background == BackgroundChild("start-bg", "bg")
+            assert child.paused
+            approvals = [(a.path, a.call_id, a.tool) for a in tree.state.pending_approvals]
+            assert approvals == [(("root/0001", "bg/0002"), "b1", "bwrite")]
+            tree.state.approve("b1", by="alice")
+            result = await (await pool.resume(tree.state, name=tree.name)).wait()
+            again = await pool.recover()
+            assert (list(again), again.paused) == ([], ())
+    finally:
+        await sink.aclose()
+    assert result.output == "root got bg done: bwrite written"
+    assert [m.content for m in result.messages] == [
+        "go", "", STARTED, "", "held", "", "1 result arrived (they follow as messages)",
+        RESULT, "root got bg done: bwrite written",
+    ]
+    assert log.read_text() == "bwrite {}\n"
+    kinds = [e.kind for e in query(ledger)]
+    assert kinds.count("result_delivered") == 1
+    assert kinds.count("task_orphaned") == 0
+    verify(ledger)
+
+
+async def test_a_crash_right_after_the_resume_was_claimed_runs_the_approved_call_once(
+    tmp_path: Path
+) -> None:
+    db, ledger, log = tmp_path / "c.db", tmp_path / "audit.jsonl", tmp_path / "log"
+    sink = JsonlSink(ledger)
+    try:
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log)
+            with pytest.raises(TaskPaused) as info:
+                await (await pool.submit("root", "go")).wait()
+            state = info.value.state
+            state.approve("b1", by="alice")
+            # What Pool.resume records first; the process dies before the tree runs.
+            assert await store.claim("root", state, resume_key(state)) is True
+        # The claimed row nests the paused child; its own row is there too.
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log)
+            recovered = await pool.recover()
+            assert recovered.paused == ()
+            [task] = recovered
+            result = await task.wait()
+            assert pool.statistics().accepted == 2
+    finally:
+        await sink.aclose()
+    assert result.output == "root got bg done: bwrite written"
+    assert log.read_text() == "bwrite {}\n"
+    kinds = [e.kind for e in query(ledger)]
+    assert kinds.count("result_delivered") == 1
+    assert kinds.count("task_orphaned") == 0
+    verify(ledger)
+
+
+async def _paused(db: Path, sink: JsonlSink, log: Path) -> RunState:
+    async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+        register(pool, sink, log)
+        with pytest.raises(TaskPaused) as info:
+            await (await pool.submit("root", "go")).wait()
+    return info.value.state
+
+
+async def test_a_crash_before_the_paused_row_held_its_children_loses_none(
+    tmp_path: Path
+) -> None:
+    db, ledger, log = tmp_path / "c.db", tmp_path / "audit.jsonl", tmp_path / "log"
+    sink = JsonlSink(ledger)
+    try:
+        state = await _paused(db, sink, log)
+        # The root's row as its run's paused checkpoint left it (before its background
+        # child was nested): the child is in its own row only.
+        alone = RunState.from_json(state.to_json())
+        alone.children = []
+        async with SqliteCheckpoints(db) as store:
+            await store.write("root", None, None, Checkpoint(CheckpointKind.paused, alone))
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log)
+            recovered = await pool.recover()
+            [tree] = recovered.paused
+            [child] = tree.state.children
+            assert child.background == BackgroundChild("start-bg", "bg")
+            assert [a.call_id for a in tree.state.pending_approvals] == ["b1"]
+            tree.state.approve("b1", by="alice")
+            result = await (await pool.resume(tree.state, name=tree.name)).wait()
+    finally:
+        await sink.aclose()
+    assert result.output == "root got bg done: bwrite written"
+    assert log.read_text() == "bwrite {}\n"
+    assert [e.kind for e in query(ledger)].count("result_delivered") == 1
+    verify(ledger)
+
+
+async def test_a_nested_child_whose_own_run_ended_is_not_run_again(tmp_path: Path) -> None:
+    db, ledger, log = tmp_path / "c.db", tmp_path / "audit.jsonl", tmp_path / "log"
+    sink = JsonlSink(ledger)
+    try:
+        state = await _paused(db, sink, log)
+        state.approve("b1", by="alice")
+        [child] = state.children
+        async with SqliteCheckpoints(db) as store:
+            assert await store.claim("root", state, resume_key(state)) is True
+            # The child was resumed and ended (its approved b1 ran in the lost
+            # process); its result never reached root's next checkpoint.
+            await store.write("bg", "root/0001", "start-bg",
+                              Checkpoint(CheckpointKind.ended, child))
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log)
+            [task] = await pool.recover()
+            result = await task.wait()
+            assert pool.statistics().accepted == 1
+    finally:
+        await sink.aclose()
+    lost = ("subagent root/0001/bg/0002: it ended after its tree was resumed, before "
+            "the crash; its result was lost")
+    assert result.output == f"root got {lost}"
+    assert not log.exists()
+    assert [e.kind for e in query(ledger)].count("result_delivered") == 1
+    verify(ledger)
