@@ -13,7 +13,7 @@ import trio
 
 from ledger._record import record_of
 
-from ._audit import record, record_now
+from ._audit import record, record_now, record_sync
 from ._checkpoint import at_end, at_turn, opening
 from ._events import Event, EventKind, EventSink
 from ._hookcall import call_hook
@@ -31,6 +31,8 @@ from ._toolcall import run_tools, skip_calls
 from ._tools import ToolOutcome
 
 if TYPE_CHECKING:
+    from ledger import Record
+
     from ._agent import Agent
     from ._pending import PendingCall
     from ._steering import Pending
@@ -166,9 +168,12 @@ class Run(RunHandle):
             await call_hook(self, hook, event, report=False)
 
     async def audit(self, kind: str, **fields: Any) -> None:
-        """Record one audit entry for this run (with :func:`record`); a checkpoint when
-        there is a sink, except that a sink offering ``record_nowait`` (which never
-        blocks) is not awaited: then it only checks for cancellation.
+        """Record one audit entry for this run (with :func:`record_sync`, else
+        :func:`record`); a checkpoint when there is a sink, except that a sink
+        offering ``record_nowait`` (which never blocks) is not awaited: then it only
+        checks for cancellation (synchronously, raising ``trio.Cancelled`` through
+        :func:`record` when cancelled). The hot path's callers use
+        :meth:`audit_sync` instead, which needs no coroutine.
 
         Raises:
           AuditError: the sink failed (its exception chained): the caller must not
@@ -177,6 +182,38 @@ class Run(RunHandle):
         sink = self.agent.audit
         if sink is not None:
             entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+            if not record_sync(sink, entry):
+                await record(sink, entry)
+
+    def audit_sync(self, kind: str, **fields: Any) -> Record | None:
+        """Record one audit entry for this run now, if it can be done without
+        awaiting (with :func:`record_sync`: a sink offering ``record_nowait`` and a
+        task that is not cancelled). Not a checkpoint.
+
+        Returns None when the entry is recorded (or there is no sink), else the
+        entry, recorded nothing, which the caller must await :meth:`audit_entry`
+        with (it raises ``trio.Cancelled`` in a cancelled task, or waits for the
+        sink) before going on: ``if (e := run.audit_sync(...)) is not None: await
+        run.audit_entry(e)`` is :meth:`audit` without a coroutine on the hot path.
+
+        Raises:
+          AuditError: the sink failed (its exception chained).
+        """
+        sink = self.agent.audit
+        if sink is None:
+            return None
+        entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+        return None if record_sync(sink, entry) else entry
+
+    async def audit_entry(self, entry: Record) -> None:
+        """Record ``entry`` (returned by :meth:`audit_sync`) with :func:`record`: a
+        checkpoint, or a cancellation check with a sink offering ``record_nowait``.
+
+        Raises:
+          AuditError: the sink failed (its exception chained).
+        """
+        sink = self.agent.audit
+        if sink is not None:
             await record(sink, entry)
 
     def audit_now(self, kind: str, **fields: Any) -> bool:
