@@ -168,17 +168,9 @@ class Run(RunHandle):
             await call_hook(self, hook, event, report=False)
 
     async def audit(self, kind: str, **fields: Any) -> None:
-        """Record one audit entry for this run (with :func:`record_sync`, else
-        :func:`record`); a checkpoint when there is a sink, except that a sink
-        offering ``record_nowait`` (which never blocks) is not awaited: then it only
-        checks for cancellation (synchronously, raising ``trio.Cancelled`` through
-        :func:`record` when cancelled). The hot path's callers use
-        :meth:`audit_sync` instead, which needs no coroutine.
-
-        Raises:
-          AuditError: the sink failed (its exception chained): the caller must not
-            go on with the action the entry records.
-        """
+        """Record one audit entry for this run: :meth:`audit_sync`, awaiting
+        :func:`record` only when it could not. A checkpoint when the sink is awaited.
+        Raises ``AuditError`` (chained): the caller must not go on with the action."""
         sink = self.agent.audit
         if sink is not None:
             entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
@@ -186,19 +178,10 @@ class Run(RunHandle):
                 await record(sink, entry)
 
     def audit_sync(self, kind: str, **fields: Any) -> Record | None:
-        """Record one audit entry for this run now, if it can be done without
-        awaiting (with :func:`record_sync`: a sink offering ``record_nowait`` and a
-        task that is not cancelled). Not a checkpoint.
-
-        Returns None when the entry is recorded (or there is no sink), else the
-        entry, recorded nothing, which the caller must await :meth:`audit_entry`
-        with (it raises ``trio.Cancelled`` in a cancelled task, or waits for the
-        sink) before going on: ``if (e := run.audit_sync(...)) is not None: await
-        run.audit_entry(e)`` is :meth:`audit` without a coroutine on the hot path.
-
-        Raises:
-          AuditError: the sink failed (its exception chained).
-        """
+        """Record one audit entry now if no await is needed (:func:`record_sync`: a
+        sink with ``record_nowait``, a task not cancelled). Not a checkpoint. None
+        when recorded (or no sink); else the entry, unrecorded, which the caller
+        awaits :meth:`audit_entry` with before going on. Raises ``AuditError``."""
         sink = self.agent.audit
         if sink is None:
             return None
@@ -206,12 +189,8 @@ class Run(RunHandle):
         return None if record_sync(sink, entry) else entry
 
     async def audit_entry(self, entry: Record) -> None:
-        """Record ``entry`` (returned by :meth:`audit_sync`) with :func:`record`: a
-        checkpoint, or a cancellation check with a sink offering ``record_nowait``.
-
-        Raises:
-          AuditError: the sink failed (its exception chained).
-        """
+        """Record an entry :meth:`audit_sync` returned (:func:`record`: raises
+        ``trio.Cancelled`` in a cancelled task, ``AuditError`` if the sink fails)."""
         sink = self.agent.audit
         if sink is not None:
             await record(sink, entry)
