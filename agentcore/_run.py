@@ -168,9 +168,8 @@ class Run(RunHandle):
             await call_hook(self, hook, event, report=False)
 
     async def audit(self, kind: str, **fields: Any) -> None:
-        """Record one audit entry for this run: :meth:`audit_sync`, awaiting
-        :func:`record` only when it could not. A checkpoint when the sink is awaited.
-        Raises ``AuditError`` (chained): the caller must not go on with the action."""
+        """Record one audit entry (:meth:`audit_sync`, else await :func:`record`): a
+        checkpoint only when the sink is awaited. Raises ``AuditError`` (chained)."""
         sink = self.agent.audit
         if sink is not None:
             entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
@@ -189,11 +188,9 @@ class Run(RunHandle):
         return None if record_sync(sink, entry) else entry
 
     async def audit_entry(self, entry: Record) -> None:
-        """Record an entry :meth:`audit_sync` returned (:func:`record`: raises
-        ``trio.Cancelled`` in a cancelled task, ``AuditError`` if the sink fails)."""
-        sink = self.agent.audit
-        if sink is not None:
-            await record(sink, entry)
+        """Record what :meth:`audit_sync` returned (:func:`record`; raises Cancelled)."""
+        if self.agent.audit is not None:
+            await record(self.agent.audit, entry)
 
     def audit_now(self, kind: str, **fields: Any) -> bool:
         """Record one audit entry for this run without waiting, if its sink can (with
