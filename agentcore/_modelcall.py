@@ -154,7 +154,7 @@ async def _record_response(run: RunPort, response: ModelResponse) -> None:
     run.add_usage(response.usage)
     run.add_message(message)
     await run.emit(EventKind.model_response, message=message, usage=response.usage)
-    await run.audit(
+    entry = run.audit_sync(
         "model_response",
         result=message.content,
         data={
@@ -164,3 +164,5 @@ async def _record_response(run: RunPort, response: ModelResponse) -> None:
             "output_tokens": response.usage.output_tokens,
         },
     )
+    if entry is not None:
+        await run.audit_entry(entry)

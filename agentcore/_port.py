@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ledger import Record
+
     from ._checkpoint import Checkpointer
     from ._events import EventKind
     from ._gate import ToolGate
@@ -132,6 +134,17 @@ class RunPort(Protocol):
 
     async def audit(self, kind: str, **fields: Any) -> None:
         """Record one audit entry of the run; raises ``AuditError`` if it cannot."""
+        ...
+
+    def audit_sync(self, kind: str, **fields: Any) -> Record | None:
+        """Record one audit entry of the run now if it can be done without awaiting
+        (not a checkpoint); else return the entry, recorded nothing, for
+        :meth:`audit_entry`. Raises ``AuditError`` if the sink failed."""
+        ...
+
+    async def audit_entry(self, entry: Record) -> None:
+        """Record an entry :meth:`audit_sync` returned; raises ``AuditError`` if it
+        cannot, ``trio.Cancelled`` in a cancelled task."""
         ...
 
     def audit_now(self, kind: str, **fields: Any) -> bool:

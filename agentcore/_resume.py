@@ -99,7 +99,7 @@ async def audit_answers(run: RunPort, pending: Sequence[PendingCall]) -> None:
     for p in pending:
         if p.status in (CallStatus.approved, CallStatus.denied):
             answered += 1
-            await run.audit(
+            entry = run.audit_sync(
                 "approval",
                 tool=p.call.name,
                 call_id=p.call.id,
@@ -107,6 +107,8 @@ async def audit_answers(run: RunPort, pending: Sequence[PendingCall]) -> None:
                 reason=p.reason,
                 data={"by": p.by},
             )
+            if entry is not None:
+                await run.audit_entry(entry)
     data: dict[str, object] = {"answers": answered, "pending": len(pending)}
     state = run.state
     if state.checkpoint:
@@ -115,7 +117,9 @@ async def audit_answers(run: RunPort, pending: Sequence[PendingCall]) -> None:
         data["interrupted"] = " ".join(p.call.id for p in pending if p.result == INTERRUPTED
                                        and p.status is CallStatus.done)
         state.checkpoint = ""
-    await run.audit("run_resumed", data=data)
+    entry = run.audit_sync("run_resumed", data=data)
+    if entry is not None:
+        await run.audit_entry(entry)
 
 
 async def finish_pending(

@@ -13,7 +13,7 @@ import trio
 
 from ledger._record import record_of
 
-from ._audit import record, record_now
+from ._audit import record, record_now, record_sync
 from ._checkpoint import at_end, at_turn, opening
 from ._events import Event, EventKind, EventSink
 from ._hookcall import call_hook
@@ -31,6 +31,8 @@ from ._toolcall import run_tools, skip_calls
 from ._tools import ToolOutcome
 
 if TYPE_CHECKING:
+    from ledger import Record
+
     from ._agent import Agent
     from ._pending import PendingCall
     from ._steering import Pending
@@ -166,18 +168,29 @@ class Run(RunHandle):
             await call_hook(self, hook, event, report=False)
 
     async def audit(self, kind: str, **fields: Any) -> None:
-        """Record one audit entry for this run (with :func:`record`); a checkpoint when
-        there is a sink, except that a sink offering ``record_nowait`` (which never
-        blocks) is not awaited: then it only checks for cancellation.
-
-        Raises:
-          AuditError: the sink failed (its exception chained): the caller must not
-            go on with the action the entry records.
-        """
+        """Record one audit entry (:meth:`audit_sync`, else await :func:`record`): a
+        checkpoint only when the sink is awaited. Raises ``AuditError`` (chained)."""
         sink = self.agent.audit
         if sink is not None:
             entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
-            await record(sink, entry)
+            if not record_sync(sink, entry):
+                await record(sink, entry)
+
+    def audit_sync(self, kind: str, **fields: Any) -> Record | None:
+        """Record one audit entry now if no await is needed (:func:`record_sync`: a
+        sink with ``record_nowait``, a task not cancelled). Not a checkpoint. None
+        when recorded (or no sink); else the entry, unrecorded, which the caller
+        awaits :meth:`audit_entry` with before going on. Raises ``AuditError``."""
+        sink = self.agent.audit
+        if sink is None:
+            return None
+        entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+        return None if record_sync(sink, entry) else entry
+
+    async def audit_entry(self, entry: Record) -> None:
+        """Record what :meth:`audit_sync` returned (:func:`record`; raises Cancelled)."""
+        if self.agent.audit is not None:
+            await record(self.agent.audit, entry)
 
     def audit_now(self, kind: str, **fields: Any) -> bool:
         """Record one audit entry for this run without waiting, if its sink can (with

@@ -130,7 +130,11 @@ async def call_tool(
     """
     run.count_calls(1)
     await run.emit(EventKind.tool_start, call=call)
-    await run.audit("tool_request", tool=call.name, call_id=call.id, arguments=call.arguments)
+    entry = run.audit_sync(
+        "tool_request", tool=call.name, call_id=call.id, arguments=call.arguments
+    )
+    if entry is not None:
+        await run.audit_entry(entry)
     task_status.started(True)
     started = trio.current_time()
     hooks = run.agent.hookset
@@ -215,7 +219,7 @@ async def _end_call(
     await run.emit(
         EventKind.tool_end, call=effective, text=outcome.text, is_error=outcome.is_error
     )
-    await run.audit(
+    entry = run.audit_sync(
         "tool_result",
         tool=effective.name,
         call_id=call.id,
@@ -223,6 +227,8 @@ async def _end_call(
         error=outcome.text if outcome.is_error else None,
         duration=trio.current_time() - started,
     )
+    if entry is not None:
+        await run.audit_entry(entry)
     return outcome
 
 
@@ -250,13 +256,15 @@ async def _record_decision(run: RunPort, call: ToolCall, decision: GateDecision)
     # The gate_decision event, then its audit entry (raises AuditError: the call
     # must not go on).
     await run.emit(EventKind.gate_decision, call=call, decision=decision)
-    await run.audit(
+    entry = run.audit_sync(
         "gate_decision",
         tool=call.name,
         call_id=call.id,
         verdict="defer" if decision.deferred else "allow" if decision.allowed else "deny",
         reason=decision.reason,
     )
+    if entry is not None:
+        await run.audit_entry(entry)
 
 
 async def _decide(run: RunPort, tool: Tool, call: ToolCall) -> GateDecision:

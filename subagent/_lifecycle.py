@@ -12,7 +12,7 @@ import trio
 
 import agentcore
 from agentcore import Agent, AuditError, EndReason, RunSummary
-from agentcore._audit import record, record_within
+from agentcore._audit import record, record_sync, record_within
 from ledger import Record, Sink
 from ledger._record import record_of
 
@@ -196,11 +196,19 @@ async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
     # A queued or started step: audited in the task's sink first, then sent as an
     # event, which never waits (see Stream). If the sink fails, the AuditError is
     # returned and nothing is announced: a start that cannot be audited does not run.
+    # The entry is recorded without awaiting when the sink can take it so
+    # (record_sync: record_nowait, and the task is not cancelled); else awaited.
     sink = task.spec.audit
     if sink is not None:
-        failure = await _audit(sink, _record(task, kind, None, None))
-        if failure is not None:
-            return failure
+        entry = _record(task, kind, None, None)
+        try:
+            recorded = record_sync(sink, entry)
+        except AuditError as exc:
+            return exc
+        if not recorded:
+            failure = await _audit(sink, entry)
+            if failure is not None:
+                return failure
     observe = task.pool._observer
     if task.events is not None or observe is not None:
         tagged = Event(task.path, kind, None, task.call_id)
