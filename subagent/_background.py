@@ -11,7 +11,6 @@ run ends are orphaned by the parent's end.
 from __future__ import annotations
 
 import functools
-import math
 from typing import TYPE_CHECKING
 
 import trio
@@ -19,7 +18,7 @@ import trio
 from agentcore import AuditError, Pending
 
 from ._bgresult import RESULT_PREFIX as RESULT_PREFIX
-from ._bgresult import audit_entry, outcome, result_message
+from ._bgresult import audit_delivery, audit_entry, outcome, result_message
 from ._bgstate import keep_background, keeps_result, orphan_kept, take_kept
 from ._events import Event, EventKind
 
@@ -56,22 +55,7 @@ async def _delivered(parent: Task, task: Task) -> None:
     # Fail closed: a delivery that cannot be audited raises AuditError (the run ends
     # ``error``), and the result stays unread, so the parent's end orphans it.
     output, error = outcome(task)
-    sink = parent.spec.audit
-    if sink is not None:
-        failure = await audit_entry(
-            sink,
-            EventKind.result_delivered,
-            math.inf,
-            run_id="/".join(parent.path),
-            path=parent.path,
-            agent_id=parent.spec.agent_id,
-            call_id=task.call_id,
-            result=output,
-            error=error,
-            data={"agent": task.name, "child": "/".join(task.path)},
-        )
-        if failure is not None:
-            raise failure
+    await audit_delivery(parent, task.call_id, task.name, task.path, output, error)
     parent._core.read(parent._node, task._node)
     if parent.events is not None:
         await parent.events.send(

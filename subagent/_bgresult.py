@@ -5,9 +5,10 @@ message, and the audit entries of its delivery (shared by ``_background`` and
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
-from agentcore import AuditError, Message
+from agentcore import AgentPath, AuditError, Message
 from agentcore._audit import record_within
 
 from ._events import EventKind
@@ -60,3 +61,33 @@ async def audit_entry(
     return None
 
 
+async def audit_delivery(
+    parent: Task, call_id: str | None, agent: str, child: AgentPath,
+    output: str | None, error: str | None,
+) -> None:
+    """Record ``result_delivered`` in ``parent``'s sink, if it has one: the result
+    (``output``, or ``error``) of the background child at ``child`` (spec ``agent``,
+    started by call ``call_id``) was read by ``parent``'s run. A checkpoint when
+    there is a sink.
+
+    Raises:
+      AuditError: it could not be recorded (fail closed: the caller leaves the
+        result unread).
+    """
+    sink = parent.spec.audit
+    if sink is None:
+        return
+    failure = await audit_entry(
+        sink,
+        EventKind.result_delivered,
+        math.inf,
+        run_id="/".join(parent.path),
+        path=parent.path,
+        agent_id=parent.spec.agent_id,
+        call_id=call_id,
+        result=output,
+        error=error,
+        data={"agent": agent, "child": "/".join(child)},
+    )
+    if failure is not None:
+        raise failure

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol, cast
@@ -34,7 +33,7 @@ from agentcore import AuditError, BackgroundChild, Message, Pending, RunState
 from agentcore._run import _current_run
 from agentcore._state import Phase
 
-from ._bgresult import RESULT_PREFIX, audit_entry, outcome, result_message
+from ._bgresult import RESULT_PREFIX, audit_delivery, audit_entry, outcome, result_message
 from ._core import TaskStatus
 from ._events import Event, EventKind
 from ._recovery import commit_paused
@@ -205,22 +204,7 @@ async def _delivered_kept(parent: Task, state: RunState) -> None:
     # message: as _background._delivered, from the stored values.
     mark = state.background
     assert mark is not None
-    sink = parent.spec.audit
-    if sink is not None:
-        failure = await audit_entry(
-            sink,
-            EventKind.result_delivered,
-            math.inf,
-            run_id="/".join(parent.path),
-            path=parent.path,
-            agent_id=parent.spec.agent_id,
-            call_id=mark.call_id,
-            result=mark.output,
-            error=mark.error,
-            data={"agent": mark.name, "child": "/".join(state.path)},
-        )
-        if failure is not None:
-            raise failure
+    await audit_delivery(parent, mark.call_id, mark.name, state.path, mark.output, mark.error)
     kept = _kept.get(parent, [])
     if state in kept:
         kept.remove(state)
