@@ -316,7 +316,21 @@ def w2_channel_nowait(events: int) -> Body:
 # -- W3 cancel latency --------------------------------------------------------------------
 
 
-def w3_pool(runs: int) -> Latency:
+#: Called around the timed part of a W3 repetition (``bench.w3_profile`` measures
+#: CPU time, a profile or instructions there): before the cancel, after the exit.
+Hooks = tuple[Callable[[], None], Callable[[], None]]
+
+
+def _nothing() -> None:
+    pass
+
+
+NO_HOOKS: Hooks = (_nothing, _nothing)
+
+
+def w3_pool(runs: int, hooks: Hooks = NO_HOOKS) -> Latency:
+    begin, end = hooks
+
     async def main() -> tuple[int, float]:
         async with subagent.open_pool(
             max_concurrent=runs, max_queued=runs,
@@ -327,16 +341,20 @@ def w3_pool(runs: int) -> Latency:
                 await pool.submit("blocked", f"task {i}")
             await trio.testing.wait_all_tasks_blocked()
             assert pool.statistics().running == runs
+            begin()
             start = time.perf_counter()
             pool.cancel()
         elapsed = time.perf_counter() - start
+        end()
         assert pool.statistics().cancelled == runs
         return runs, elapsed
 
     return main
 
 
-def w3_bare(runs: int) -> Latency:
+def w3_bare(runs: int, hooks: Hooks = NO_HOOKS) -> Latency:
+    begin, end = hooks
+
     async def main() -> tuple[int, float]:
         model = BlockingModel()
         request = ModelRequest((Message("user", "x"),))
@@ -344,9 +362,12 @@ def w3_bare(runs: int) -> Latency:
             for _ in range(runs):
                 nursery.start_soon(model.complete, request)
             await trio.testing.wait_all_tasks_blocked()
+            begin()
             start = time.perf_counter()
             nursery.cancel_scope.cancel()
-        return runs, time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        end()
+        return runs, elapsed
 
     return main
 

@@ -30,60 +30,23 @@ import os
 import pstats
 import statistics
 import time
-from collections.abc import Callable
 
 import trio
 import trio.testing
 
-import subagent
-from agentcore import Message, ModelRequest
-
-from ._workloads import BlockingModel
-
-#: What the timed part of one repetition is: between ``begin()`` and ``end()``.
-Hooks = tuple[Callable[[], None], Callable[[], None]]
+from ._workloads import Hooks, w3_bare, w3_pool
 
 
 def pool_case(runs: int, hooks: Hooks) -> None:
     """``w3_pool`` of the bench, with ``hooks`` around the cancel and the block's exit."""
-    begin, end = hooks
-
-    async def main() -> None:
-        async with subagent.open_pool(
-            max_concurrent=runs, max_queued=runs,
-            defaults=subagent.Defaults(model=BlockingModel()),
-        ) as pool:
-            pool.register(subagent.Spec("blocked", idle_timeout=None))
-            for i in range(runs):
-                await pool.submit("blocked", f"task {i}")
-            await trio.testing.wait_all_tasks_blocked()
-            assert pool.statistics().running == runs
-            begin()
-            pool.cancel()
-        end()
-        assert pool.statistics().cancelled == runs
-
     gc.collect()
-    trio.run(main)
+    trio.run(w3_pool(runs, hooks))
 
 
 def bare_case(runs: int, hooks: Hooks) -> None:
     """``w3_bare`` of the bench, with ``hooks`` around the cancel and the block's exit."""
-    begin, end = hooks
-
-    async def main() -> None:
-        model = BlockingModel()
-        request = ModelRequest((Message("user", "x"),))
-        async with trio.open_nursery() as nursery:
-            for _ in range(runs):
-                nursery.start_soon(model.complete, request)
-            await trio.testing.wait_all_tasks_blocked()
-            begin()
-            nursery.cancel_scope.cancel()
-        end()
-
     gc.collect()
-    trio.run(main)
+    trio.run(w3_bare(runs, hooks))
 
 
 CASES = {"pool": pool_case, "bare": bare_case}
