@@ -17,11 +17,11 @@ import trio.testing
 from agentcore import BackgroundChild, EndReason, ResumeError, RunState
 from ledger import JsonlSink, verify
 from subagent import TaskPaused, open_pool
+from tests.subagent._bgparts import STARTED
 from tests.subagent._bgtree import register
 
 Clock = trio.testing.MockClock
 ROOT = Path(__file__).resolve().parents[2]
-STARTED = '{"agent": "bg", "path": ["root/0001", "bg/0002"], "status": "started"}'
 
 
 async def _pause(case: str, tmp_path: Path) -> tuple[RunState, list[str]]:

@@ -35,9 +35,7 @@ from subagent import (
     open_pool,
 )
 from subagent._background import RESULT_PREFIX
-
-START = ToolCall("start-bg", "subagent", '{"agent": "bg", "task": "work", "wait": false}')
-STARTED = '{"agent": "bg", "path": ["root/0001", "bg/0002"], "status": "started"}'
+from tests.subagent._bgparts import START, STARTED, one_call_model
 
 
 def root_model() -> ScriptedModel:
@@ -56,12 +54,7 @@ def root_model() -> ScriptedModel:
 
 
 def bg_model() -> ScriptedModel:
-    def reply(request: ModelRequest) -> Message:
-        if not any(m.role == "assistant" for m in request.messages):
-            return Message("assistant", "", tool_calls=[ToolCall("b1", "work", "{}")])
-        return Message("assistant", f"bg done: {request.messages[-1].content}")
-
-    return ScriptedModel(reply)
+    return one_call_model("work")
 
 
 def register(pool: Pool, sink: JsonlSink, log: Path) -> None:

@@ -39,9 +39,8 @@ from subagent._background import RESULT_PREFIX
 from subagent._current import current_task
 from subagent._resumed import resume_key
 from tests.agentcore._durable import gate
+from tests.subagent._bgparts import START, STARTED, one_call_model
 
-START = ToolCall("start-bg", "subagent", '{"agent": "bg", "task": "work", "wait": false}')
-STARTED = '{"agent": "bg", "path": ["root/0001", "bg/0002"], "status": "started"}'
 RESULT = RESULT_PREFIX + json.dumps(
     {"agent": "bg", "path": ["root/0001", "bg/0002"], "output": "bg done: bwrite written"})
 
@@ -63,12 +62,7 @@ def root_model() -> ScriptedModel:
 
 
 def bg_model() -> ScriptedModel:
-    def reply(request: ModelRequest) -> Message:
-        if not any(m.role == "assistant" for m in request.messages):
-            return Message("assistant", "", tool_calls=[ToolCall("b1", "bwrite", "{}")])
-        return Message("assistant", f"bg done: {request.messages[-1].content}")
-
-    return ScriptedModel(reply)
+    return one_call_model("bwrite")
 
 
 def register(pool: Pool, sink: JsonlSink, log: Path) -> None:

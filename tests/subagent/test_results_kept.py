@@ -24,9 +24,8 @@ from subagent import (
 from subagent._background import RESULT_PREFIX
 from subagent._current import current_task
 from tests.agentcore._durable import gate
+from tests.subagent._bgparts import START, STARTED
 
-START = ToolCall("start-bg", "subagent", '{"agent": "bg", "task": "work", "wait": false}')
-STARTED = '{"agent": "bg", "path": ["root/0001", "bg/0002"], "status": "started"}'
 RESULT = (RESULT_PREFIX
           + '{"agent": "bg", "path": ["root/0001", "bg/0002"], "output": "bg done"}')
 
