@@ -81,6 +81,7 @@ class SubagentWorkflow:
         state: str | None = None
         answers: list[Answer] = []
         controls_from = 0
+        closed = False
         try:
             refused = await self._admit(options.admission)
             if refused:
@@ -109,9 +110,16 @@ class SubagentWorkflow:
                     return refused
                 state = outcome.state
                 self._round += 1
+        except GeneratorExit:
+            # Closed by garbage collection after its worker stopped with the run in
+            # its cache (evicted, not ended: it goes on elsewhere): awaiting here would
+            # raise "coroutine ignored GeneratorExit", so nothing is released.
+            closed = True
+            raise
         finally:
             self._done = True
-            await self._release(options.admission)
+            if not closed:
+                await self._release(options.admission)
 
     def _my_ticket(self) -> Ticket:
         """This root's current admission ticket (its chain keeps it across a reset)."""
