@@ -34,85 +34,20 @@ import agentcore
 from ledger._files import create_private, lock_path, open_private, try_lock
 from ledger._oserror import describe
 
-from ._checkschema import CLAIM, SCHEMA, STATUSES, UPSERT, schema_ok
-from ._errors import SubagentError
+from ._checkrows import MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES
+from ._checkrows import MAX_CHECKPOINT_ROWS as MAX_CHECKPOINT_ROWS
+from ._checkrows import CheckpointError as CheckpointError
+from ._checkrows import CheckpointRow as CheckpointRow
+from ._checkrows import UnreadRow as UnreadRow
+from ._checkrows import check_schema, read_rows
+from ._checkschema import SCHEMA
+from ._checkwrites import Batch, Claim, Write, commit_batch, connect
 
-#: The most rows :meth:`SqliteCheckpoints.rows` reads (one per run): 100,000.
-MAX_CHECKPOINT_ROWS = 100_000
-#: The most bytes of one run's state it reads: ``agentcore.MAX_STATE_BYTES`` (64 MiB).
-MAX_CHECKPOINT_BYTES = agentcore.MAX_STATE_BYTES
-#: The most bytes of a row's text columns other than the state.
-_MAX_FIELD = 4096
-
-_ids = msgspec.json.Decoder(list[str])
 _LOCKED = "another SqliteCheckpoints is writing to it (here or in another process)"
-
-
-class CheckpointError(SubagentError):
-    """The checkpoint file cannot be opened, written or read back (the message says
-    what was wrong, never the host path)."""
-
-
-@attrs.frozen
-class CheckpointRow:
-    """One run's last checkpoint, as read back (see :meth:`SqliteCheckpoints.rows`).
-
-    Attributes:
-      run_id: The run's id.
-      name: The spec it ran (the pool re-binds it by this name).
-      parent: The run id of the run that delegated it; ``None`` for a root task.
-      call_id: The id of the delegating call; ``None`` for a root task.
-      status: ``running`` (it did not end: it crashed), ``paused`` or ``ended``.
-      seq: How many checkpoints it took (``<run_id>@<seq>`` names the last).
-      in_flight: The ids of the calls in flight at that checkpoint.
-      state: Its state (``None`` for an ended run).
-      claimed: Whether a resume of its run was claimed (:meth:`SqliteCheckpoints.claim`
-        left a marker in the file): a ``running`` row of such a run may hold the
-        answered state it resumes. Read for ``running`` rows only.
-    """
-
-    run_id: str
-    name: str
-    parent: str | None
-    call_id: str | None
-    status: str
-    seq: int
-    in_flight: tuple[str, ...]
-    state: agentcore.RunState | None
-    claimed: bool = False
-
-    @property
-    def checkpoint(self) -> str:
-        """The name of this checkpoint, as the ``run_resumed`` audit entry gives it."""
-        return f"{self.run_id}@{self.seq}"
-
-
-# A row to write: run_id, name, parent, call_id, status, in_flight, and the state
-# (JSON text, or a snapshot the writer thread encodes).
-_Write = tuple[str, str, str | None, str | None, str, str, "str | agentcore.RunState"]
 
 
 def _to_path(path: str | os.PathLike[str]) -> str:
     return os.fspath(path)
-
-
-@attrs.define(eq=False)
-class _Claim:
-    # A resume's marker (run id, key) and its run's row, written only if it is new.
-    run_id: str
-    key: str
-    row: _Write
-    taken: bool = False
-
-
-@attrs.define(eq=False)
-class _Batch:
-    rows: list[_Write] = attrs.Factory(list)
-    claims: list[_Claim] = attrs.Factory(list)
-    done: trio.Event = attrs.Factory(trio.Event)
-    cause: str | None = None
-    # Rows (by id) whose state could not be encoded: only their own writes fail.
-    refused: dict[int, str] = attrs.Factory(dict)
 
 
 @attrs.define(eq=False)
@@ -146,7 +81,7 @@ class SqliteCheckpoints:
     _closed: bool = attrs.field(default=False, init=False)
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _wakeup: threading.Condition = attrs.field(init=False)
-    _pending: _Batch | None = attrs.field(default=None, init=False)
+    _pending: Batch | None = attrs.field(default=None, init=False)
     _closing: bool = attrs.field(default=False, init=False)
     commits: int = attrs.field(default=0, init=False)
     """Checkpoints committed (for statistics and tests)."""
@@ -186,7 +121,7 @@ class SqliteCheckpoints:
             body = ""
         else:
             body = state  # a snapshot nobody changes: the writer thread encodes it
-        row: _Write = (state.run_id, name, parent, call_id, status,
+        row: Write = (state.run_id, name, parent, call_id, status,
                        msgspec.json.encode(list(point.in_flight)).decode(), body)
         await self._commit(row, None)
         self.commits += 1
@@ -202,14 +137,14 @@ class SqliteCheckpoints:
           CheckpointError: the database cannot be opened or written.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        row: _Write = (state.run_id, name, None, None, "running", "[]", state.to_json())
-        claim = _Claim(state.run_id, key, row)
+        row: Write = (state.run_id, name, None, None, "running", "[]", state.to_json())
+        claim = Claim(state.run_id, key, row)
         await self._commit(None, claim)
         if claim.taken:
             self.commits += 1
         return claim.taken
 
-    async def _commit(self, row: _Write | None, claim: _Claim | None) -> None:
+    async def _commit(self, row: Write | None, claim: Claim | None) -> None:
         # Hand ``row`` or ``claim`` to the writer thread and wait for its commit.
         if self._thread is None:
             await self._open()
@@ -218,7 +153,7 @@ class SqliteCheckpoints:
         with self._lock:
             batch = self._pending
             if batch is None:
-                batch = self._pending = _Batch()
+                batch = self._pending = Batch()
                 self._wakeup.notify()
             if row is not None:
                 batch.rows.append(row)
@@ -286,10 +221,10 @@ class SqliteCheckpoints:
                 return
             try:
                 create_private(self.path)
-                conn = _connect(self.path, self.busy_timeout)
+                conn = connect(self.path, self.busy_timeout)
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync else 'NORMAL'}")
                 conn.executescript(SCHEMA)
-                _check_schema(conn)
+                check_schema(conn)
             except CheckpointError as exc:
                 report(str(exc))
                 return
@@ -313,29 +248,7 @@ class SqliteCheckpoints:
                 batch, self._pending = self._pending, None
             if batch is None:
                 return
-            try:
-                rows = []
-                for row in batch.rows:
-                    try:
-                        rows.append((*row[:6], row[6] if isinstance(row[6], str)
-                                     else row[6].to_json()))
-                    except agentcore.RunStateError as exc:  # this row's run fails alone
-                        batch.refused[id(row)] = str(exc)[:300]
-                conn.execute("BEGIN IMMEDIATE")
-                conn.executemany(UPSERT, rows)
-                taken = []
-                for claim in batch.claims:
-                    if conn.execute(CLAIM, (claim.run_id, claim.key)).rowcount == 1:
-                        conn.execute(UPSERT, claim.row)
-                        taken.append(claim)
-                conn.execute("COMMIT")
-                for claim in taken:
-                    claim.taken = True
-            except Exception as exc:
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                batch.cause = describe(exc) if isinstance(exc, OSError) else str(exc)[:300]
+            commit_batch(conn, batch)
             self._notify(batch.done.set)
 
     # -- reading -----------------------------------------------------------------------
@@ -349,91 +262,10 @@ class SqliteCheckpoints:
             ``max_state_bytes`` or refused by ``RunState.from_json`` (edited,
             damaged, an unknown version); the message names the row's run id.
         """
-        return await trio.to_thread.run_sync(self._read)
+        found = await trio.to_thread.run_sync(self._read, False)
+        return [row for row in found if isinstance(row, CheckpointRow)]  # all, unscanned
 
-    def _read(self) -> list[CheckpointRow]:
-        if not os.path.isfile(self.path):
-            raise CheckpointError("no checkpoint database at the given path")
-        try:
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout)
-        except sqlite3.Error as exc:
-            raise CheckpointError(f"cannot open the checkpoint database: {exc}") from None
-        try:
-            tables = {name for (name,) in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' LIMIT 100")}
-            if "checkpoints" not in tables:
-                if tables:
-                    raise CheckpointError("not a checkpoint database: no checkpoints table")
-                return []  # created, then killed before its first checkpoint
-            _check_schema(conn)
-            found = conn.execute(
-                "SELECT run_id, name, parent, call_id, status, seq, in_flight, length(state) "
-                "FROM checkpoints ORDER BY rowid LIMIT ?", (self.max_rows + 1,)
-            ).fetchall()
-            if len(found) > self.max_rows:
-                raise CheckpointError(
-                    f"the checkpoint database has more than {self.max_rows} rows (max_rows)"
-                )
-            claims = "resumed" in tables
-            return [self._row(conn, values, claims) for values in found]
-        except sqlite3.Error as exc:
-            raise CheckpointError(f"not a checkpoint database: {exc}") from None
-        finally:
-            conn.close()
+    def _read(self, scan: bool) -> list[CheckpointRow | UnreadRow]:
+        return read_rows(self.path, self.busy_timeout, self.max_rows, self.max_state_bytes,
+                         scan=scan)
 
-    def _row(
-        self, conn: sqlite3.Connection, values: tuple[object, ...], claims: bool
-    ) -> CheckpointRow:
-        run_id, name, parent, call_id, status, seq, in_flight, size = values
-        if not isinstance(run_id, str) or len(run_id) > _MAX_FIELD:
-            raise CheckpointError("malformed checkpoint row: bad run id")
-        where = f"checkpoint of run {run_id[:200]!r}"
-        texts = (name, in_flight)
-        if not all(isinstance(t, str) and len(t) <= _MAX_FIELD for t in texts) or not all(
-            t is None or (isinstance(t, str) and len(t) <= _MAX_FIELD) for t in (parent, call_id)
-        ):
-            raise CheckpointError(f"malformed {where}: bad text column")
-        if status not in STATUSES or not isinstance(seq, int) or not isinstance(size, int):
-            raise CheckpointError(f"malformed {where}: bad status or counter")
-        try:
-            ids = tuple(_ids.decode(str(in_flight)))
-        except msgspec.DecodeError:
-            raise CheckpointError(f"malformed {where}: bad in-flight call ids") from None
-        state = None
-        if status != "ended":
-            if size > self.max_state_bytes:
-                raise CheckpointError(
-                    f"{where} too large (more than {self.max_state_bytes} bytes)"
-                )
-            (text,) = conn.execute(
-                "SELECT state FROM checkpoints WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if not isinstance(text, str | bytes):
-                raise CheckpointError(f"malformed {where}: its state is not text")
-            try:
-                state = agentcore.RunState.from_json(text, max_bytes=self.max_state_bytes)
-            except agentcore.RunStateError as exc:
-                raise CheckpointError(f"{where} refused: {exc}") from None
-            if state.run_id != run_id:
-                raise CheckpointError(f"malformed {where}: its state is another run's")
-        claimed = claims and status == "running" and conn.execute(
-            "SELECT 1 FROM resumed WHERE run_id = ? LIMIT 1", (run_id,)
-        ).fetchone() is not None
-        return CheckpointRow(run_id, str(name), parent, call_id,  # type: ignore[arg-type]
-                             str(status), seq, ids, state, claimed)
-
-
-def _connect(path: str, timeout: float) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _check_schema(conn: sqlite3.Connection) -> None:
-    if not schema_ok(conn):
-        raise CheckpointError("not a checkpoint database: its schema is not the one "
-                              "SqliteCheckpoints creates (refusing to run its SQL)")

@@ -22,7 +22,6 @@ resume once that child went on (running: its recovered state; ended: a lost resu
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
@@ -30,14 +29,14 @@ import attrs
 import trio
 
 import agentcore
-from agentcore import MAX_STATE_DEPTH
-from agentcore._state import Phase
 
-from ._bgresult import RESULT_PREFIX, audit_entry
+from ._bgresult import audit_entry
 from ._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints
 from ._current import current_task
-from ._errors import UnknownAgentError
 from ._events import Event, EventKind
+from ._recoverchecks import _check_row as _check_row
+from ._recoverchecks import _check_unique
+from ._recovertree import _nest_paused, _tree
 
 #: Seconds the audit entry of an orphan found at recovery may take.
 END_BOUND = 5.0
@@ -240,211 +239,3 @@ async def _orphan(pool: Pool, store: SqliteCheckpoints, row: CheckpointRow) -> N
         )
     point = agentcore.Checkpoint(agentcore.CheckpointKind.ended, row.state)
     await store.write(row.name, row.parent, row.call_id, point)
-
-
-def _background_rows(
-    row: CheckpointRow, background: dict[str, list[CheckpointRow]]
-) -> list[CheckpointRow]:
-    # The background children of ``row``'s run that were not done at the crash.
-    return [r for r in background.get(row.run_id, []) if r.call_id not in row.in_flight]
-
-
-_ByCall = dict[tuple[str | None, str | None], CheckpointRow]
-
-
-def _tree(
-    pool: Pool,
-    root: CheckpointRow,
-    by_call: _ByCall,
-    background: dict[str, list[CheckpointRow]],
-    top: int = 1,
-) -> agentcore.RunState:
-    # Deepest first, with an explicit stack: a child is recovered before its parent.
-    # ``top`` is the depth of ``root`` in the tree being recovered.
-    order: list[tuple[CheckpointRow, int]] = []
-    stack = [(root, top)]
-    while stack:
-        row, depth = stack.pop()
-        if depth > MAX_STATE_DEPTH:
-            raise CheckpointError(
-                f"checkpoint tree of run {root.run_id[:200]!r} deeper than {MAX_STATE_DEPTH}"
-            )
-        order.append((row, depth))
-        for call_id in row.in_flight:
-            child = by_call.get((row.run_id, call_id))
-            if child is not None and child.status == "running":
-                stack.append((child, depth + 1))
-        for child in _background_rows(row, background):
-            if child.status == "running":
-                stack.append((child, depth + 1))
-    recovered: dict[str, agentcore.RunState] = {}
-    for row, depth in reversed(order):
-        spec = pool.specs.get(row.name)
-        if spec is None:
-            raise UnknownAgentError(row.name, tuple(sorted(pool.specs)))
-        assert row.state is not None
-        _check_row(row, row.state, spec)
-        children = {}
-        for call_id in row.in_flight:
-            child = by_call.get((row.run_id, call_id))
-            if child is None:
-                continue
-            if child.status == "running":
-                children[call_id] = recovered[child.run_id]
-            elif child.status == "paused" and child.state is not None:
-                _nest_paused(pool, child.state, by_call, background, depth + 1)
-                children[call_id] = child.state
-        repeatable = {t.name for t in spec.tools if agentcore.is_idempotent(t)}
-        agentcore.recover_calls(row.state, set(row.in_flight), repeatable, children,
-                                row.checkpoint)
-        rows = _background_rows(row, background)
-        background.pop(row.run_id, None)  # taken (see _nest_paused)
-        _nest(pool, row.state, rows, recovered, by_call, background, depth)
-        recovered[row.run_id] = row.state
-    return recovered[root.run_id]
-
-
-#: The error result of a background child nested in a claimed resume whose own run
-#: had ended at the crash: resuming it again would repeat its calls.
-LOST = "it ended after its tree was resumed, before the crash; its result was lost"
-
-
-def _nest(
-    pool: Pool,
-    state: agentcore.RunState,
-    rows: list[CheckpointRow],
-    recovered: dict[str, agentcore.RunState],
-    by_call: _ByCall,
-    background: dict[str, list[CheckpointRow]],
-    depth: int,
-) -> None:
-    # Tie the background children's own rows ``rows`` (running or paused, tied to
-    # ``state``'s run) to ``state``: each is resumed as a background child of it
-    # (Pool.resume), its result delivered to it. A child ``state`` nests already (a
-    # paused row committed again with them, a claimed resume) is kept, unless its own
-    # row went on: running (it was resumed; ``recovered`` holds it) replaces it,
-    # ended makes it a lost result (its calls are not repeated).
-    delegated = {p.call.id for p in state.pending
-                 if p.status is agentcore.CallStatus.delegated}
-    nested = {c.background.call_id: k for k, c in enumerate(state.children)
-              if c.background is not None and not c.background.ended}
-    delivered = {c.background.call_id for c in state.children
-                 if c.background is not None and c.background.ended}
-    for k in nested.values():
-        kid = state.children[k]
-        own = by_call.get((state.run_id, kid.background.call_id if kid.background else ""))
-        if own is not None and own.status == "ended":
-            state.children[k] = _lost(kid)
-        elif own is None or own.status == "paused":
-            _nest_paused(pool, kid, by_call, background, depth + 1)
-    for child in rows:
-        if child.call_id in delegated or child.call_id in delivered:
-            continue  # a delegated call's child (nested by its call), or a kept result
-        found = recovered.get(child.run_id) if child.status == "running" else child.state
-        if found is None:
-            continue
-        at = nested.get(child.call_id or "")
-        if at is not None and child.status != "running":
-            continue  # nested as its row holds it
-        if child.status == "paused":
-            _nest_paused(pool, found, by_call, background, depth + 1)
-        found.background = agentcore.BackgroundChild(child.call_id or "", child.name)
-        if at is None:
-            state.children.append(found)
-        else:
-            state.children[at] = found
-
-
-def _nest_paused(
-    pool: Pool,
-    state: agentcore.RunState,
-    by_call: _ByCall,
-    background: dict[str, list[CheckpointRow]],
-    depth: int,
-) -> None:
-    # A paused state (a paused row's, or nested in one) at ``depth``: tie to it, and
-    # to the paused states nested in it, the background rows of their runs (a crash
-    # before a paused run's row was committed again with its background children).
-    if depth > MAX_STATE_DEPTH:
-        raise CheckpointError(
-            f"checkpoint tree of run {state.run_id[:200]!r} deeper than {MAX_STATE_DEPTH}"
-        )
-    for kid in state.children:
-        if kid.background is None and kid.paused:
-            _nest_paused(pool, kid, by_call, background, depth + 1)
-    # Taken: a run id nested twice (edited) cannot have its rows recovered twice.
-    rows = background.pop(state.run_id, [])
-    recovered = {r.run_id: _tree(pool, r, by_call, background, depth + 1)
-                 for r in rows if r.status == "running"}
-    _nest(pool, state, rows, recovered, by_call, background, depth)
-
-
-def _lost(kid: agentcore.RunState) -> agentcore.RunState:
-    # The kept result, an error, of a nested background child whose run had ended.
-    assert kid.background is not None
-    mark = kid.background
-    error = f"subagent {'/'.join(kid.path)}: {LOST}"
-    body = {"agent": mark.name, "path": list(kid.path), "error": error}
-    ended = agentcore.RunState.begin([], run_id=kid.run_id, agent=kid.agent, path=kid.path,
-                                     input=kid.input)
-    ended.phase = Phase.ended
-    ended.background = agentcore.BackgroundChild(
-        mark.call_id, mark.name, RESULT_PREFIX + json.dumps(body), None, error)
-    return ended
-
-
-def _check_unique(rows: list[CheckpointRow]) -> None:
-    # One row per run id (the table's key; a hand-made table may lack it): a run id
-    # stored twice makes the parent links a graph whose paths grow as 2**depth.
-    seen: set[str] = set()
-    for row in rows:
-        if row.run_id in seen:
-            raise CheckpointError(f"the checkpoints hold run {row.run_id[:200]!r} twice "
-                                  "(edited or damaged); refusing to recover them")
-        seen.add(row.run_id)
-
-
-def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> None:
-    # The row's name and in-flight ids are outside the state's digest: they must agree
-    # with it, else an edit there repeats a call the never-repeat rule holds back.
-    where = f"checkpoint of run {row.run_id[:200]!r}"
-    if state.agent != spec.agent_id:
-        raise CheckpointError(
-            f"{where} names spec {row.name[:200]!r}, but its state is a run of agent "
-            f"{state.agent[:200]!r}; refusing to recover it"
-        )
-    if row.status != "running":
-        return
-    if not (row.claimed and row.parent is None):
-        # A turn, call or start snapshot (agentcore._checkpoint.snapshot) holds only
-        # calls without a result, ``waiting``, and no nested run: an answered call
-        # there (re-digested by hand) would run without its gate.
-        for p in state.pending:
-            if p.status is not agentcore.CallStatus.waiting:
-                raise CheckpointError(
-                    f"{where} holds call {p.call.id[:200]!r} as {p.status.value}, which "
-                    "a running checkpoint never does (edited or damaged); refusing to "
-                    "recover it"
-                )
-        if state.children:
-            raise CheckpointError(
-                f"{where} holds nested runs, which a running checkpoint never does "
-                "(edited or damaged); refusing to recover it"
-            )
-    elif row.in_flight and any(
-        p.status is not agentcore.CallStatus.waiting for p in state.pending
-    ):
-        # A claimed resume's answered state is stored with nothing in flight.
-        raise CheckpointError(
-            f"{where} holds answered calls and calls in flight (edited or damaged); "
-            "refusing to recover it"
-        )
-    waiting = [p.call.id for p in state.pending if p.status is agentcore.CallStatus.waiting]
-    if waiting and len(waiting) == len(state.pending) and waiting[0] not in row.in_flight:
-        # A ``call`` checkpoint is taken just before its call, the first without a result.
-        # (A state with answered calls is a claimed resume, ``SqliteCheckpoints.claim``:
-        # none of its calls started, nothing is in flight.)
-        raise CheckpointError(
-            f"{where} does not match its state: call {waiting[0][:200]!r} has no result "
-            "and is not among its in-flight calls (edited or damaged); refusing to recover it"
-        )

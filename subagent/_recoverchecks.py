@@ -1,0 +1,71 @@
+"""Crash recovery's checks of rows read back from a checkpoint store (outside input):
+one row per run id, and a row's columns outside its state's digest agree with the
+state. Pure code, not checkpoints (see ``subagent._recovery.recover``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import agentcore
+
+from ._checkpoints import CheckpointError, CheckpointRow
+
+if TYPE_CHECKING:
+    from ._spec import Spec
+
+
+def _check_unique(rows: list[CheckpointRow]) -> None:
+    # One row per run id (the table's key; a hand-made table may lack it): a run id
+    # stored twice makes the parent links a graph whose paths grow as 2**depth.
+    seen: set[str] = set()
+    for row in rows:
+        if row.run_id in seen:
+            raise CheckpointError(f"the checkpoints hold run {row.run_id[:200]!r} twice "
+                                  "(edited or damaged); refusing to recover them")
+        seen.add(row.run_id)
+
+
+def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> None:
+    # The row's name and in-flight ids are outside the state's digest: they must agree
+    # with it, else an edit there repeats a call the never-repeat rule holds back.
+    where = f"checkpoint of run {row.run_id[:200]!r}"
+    if state.agent != spec.agent_id:
+        raise CheckpointError(
+            f"{where} names spec {row.name[:200]!r}, but its state is a run of agent "
+            f"{state.agent[:200]!r}; refusing to recover it"
+        )
+    if row.status != "running":
+        return
+    if not (row.claimed and row.parent is None):
+        # A turn, call or start snapshot (agentcore._checkpoint.snapshot) holds only
+        # calls without a result, ``waiting``, and no nested run: an answered call
+        # there (re-digested by hand) would run without its gate.
+        for p in state.pending:
+            if p.status is not agentcore.CallStatus.waiting:
+                raise CheckpointError(
+                    f"{where} holds call {p.call.id[:200]!r} as {p.status.value}, which "
+                    "a running checkpoint never does (edited or damaged); refusing to "
+                    "recover it"
+                )
+        if state.children:
+            raise CheckpointError(
+                f"{where} holds nested runs, which a running checkpoint never does "
+                "(edited or damaged); refusing to recover it"
+            )
+    elif row.in_flight and any(
+        p.status is not agentcore.CallStatus.waiting for p in state.pending
+    ):
+        # A claimed resume's answered state is stored with nothing in flight.
+        raise CheckpointError(
+            f"{where} holds answered calls and calls in flight (edited or damaged); "
+            "refusing to recover it"
+        )
+    waiting = [p.call.id for p in state.pending if p.status is agentcore.CallStatus.waiting]
+    if waiting and len(waiting) == len(state.pending) and waiting[0] not in row.in_flight:
+        # A ``call`` checkpoint is taken just before its call, the first without a result.
+        # (A state with answered calls is a claimed resume, ``SqliteCheckpoints.claim``:
+        # none of its calls started, nothing is in flight.)
+        raise CheckpointError(
+            f"{where} does not match its state: call {waiting[0][:200]!r} has no result "
+            "and is not among its in-flight calls (edited or damaged); refusing to recover it"
+        )

@@ -1,0 +1,181 @@
+"""Crash recovery's tree building: a root row and the rows tied to it, rebuilt as
+one resumable state (children in flight nested by their calls, background children
+tied to their parents' runs), deepest first with an explicit stack, never deeper than
+``agentcore.MAX_STATE_DEPTH``. Pure code over rows already read: no I/O, not
+checkpoints (see ``subagent._recovery.recover``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
+
+import agentcore
+from agentcore import MAX_STATE_DEPTH
+from agentcore._state import Phase
+
+from ._bgresult import RESULT_PREFIX
+from ._checkpoints import CheckpointError, CheckpointRow
+from ._errors import UnknownAgentError
+from ._recoverchecks import _check_row
+
+if TYPE_CHECKING:
+    from ._spec import Spec
+
+
+class Pool(Protocol):
+    """What the tree building uses of a ``subagent.Pool``: its specs by name."""
+
+    @property
+    def specs(self) -> Mapping[str, Spec]: ...
+
+
+def _background_rows(
+    row: CheckpointRow, background: dict[str, list[CheckpointRow]]
+) -> list[CheckpointRow]:
+    # The background children of ``row``'s run that were not done at the crash.
+    return [r for r in background.get(row.run_id, []) if r.call_id not in row.in_flight]
+
+
+_ByCall = dict[tuple[str | None, str | None], CheckpointRow]
+
+
+def _tree(
+    pool: Pool,
+    root: CheckpointRow,
+    by_call: _ByCall,
+    background: dict[str, list[CheckpointRow]],
+    top: int = 1,
+) -> agentcore.RunState:
+    # Deepest first, with an explicit stack: a child is recovered before its parent.
+    # ``top`` is the depth of ``root`` in the tree being recovered.
+    order: list[tuple[CheckpointRow, int]] = []
+    stack = [(root, top)]
+    while stack:
+        row, depth = stack.pop()
+        if depth > MAX_STATE_DEPTH:
+            raise CheckpointError(
+                f"checkpoint tree of run {root.run_id[:200]!r} deeper than {MAX_STATE_DEPTH}"
+            )
+        order.append((row, depth))
+        for call_id in row.in_flight:
+            child = by_call.get((row.run_id, call_id))
+            if child is not None and child.status == "running":
+                stack.append((child, depth + 1))
+        for child in _background_rows(row, background):
+            if child.status == "running":
+                stack.append((child, depth + 1))
+    recovered: dict[str, agentcore.RunState] = {}
+    for row, depth in reversed(order):
+        spec = pool.specs.get(row.name)
+        if spec is None:
+            raise UnknownAgentError(row.name, tuple(sorted(pool.specs)))
+        assert row.state is not None
+        _check_row(row, row.state, spec)
+        children = {}
+        for call_id in row.in_flight:
+            child = by_call.get((row.run_id, call_id))
+            if child is None:
+                continue
+            if child.status == "running":
+                children[call_id] = recovered[child.run_id]
+            elif child.status == "paused" and child.state is not None:
+                _nest_paused(pool, child.state, by_call, background, depth + 1)
+                children[call_id] = child.state
+        repeatable = {t.name for t in spec.tools if agentcore.is_idempotent(t)}
+        agentcore.recover_calls(row.state, set(row.in_flight), repeatable, children,
+                                row.checkpoint)
+        rows = _background_rows(row, background)
+        background.pop(row.run_id, None)  # taken (see _nest_paused)
+        _nest(pool, row.state, rows, recovered, by_call, background, depth)
+        recovered[row.run_id] = row.state
+    return recovered[root.run_id]
+
+
+#: The error result of a background child nested in a claimed resume whose own run
+#: had ended at the crash: resuming it again would repeat its calls.
+LOST = "it ended after its tree was resumed, before the crash; its result was lost"
+
+
+def _nest(
+    pool: Pool,
+    state: agentcore.RunState,
+    rows: list[CheckpointRow],
+    recovered: dict[str, agentcore.RunState],
+    by_call: _ByCall,
+    background: dict[str, list[CheckpointRow]],
+    depth: int,
+) -> None:
+    # Tie the background children's own rows ``rows`` (running or paused, tied to
+    # ``state``'s run) to ``state``: each is resumed as a background child of it
+    # (Pool.resume), its result delivered to it. A child ``state`` nests already (a
+    # paused row committed again with them, a claimed resume) is kept, unless its own
+    # row went on: running (it was resumed; ``recovered`` holds it) replaces it,
+    # ended makes it a lost result (its calls are not repeated).
+    delegated = {p.call.id for p in state.pending
+                 if p.status is agentcore.CallStatus.delegated}
+    nested = {c.background.call_id: k for k, c in enumerate(state.children)
+              if c.background is not None and not c.background.ended}
+    delivered = {c.background.call_id for c in state.children
+                 if c.background is not None and c.background.ended}
+    for k in nested.values():
+        kid = state.children[k]
+        own = by_call.get((state.run_id, kid.background.call_id if kid.background else ""))
+        if own is not None and own.status == "ended":
+            state.children[k] = _lost(kid)
+        elif own is None or own.status == "paused":
+            _nest_paused(pool, kid, by_call, background, depth + 1)
+    for child in rows:
+        if child.call_id in delegated or child.call_id in delivered:
+            continue  # a delegated call's child (nested by its call), or a kept result
+        found = recovered.get(child.run_id) if child.status == "running" else child.state
+        if found is None:
+            continue
+        at = nested.get(child.call_id or "")
+        if at is not None and child.status != "running":
+            continue  # nested as its row holds it
+        if child.status == "paused":
+            _nest_paused(pool, found, by_call, background, depth + 1)
+        found.background = agentcore.BackgroundChild(child.call_id or "", child.name)
+        if at is None:
+            state.children.append(found)
+        else:
+            state.children[at] = found
+
+
+def _nest_paused(
+    pool: Pool,
+    state: agentcore.RunState,
+    by_call: _ByCall,
+    background: dict[str, list[CheckpointRow]],
+    depth: int,
+) -> None:
+    # A paused state (a paused row's, or nested in one) at ``depth``: tie to it, and
+    # to the paused states nested in it, the background rows of their runs (a crash
+    # before a paused run's row was committed again with its background children).
+    if depth > MAX_STATE_DEPTH:
+        raise CheckpointError(
+            f"checkpoint tree of run {state.run_id[:200]!r} deeper than {MAX_STATE_DEPTH}"
+        )
+    for kid in state.children:
+        if kid.background is None and kid.paused:
+            _nest_paused(pool, kid, by_call, background, depth + 1)
+    # Taken: a run id nested twice (edited) cannot have its rows recovered twice.
+    rows = background.pop(state.run_id, [])
+    recovered = {r.run_id: _tree(pool, r, by_call, background, depth + 1)
+                 for r in rows if r.status == "running"}
+    _nest(pool, state, rows, recovered, by_call, background, depth)
+
+
+def _lost(kid: agentcore.RunState) -> agentcore.RunState:
+    # The kept result, an error, of a nested background child whose run had ended.
+    assert kid.background is not None
+    mark = kid.background
+    error = f"subagent {'/'.join(kid.path)}: {LOST}"
+    body = {"agent": mark.name, "path": list(kid.path), "error": error}
+    ended = agentcore.RunState.begin([], run_id=kid.run_id, agent=kid.agent, path=kid.path,
+                                     input=kid.input)
+    ended.phase = Phase.ended
+    ended.background = agentcore.BackgroundChild(
+        mark.call_id, mark.name, RESULT_PREFIX + json.dumps(body), None, error)
+    return ended
