@@ -1,40 +1,34 @@
-"""One run of an Agent: the handle other tasks steer it with, and the turn loop."""
+"""One run of an Agent: the handle other tasks steer it with, and the turn loop
+(in :meth:`Run.run` itself; the RunPort methods are in ``_runport``)."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
-from ledger._record import record_of
-
-from ._audit import record, record_now, record_sync
 from ._checkpoint import at_end, at_turn, opening
-from ._events import Event, EventKind, EventSink
-from ._hookcall import call_hook
-from ._messages import AgentPath, Message, Usage
+from ._events import EventKind, EventSink
+from ._messages import AgentPath, Message
 from ._modelcall import complete
 from ._output import OutputCheck
 from ._result import RunResult
 from ._resume import audit_answers, finish_pending, last_answer
 from ._runend import conclude
 from ._runhandle import RunHandle, ScopeOwner, uncancelled
+from ._runport import RunPortMethods
 from ._state import Phase, RunState
 from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED
 from ._summary import EndReason, RunSummary
 from ._toolcall import run_tools, skip_calls
-from ._tools import ToolOutcome
 
 if TYPE_CHECKING:
-    from ledger import Record
-
     from ._agent import Agent
-    from ._pending import PendingCall
     from ._steering import Pending
 
 _run_ids = itertools.count(1)
@@ -52,7 +46,7 @@ def current_run() -> Run | None:
     return _current_run.get()
 
 
-class Run(RunHandle):
+class Run(RunPortMethods, RunHandle):
     """One execution of an Agent on one input: the handle and the loop.
 
     Create it with :meth:`Agent.new_run`; ``await run.run()`` executes it once, in
@@ -64,7 +58,8 @@ class Run(RunHandle):
 
     The run's mutable state is one value (``RunState``) that the Run alone writes;
     the helpers of its turns (model call, tool calls, hooks, its end) get the Run as
-    a ``RunPort``, the narrow interface it implements for them.
+    a ``RunPort``, the narrow interface it implements for them (its methods are in
+    ``_runport``, the control requests in ``_runhandle``).
 
     Attributes:
       messages: The conversation so far (a live list; read it, do not change it).
@@ -74,6 +69,8 @@ class Run(RunHandle):
     # Slotted: a parked run keeps no instance dict (about 100 B each).
     __slots__ = ("_emit_to", "_observers", "_output", "_resuming", "_scope", "_state",
                  "agent", "input", "path", "run_id")
+
+    agent: Agent
 
     def __init__(
         self,
@@ -129,133 +126,6 @@ class Run(RunHandle):
         """The run's state (its only writer is this Run; a paused run's is answered, resumed)."""
         return self._state
 
-    # -- the RunPort: events, audit, messages and counters for the turn's helpers -------
-
-    async def emit(self, kind: EventKind, **fields: Any) -> None:
-        """Send one event of this run to its destination, then to its observer hooks.
-
-        A checkpoint when there is either.
-        """
-        if self._emit_to is None and not self._observers:
-            return
-        event = Event(kind, self.run_id, self.agent.agent_id, self._state.turn, **fields)
-        if self._emit_to is not None:
-            await self._emit_to(event)
-        for hook in self._observers:
-            await call_hook(self, hook, event)
-
-    async def _emit_start(self) -> None:
-        # agent_start, with ordinary backpressure in the caller's context: a run
-        # cancelled (or timed out) while its destination does not take it delivers
-        # neither it nor agent_end. Delivered means the destination returned; the
-        # observers then see it as any other event.
-        event = Event(EventKind.agent_start, self.run_id, self.agent.agent_id,
-                      self._state.turn, text=self.input)
-        if self._emit_to is not None:
-            await self._emit_to(event)
-        self._state.start_delivered = True
-        for hook in self._observers:
-            await call_hook(self, hook, event)
-
-    async def hook_error(self, text: str) -> None:
-        """Emit the ``error`` event of a failed hook; observers failing on it are not
-        reported again. A checkpoint when there is a destination or an observer."""
-        event = Event(EventKind.error, self.run_id, self.agent.agent_id, self._state.turn,
-                      text=text)
-        if self._emit_to is not None:
-            await self._emit_to(event)
-        for hook in self._observers:
-            await call_hook(self, hook, event, report=False)
-
-    async def audit(self, kind: str, **fields: Any) -> None:
-        """Record one audit entry (:meth:`audit_sync`, else await :func:`record`): a
-        checkpoint only when the sink is awaited. Raises ``AuditError`` (chained)."""
-        sink = self.agent.audit
-        if sink is not None:
-            entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
-            if not record_sync(sink, entry):
-                await record(sink, entry)
-
-    def audit_sync(self, kind: str, **fields: Any) -> Record | None:
-        """Record one audit entry now if no await is needed (:func:`record_sync`: a
-        sink with ``record_nowait``, a task not cancelled). Not a checkpoint. None
-        when recorded (or no sink); else the entry, unrecorded, which the caller
-        awaits :meth:`audit_entry` with before going on. Raises ``AuditError``."""
-        sink = self.agent.audit
-        if sink is None:
-            return None
-        entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
-        return None if record_sync(sink, entry) else entry
-
-    async def audit_entry(self, entry: Record) -> None:
-        """Record what :meth:`audit_sync` returned (:func:`record`; raises Cancelled)."""
-        if self.agent.audit is not None:
-            await record(self.agent.audit, entry)
-
-    def audit_now(self, kind: str, **fields: Any) -> bool:
-        """Record one audit entry for this run without waiting, if its sink can (with
-        :func:`record_now`: not a checkpoint, no cancellation check). False, having
-        recorded nothing, when the sink must be awaited (:meth:`audit`).
-
-        Raises:
-          AuditError: the sink failed (its exception chained).
-        """
-        sink = self.agent.audit
-        return sink is None or record_now(
-            sink, record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
-        )
-
-    async def note_interrupt(self) -> None:
-        """Emit ``interrupt_received`` for the graceful interrupt, once per run."""
-        if not self._state.interrupt_noted:
-            self._state.interrupt_noted = True
-            await self.emit(EventKind.interrupt_received, text="interrupt")
-
-    def add_message(self, message: Message) -> None:
-        """Append ``message`` to the conversation. Not a checkpoint."""
-        self._state.messages.append(message)
-
-    def add_messages(self, messages: Iterable[Message]) -> None:
-        """Append ``messages`` to the conversation, in order. Not a checkpoint."""
-        self._state.messages.extend(messages)
-
-    def replace_history(self, messages: Sequence[Message]) -> None:
-        """Replace the conversation (in place) by its shortened version. Not a checkpoint."""
-        self._state.messages[:] = messages
-
-    def add_usage(self, usage: Usage) -> None:
-        """Add a model response's usage to the run's. Not a checkpoint."""
-        self._state.usage = self._state.usage + usage
-
-    def count_calls(self, calls: int) -> None:
-        """Count tool calls (skipped ones count as calls, not as errors). Not a checkpoint."""
-        self._state.tool_calls += calls
-
-    def count_outcome(self, outcome: ToolOutcome) -> None:
-        """Count a tool call's denial or error. Not a checkpoint."""
-        if outcome.denied:
-            self._state.denied += 1
-        elif outcome.is_error:
-            self._state.tool_errors += 1
-
-    @property
-    def pausing(self) -> bool:
-        """Whether a gate deferred a call this turn (the run pauses next)."""
-        return self._state.pausing
-
-    def note_deferral(self) -> None:
-        """Note that a gate deferred a call. Not a checkpoint."""
-        self._state.pausing = True
-
-    def pause_calls(self, pending: list[PendingCall], children: list[RunState]) -> None:
-        """Keep the paused turn's unanswered calls and paused subruns. Not a checkpoint."""
-        self._state.pending = pending
-        self._state.children = children
-
-    def end_as(self, summary: RunSummary) -> None:
-        """Set how the run ended (its end may turn it to ``error``). Not a checkpoint."""
-        self._state.summary = summary
-
     # -- the loop ----------------------------------------------------------------------
 
     async def run(self, *, owner: ScopeOwner | None = None) -> RunResult:
@@ -288,7 +158,8 @@ class Run(RunHandle):
         outer = _current_run.get()
         _current_run.set(self)
         clock_start = trio.current_time()
-        output = ""
+        agent = self.agent
+        output = last_text = ""
         reason = EndReason.stop
         error: BaseException | None = None
         scope: AbstractContextManager[object]
@@ -309,10 +180,58 @@ class Run(RunHandle):
                     owner._scope.cancel()
             with scope:
                 if self._resuming:
-                    output, reason = await self._resume()
+                    last_text = await self._resume()
                 else:
                     await self.audit("prompt", arguments=self.input)
-                    output, reason = await self._loop()
+                # The turn loop, in this frame: every parked run holds it.
+                while True:
+                    if state.abort_reason is not None:
+                        # Stop here even if nothing since the abort was a checkpoint.
+                        await trio.lowlevel.checkpoint()
+                    if state.pausing:
+                        state.close()
+                        output, reason = "", EndReason.paused
+                        break
+                    if state.interrupt_requested:
+                        output, reason = await self._summarise()
+                        break
+                    if state.turn >= agent.max_turns:
+                        state.close()
+                        output, reason = last_text, EndReason.max_turns
+                        break
+                    if agent.checkpoint is not None:
+                        await at_turn(state, agent.checkpoint)
+                    injected = state.read_inbox()
+                    state.begin_turn()
+                    await self.emit(EventKind.turn_start)
+                    if injected:
+                        await self._announce(injected)
+                    if state.reported < len(state.follow_ups):
+                        await self._report_follow_ups()
+                    message = (await complete(self, agent.tool_specs)).message
+                    last_text = message.content
+                    if self._output is not None and (
+                        message.tool_calls or not state.interrupt_requested
+                    ):
+                        # Typed output: the answer must be a valid final_result call.
+                        if await self._output.answer(self, message):
+                            state.close()
+                            output, reason = self._output.text, EndReason.stop
+                            break
+                        continue
+                    if message.tool_calls:
+                        await run_tools(self, message.tool_calls)
+                        continue
+                    if state.interrupt_requested:
+                        state.close()
+                        await self.note_interrupt()
+                        output, reason = last_text, EndReason.interrupted
+                        break
+                    if state.inbox and state.turn < agent.max_turns:
+                        continue
+                    state.close()
+                    output, reason = last_text, EndReason.stop
+                    break
             # (Only abort cancels the run's own scope, and abort sets the reason.)
             if state.abort_reason is not None:
                 output, reason = "", EndReason.aborted
@@ -366,8 +285,9 @@ class Run(RunHandle):
             state.reported += 1
             await self.emit(EventKind.follow_up_queued, text=text)
 
-    async def _resume(self) -> tuple[str, EndReason]:
-        # The answers and run_resumed entries, the paused turn's calls, then the loop.
+    async def _resume(self) -> str:
+        # The answers and run_resumed entries and the paused turn's calls, before the
+        # loop; returns the last answer so far.
         state = self._state
         pending, state.pending = state.pending, []
         children, state.children = state.children, []
@@ -378,57 +298,11 @@ class Run(RunHandle):
             # its prompt as a run that starts does (again, if the crash came after).
             await self.audit("prompt", arguments=self.input)
         await finish_pending(self, pending, children)
-        return await self._loop(last_answer(state.messages))
-
-    async def _loop(self, last_text: str = "") -> tuple[str, EndReason]:
-        agent = self.agent
-        state = self._state
-        while True:
-            if state.abort_reason is not None:
-                # Stop here even if nothing since the abort was a checkpoint.
-                await trio.lowlevel.checkpoint()
-            if state.pausing:
-                state.close()
-                return "", EndReason.paused
-            if state.interrupt_requested:
-                return await self._summarise()
-            if state.turn >= agent.max_turns:
-                state.close()
-                return last_text, EndReason.max_turns
-            if agent.checkpoint is not None:
-                await at_turn(state, agent.checkpoint)
-            injected = state.read_inbox()
-            state.begin_turn()
-            await self.emit(EventKind.turn_start)
-            if injected:
-                await self._announce(injected)
-            if state.reported < len(state.follow_ups):
-                await self._report_follow_ups()
-            message = (await complete(self, agent.tool_specs)).message
-            last_text = message.content
-            if self._output is not None and (
-                message.tool_calls or not state.interrupt_requested
-            ):
-                # Typed output: the answer must be a valid final_result call.
-                if await self._output.answer(self, message):
-                    state.close()
-                    return self._output.text, EndReason.stop
-                continue
-            if message.tool_calls:
-                await run_tools(self, message.tool_calls)
-                continue
-            if state.interrupt_requested:
-                state.close()
-                await self.note_interrupt()
-                return last_text, EndReason.interrupted
-            if state.inbox and state.turn < agent.max_turns:
-                continue
-            state.close()
-            return last_text, EndReason.stop
+        return last_answer(state.messages)
 
     async def _announce(self, injected: list[Pending]) -> None:
         # The messages read from the inbox at the top of a turn: their events and
-        # on_read callbacks, in order (apart from _loop, whose frame every parked run
+        # on_read callbacks, in order (apart from run(), whose frame every parked run
         # holds).
         for pending in injected:
             message = pending.message

@@ -1,0 +1,175 @@
+"""RunPortMethods: the :class:`~agentcore._port.RunPort` side of a :class:`Run` (a mixin).
+
+The events, audit entries, messages and counters the helpers of a run's turns
+(model call, tool calls, hooks, its end) go through. :class:`agentcore.Run`
+inherits them; they read and write the run's ``RunState``, the one value the run
+owns. Apart from ``_run`` so that the turn loop and the port stay short modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ledger._record import record_of
+
+from ._audit import record, record_now, record_sync
+from ._events import Event, EventKind, EventSink
+from ._hookcall import call_hook
+
+if TYPE_CHECKING:
+    from ledger import Record, Sink
+
+    from ._hookset import BoundHook
+    from ._messages import AgentPath, Message, Usage
+    from ._pending import PendingCall
+    from ._state import RunState
+    from ._summary import RunSummary
+    from ._tools import ToolOutcome
+
+
+class _PortAgent(Protocol):
+    # What these methods read of the Agent (over what every helper reads).
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def audit(self) -> Sink | None: ...
+
+
+class RunPortMethods:
+    """The RunPort methods of a :class:`agentcore.Run` (a mixin over its state)."""
+
+    __slots__ = ()
+
+    agent: _PortAgent
+    input: str
+    path: AgentPath
+    run_id: str
+    _state: RunState
+    _emit_to: EventSink | None
+    _observers: tuple[BoundHook, ...]
+
+    async def emit(self, kind: EventKind, **fields: Any) -> None:
+        """Send one event of this run to its destination, then to its observer hooks.
+
+        A checkpoint when there is either.
+        """
+        if self._emit_to is None and not self._observers:
+            return
+        event = Event(kind, self.run_id, self.agent.agent_id, self._state.turn, **fields)
+        if self._emit_to is not None:
+            await self._emit_to(event)
+        for hook in self._observers:
+            await call_hook(self, hook, event)  # type: ignore[arg-type]
+
+    async def _emit_start(self) -> None:
+        # agent_start, with ordinary backpressure in the caller's context: a run
+        # cancelled (or timed out) while its destination does not take it delivers
+        # neither it nor agent_end. Delivered means the destination returned; the
+        # observers then see it as any other event.
+        event = Event(EventKind.agent_start, self.run_id, self.agent.agent_id,
+                      self._state.turn, text=self.input)
+        if self._emit_to is not None:
+            await self._emit_to(event)
+        self._state.start_delivered = True
+        for hook in self._observers:
+            await call_hook(self, hook, event)  # type: ignore[arg-type]
+
+    async def hook_error(self, text: str) -> None:
+        """Emit the ``error`` event of a failed hook; observers failing on it are not
+        reported again. A checkpoint when there is a destination or an observer."""
+        event = Event(EventKind.error, self.run_id, self.agent.agent_id, self._state.turn,
+                      text=text)
+        if self._emit_to is not None:
+            await self._emit_to(event)
+        for hook in self._observers:
+            await call_hook(self, hook, event, report=False)  # type: ignore[arg-type]
+
+    async def audit(self, kind: str, **fields: Any) -> None:
+        """Record one audit entry (:meth:`audit_sync`, else await :func:`record`): a
+        checkpoint only when the sink is awaited. Raises ``AuditError`` (chained)."""
+        sink = self.agent.audit
+        if sink is not None:
+            entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+            if not record_sync(sink, entry):
+                await record(sink, entry)
+
+    def audit_sync(self, kind: str, **fields: Any) -> Record | None:
+        """Record one audit entry now if no await is needed (:func:`record_sync`: a
+        sink with ``record_nowait``, a task not cancelled). Not a checkpoint. None
+        when recorded (or no sink); else the entry, unrecorded, which the caller
+        awaits :meth:`audit_entry` with before going on. Raises ``AuditError``."""
+        sink = self.agent.audit
+        if sink is None:
+            return None
+        entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+        return None if record_sync(sink, entry) else entry
+
+    async def audit_entry(self, entry: Record) -> None:
+        """Record what :meth:`audit_sync` returned (:func:`record`; raises Cancelled)."""
+        if self.agent.audit is not None:
+            await record(self.agent.audit, entry)
+
+    def audit_now(self, kind: str, **fields: Any) -> bool:
+        """Record one audit entry for this run without waiting, if its sink can (with
+        :func:`record_now`: not a checkpoint, no cancellation check). False, having
+        recorded nothing, when the sink must be awaited (:meth:`audit`).
+
+        Raises:
+          AuditError: the sink failed (its exception chained).
+        """
+        sink = self.agent.audit
+        return sink is None or record_now(
+            sink, record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+        )
+
+    async def note_interrupt(self) -> None:
+        """Emit ``interrupt_received`` for the graceful interrupt, once per run."""
+        if not self._state.interrupt_noted:
+            self._state.interrupt_noted = True
+            await self.emit(EventKind.interrupt_received, text="interrupt")
+
+    def add_message(self, message: Message) -> None:
+        """Append ``message`` to the conversation. Not a checkpoint."""
+        self._state.messages.append(message)
+
+    def add_messages(self, messages: Iterable[Message]) -> None:
+        """Append ``messages`` to the conversation, in order. Not a checkpoint."""
+        self._state.messages.extend(messages)
+
+    def replace_history(self, messages: Sequence[Message]) -> None:
+        """Replace the conversation (in place) by its shortened version. Not a checkpoint."""
+        self._state.messages[:] = messages
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add a model response's usage to the run's. Not a checkpoint."""
+        self._state.usage = self._state.usage + usage
+
+    def count_calls(self, calls: int) -> None:
+        """Count tool calls (skipped ones count as calls, not as errors). Not a checkpoint."""
+        self._state.tool_calls += calls
+
+    def count_outcome(self, outcome: ToolOutcome) -> None:
+        """Count a tool call's denial or error. Not a checkpoint."""
+        if outcome.denied:
+            self._state.denied += 1
+        elif outcome.is_error:
+            self._state.tool_errors += 1
+
+    @property
+    def pausing(self) -> bool:
+        """Whether a gate deferred a call this turn (the run pauses next)."""
+        return self._state.pausing
+
+    def note_deferral(self) -> None:
+        """Note that a gate deferred a call. Not a checkpoint."""
+        self._state.pausing = True
+
+    def pause_calls(self, pending: list[PendingCall], children: list[RunState]) -> None:
+        """Keep the paused turn's unanswered calls and paused subruns. Not a checkpoint."""
+        self._state.pending = pending
+        self._state.children = children
+
+    def end_as(self, summary: RunSummary) -> None:
+        """Set how the run ended (its end may turn it to ``error``). Not a checkpoint."""
+        self._state.summary = summary
