@@ -22,6 +22,7 @@ HARNESSES = [
     "fuzz.fuzz_temporal_wire",
     "fuzz.fuzz_output_schema",
     "fuzz.fuzz_checkpoints",
+    "fuzz.fuzz_mcp_stdio",
 ]
 
 

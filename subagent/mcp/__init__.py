@@ -7,6 +7,7 @@ declaring servers does not.
 from ._config import McpServer as McpServer
 from ._config import McpServerError as McpServerError
 from ._config import McpToolError as McpToolError
+from ._framing import McpMessageError as McpMessageError
 from ._sessions import McpSessions as McpSessions
 from ._sessions import open_mcp_sessions as open_mcp_sessions
 from ._tools import McpTool as McpTool

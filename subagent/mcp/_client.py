@@ -69,8 +69,9 @@ async def list_tools(session: ClientSession) -> tuple[dict[str, mcp_types.Tool],
     """The server's tools by name, and what was left out and why. A checkpoint.
 
     At most :data:`MAX_TOOLS` tools over :data:`MAX_PAGES` pages; a tool whose name a
-    model API would refuse, or whose schema is larger than :data:`MAX_SCHEMA`, is
-    left out.
+    model API would refuse, or whose schema is larger than :data:`MAX_SCHEMA` or holds
+    ``NaN`` or an infinity (not JSON: a model API refuses the whole request), is left
+    out.
     """
     import mcp_types
 
@@ -86,8 +87,8 @@ async def list_tools(session: ClientSession) -> tuple[dict[str, mcp_types.Tool],
                 return tools, problems
             if not NAME.fullmatch(tool.name):
                 problems.append(f"tool {tool.name[:80]!r} is left out: its name is not valid")
-            elif len(json.dumps(tool.input_schema)) > MAX_SCHEMA:
-                problems.append(f"tool {tool.name!r} is left out: its schema is too large")
+            elif problem := _schema_problem(tool.input_schema):
+                problems.append(f"tool {tool.name!r} is left out: {problem}")
             else:
                 tools[tool.name] = tool
         cursor = page.next_cursor
@@ -95,6 +96,18 @@ async def list_tools(session: ClientSession) -> tuple[dict[str, mcp_types.Tool],
             return tools, problems
     problems.append(f"it pages its tool list past {MAX_PAGES} pages; the rest are left out")
     return tools, problems
+
+
+def _schema_problem(schema: Mapping[str, Any]) -> str | None:
+    # Why a listed input schema cannot go to a model API, if it cannot. The SDK's
+    # parser reads NaN, Infinity and -Infinity (and 1e400 as an infinity).
+    try:
+        text = json.dumps(schema, allow_nan=False)
+    except ValueError:
+        return "its schema holds NaN or Infinity (not JSON)"
+    if len(text) > MAX_SCHEMA:
+        return "its schema is too large"
+    return None
 
 
 def describe_tool(

@@ -1,5 +1,6 @@
 """The stdio transport with a bound on what the server writes: one message (one line of
-stdout) is at most :data:`MAX_MESSAGE` bytes.
+stdout) is at most :data:`MAX_MESSAGE` bytes and holds at most
+:data:`~._framing.MAX_VALUES` JSON values (counted before it is parsed).
 
 The SDK's ``stdio_client`` reads a line however long it grows; this one ends the
 connection instead (the server's calls fail, and it is started again). The server's
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ._config import McpServer
+from ._framing import Lines, McpMessageError, check_values
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -62,8 +64,9 @@ async def bounded_stdio(server: McpServer) -> AsyncIterator[tuple[Any, Any]]:
     stdout, stdin = process.stdout, process.stdin
 
     async def read() -> None:
-        # Lines of stdout into messages; a line past MAX_MESSAGE ends the connection.
-        buffer = bytearray()
+        # Lines of stdout into messages; a line past MAX_MESSAGE, or with more than
+        # MAX_VALUES JSON values, ends the connection.
+        lines = Lines(MAX_MESSAGE)
         async with incoming:
             while True:
                 try:
@@ -72,12 +75,19 @@ async def bounded_stdio(server: McpServer) -> AsyncIterator[tuple[Any, Any]]:
                     return
                 if not chunk:
                     return
-                buffer += chunk
-                while (end := buffer.find(b"\n")) >= 0:
-                    line = bytes(buffer[:end])
-                    del buffer[: end + 1]
-                    if len(line) > MAX_MESSAGE:
-                        break
+                for line in lines.feed(chunk):
+                    try:
+                        if line is None:
+                            raise McpMessageError(
+                                f"a message is larger than {MAX_MESSAGE} bytes (MAX_MESSAGE)"
+                            )
+                        check_values(line)
+                    except McpMessageError as exc:
+                        logger.warning(
+                            "MCP server %r broke a bound: %s; closing the connection",
+                            server.name, exc,
+                        )
+                        return
                     try:
                         item: SessionMessage | Exception = SessionMessage(
                             mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
@@ -88,14 +98,6 @@ async def bounded_stdio(server: McpServer) -> AsyncIterator[tuple[Any, Any]]:
                         await incoming.send(item)
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                         return
-                else:
-                    if len(buffer) <= MAX_MESSAGE:
-                        continue
-                logger.warning(
-                    "MCP server %r sent a message larger than %d bytes; closing the connection",
-                    server.name, MAX_MESSAGE,
-                )
-                return
 
     async def write() -> None:
         async with outgoing:
