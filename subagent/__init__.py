@@ -8,6 +8,7 @@ from ._checkpoints import MAX_CHECKPOINT_ROWS as MAX_CHECKPOINT_ROWS
 from ._checkpoints import CheckpointError as CheckpointError
 from ._checkpoints import CheckpointRow as CheckpointRow
 from ._checkpoints import SqliteCheckpoints as SqliteCheckpoints
+from ._checkpoints import UnreadRow as UnreadRow
 from ._core import TaskStatus as TaskStatus
 from ._declarative import SpecFile as SpecFile
 from ._declarative import SpecFileError as SpecFileError

@@ -13,7 +13,8 @@ survives the process being killed. The file (and SQLite's ``-wal`` and ``-shm``)
 is created 0600; the writer holds ``<path>-lock`` so a second writer, here or in
 another process, is refused.
 
-Reading it back (:meth:`SqliteCheckpoints.rows`) treats the file as hostile: a cap
+Reading it back (:meth:`SqliteCheckpoints.rows`, ``scan``, ``recovering``; see
+``subagent._checkrows``) treats the file as hostile: a cap
 on rows and on each state's bytes, column types checked, and each state read by
 ``RunState.from_json`` (size cap, depth bound, digest, version).
 """
@@ -264,6 +265,35 @@ class SqliteCheckpoints:
         """
         found = await trio.to_thread.run_sync(self._read, False)
         return [row for row in found if isinstance(row, CheckpointRow)]  # all, unscanned
+
+    async def scan(self) -> list[CheckpointRow | UnreadRow]:
+        """Every run's last checkpoint as :meth:`rows` reads it, except that a row that
+        cannot be read (malformed, too large, its state refused) is an
+        :class:`UnreadRow` in its place. In a worker thread; a checkpoint.
+
+        Raises:
+          CheckpointError: the file is missing or not a checkpoint database, has more
+            than ``max_rows`` rows, or a row whose run id cannot be read.
+        """
+        return await trio.to_thread.run_sync(self._read, True)
+
+    async def recovering(self) -> list[CheckpointRow | UnreadRow]:
+        """What ``Pool.recover`` reads: takes the file's writer lock first (it opens
+        the writer thread, which holds ``<path>-lock`` until :meth:`aclose`), then
+        :meth:`scan`. A second recovery of the same file, here or in another process,
+        is refused before it reads a row: the runs a crash left are recovered once.
+        A checkpoint.
+
+        Raises:
+          CheckpointError: this object is closed, the lock is held (another
+            ``SqliteCheckpoints`` writes or recovers the file), the file cannot be
+            opened, or as :meth:`scan`.
+        """
+        if self._thread is None:
+            await self._open()
+        if self._thread is None:
+            raise CheckpointError("recovering from a closed SqliteCheckpoints")
+        return await self.scan()
 
     def _read(self, scan: bool) -> list[CheckpointRow | UnreadRow]:
         return read_rows(self.path, self.busy_timeout, self.max_rows, self.max_state_bytes,

@@ -44,7 +44,7 @@ from ._clibase import (
     EXIT_USAGE,
     read_only_or_delegation,
 )
-from ._clirecover import add_recover, left_paused, paused_files
+from ._clirecover import add_recover, left_failed, left_paused, paused_files
 from ._clitemporal import add_temporal, run_temporal
 from ._declarative import SpecFile, load_specs
 from ._delegation import SubagentTool
@@ -200,6 +200,9 @@ async def run_specs(
                             code = EXIT_PAUSED
                             said.append(left_paused(tree.state, tree.checkpoint,
                                                     _paused(tree.state, next(files))))
+                        for run_id, error in recovered.failed:
+                            code = EXIT_TASK_FAILED
+                            said.append(left_failed(run_id, error))
                         if not tasks and not said:
                             said.append("nothing to recover: no task was left unfinished")
                     elif resume is not None:

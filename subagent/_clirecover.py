@@ -55,3 +55,9 @@ def left_paused(state: RunState, checkpoint: str, how: str) -> str:
     print_pending(state, listed)
     return (f"left paused at checkpoint {one_line(checkpoint, 200)} (it waits for a "
             f"human):\n{listed.getvalue()}{how}")
+
+
+def left_failed(run_id: str, error: Exception) -> str:
+    """What ``recover`` says of a tree it could not recover (``Recovered.failed``)."""
+    return (f"not recovered: run {one_line(run_id, 200)}: {type(error).__name__}: "
+            f"{one_line(str(error), 500)}")

@@ -4,17 +4,18 @@ state. Pure code, not checkpoints (see ``subagent._recovery.recover``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import agentcore
 
-from ._checkpoints import CheckpointError, CheckpointRow
+from ._checkpoints import CheckpointError, CheckpointRow, UnreadRow
 
 if TYPE_CHECKING:
     from ._spec import Spec
 
 
-def _check_unique(rows: list[CheckpointRow]) -> None:
+def _check_unique(rows: Sequence[CheckpointRow | UnreadRow]) -> None:
     # One row per run id (the table's key; a hand-made table may lack it): a run id
     # stored twice makes the parent links a graph whose paths grow as 2**depth.
     seen: set[str] = set()

@@ -31,8 +31,9 @@ import trio
 import agentcore
 
 from ._bgresult import audit_entry
-from ._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints
+from ._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints, UnreadRow
 from ._current import current_task
+from ._errors import UnknownAgentError
 from ._events import Event, EventKind
 from ._recoverchecks import _check_row as _check_row
 from ._recoverchecks import _check_unique
@@ -80,19 +81,35 @@ class PausedTree:
 
 class Recovered(list["Task"]):
     """What :func:`recover` returns: the Tasks it resumed (it is their list, in the
-    order they were first checkpointed) and, in :attr:`paused`, the trees it left
-    as they were because they wait for a human's answers."""
+    order they were first checkpointed); in :attr:`paused`, the trees it left as they
+    were because they wait for a human's answers; in :attr:`failed`, the trees it
+    could not recover (the others are recovered all the same)."""
 
     paused: tuple[PausedTree, ...]
     """Each root tree paused for approval (before the crash, or with a subagent
     paused inside a tree that was still running), in the order first checkpointed."""
 
-    def __init__(self, tasks: Iterable[Task] = (), paused: Iterable[PausedTree] = ()) -> None:
+    failed: tuple[tuple[str, Exception], ...]
+    """Each root tree that could not be recovered, as ``(run_id, error)``: the root's
+    run id and why (``CheckpointError``: a row of the tree cannot be read, or does
+    not match its state, or the tree is deeper than ``agentcore.MAX_STATE_DEPTH``;
+    ``UnknownAgentError``: a run's spec is not in the pool;
+    ``agentcore.ResumeError``: its spec cannot resume it). Nothing of such a tree
+    ran; its rows stay in the file as they were. In the order first checkpointed."""
+
+    def __init__(
+        self,
+        tasks: Iterable[Task] = (),
+        paused: Iterable[PausedTree] = (),
+        failed: Iterable[tuple[str, Exception]] = (),
+    ) -> None:
         super().__init__(tasks)
         self.paused = tuple(paused)
+        self.failed = tuple(failed)
 
     def __repr__(self) -> str:
-        return f"Recovered({list(self)!r}, paused={list(self.paused)!r})"
+        return (f"Recovered({list(self)!r}, paused={list(self.paused)!r}, "
+                f"failed={list(self.failed)!r})")
 
 
 async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
@@ -165,17 +182,21 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     """Resume every root task ``store`` shows unfinished (``running`` at its last
     checkpoint: the process ended without it ending) from its last checkpoint, in
     ``pool``; returns their Tasks in the order they were first checkpointed. A
-    checkpoint. A tree that waits for a human (its root paused, or a subagent of it
-    paused for approval) is not resumed: it is listed in ``Recovered.paused``.
+    checkpoint. It reads the rows under the store's writer lock
+    (``SqliteCheckpoints.recovering``): a second recovery of the file is refused. A
+    tree that waits for a human (its root paused, or a subagent of it paused for
+    approval) is not resumed: it is listed in ``Recovered.paused``. A tree that cannot
+    be recovered (a row of it unreadable, or refused by the checks below) is listed
+    in ``Recovered.failed``, and the other trees are recovered.
 
     Raises:
-      CheckpointError: the store cannot be read (see ``SqliteCheckpoints.rows``), or
-        a tree is deeper than ``agentcore.MAX_STATE_DEPTH``.
-      UnknownAgentError: a run's spec is not in ``pool``.
-      agentcore.ResumeError: a recovered state cannot be resumed by its spec.
+      CheckpointError: the store cannot be locked or read as a whole (see
+        ``SqliteCheckpoints.recovering``), or holds a run id twice.
     """
-    rows = await store.rows()
-    _check_unique(rows)
+    found = await store.recovering()
+    rows = [r for r in found if isinstance(r, CheckpointRow)]
+    _check_unique(found)
+    failed = _unread(found)
     by_call: dict[tuple[str | None, str | None], CheckpointRow] = {
         (r.parent, r.call_id): r for r in rows if r.parent is not None
     }
@@ -192,23 +213,44 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     tasks = []
     paused = []
     for row in rows:
-        if row.parent is not None:
+        if row.parent is not None or row.run_id in failed:
             continue
-        if row.status == "paused":
-            assert row.state is not None
-            _nest_paused(pool, row.state, by_call, background, 1)
-            paused.append(PausedTree(row.name, row.state, row.checkpoint))
-        elif row.status == "running":
-            state = _tree(pool, row, by_call, background)
-            if state.pending_approvals:
-                # A subagent paused for a human before the crash: the tree waits for
-                # answers (it stays in the file), it is listed, not resumed.
-                paused.append(PausedTree(row.name, state, row.checkpoint))
-                continue
-            # Not claimed as a resume: a crash before its next checkpoint leaves the
-            # same row, recovered again the same way.
-            tasks.append(await pool._resume(state, row.name, None, claim=False))
-    return Recovered(tasks, paused)
+        try:
+            if row.status == "paused":
+                assert row.state is not None
+                _nest_paused(pool, row.state, by_call, background, 1)
+                paused.append(PausedTree(row.name, row.state, row.checkpoint))
+            elif row.status == "running":
+                state = _tree(pool, row, by_call, background)
+                if state.pending_approvals:
+                    # A subagent paused for a human before the crash: the tree waits
+                    # for answers (it stays in the file), it is listed, not resumed.
+                    paused.append(PausedTree(row.name, state, row.checkpoint))
+                    continue
+                # Not claimed as a resume: a crash before its next checkpoint leaves
+                # the same row, recovered again the same way. (Its checks, raising
+                # before anything is queued, are a failure of this tree alone.)
+                tasks.append(await pool._resume(state, row.name, None, claim=False))
+        except (CheckpointError, UnknownAgentError, agentcore.ResumeError) as exc:
+            failed[row.run_id] = exc
+    order = {r.run_id: k for k, r in enumerate(found)}
+    return Recovered(tasks, paused, sorted(failed.items(), key=lambda f: order.get(f[0], -1)))
+
+
+def _unread(found: list[CheckpointRow | UnreadRow]) -> dict[str, Exception]:
+    # The rows that could not be read, each as its tree's failure (by the run id of
+    # the topmost row its parent links reach): its runs are not recovered, since a
+    # child missing from its tree would make its delegating call look interrupted.
+    parents = {r.run_id: r.parent for r in found}
+    failed: dict[str, Exception] = {}
+    for r in found:
+        if isinstance(r, UnreadRow):
+            top, seen = r.run_id, {r.run_id}
+            while (up := parents.get(top)) is not None and up in parents and up not in seen:
+                top = up
+                seen.add(up)
+            failed.setdefault(top, r.error)
+    return failed
 
 
 #: The error of a checkpointed background child whose parent had ended at the crash.

@@ -23,7 +23,7 @@ import trio
 
 import agentcore
 
-from .._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints
+from .._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints, UnreadRow
 from ._inputs import wire_size
 
 #: The most runs a heartbeated tree may hold.
@@ -122,6 +122,12 @@ class HeartbeatCheckpoints(SqliteCheckpoints):
 
     async def rows(self) -> list[CheckpointRow]:
         """The rows this attempt started from (what ``recover`` resumes). A checkpoint."""
+        await trio.lowlevel.checkpoint()
+        return list(self.start)
+
+    async def recovering(self) -> list[CheckpointRow | UnreadRow]:
+        """The rows this attempt started from (what ``recover`` resumes; no lock: the
+        server runs one attempt at a time). A checkpoint."""
         await trio.lowlevel.checkpoint()
         return list(self.start)
 

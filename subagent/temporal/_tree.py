@@ -275,6 +275,9 @@ async def _start(pool: Pool, job: ActivityInput,
             tasks = await recover(pool, store)
         except (CheckpointError, agentcore.ResumeError, UnknownAgentError) as exc:
             return RootResult("failed", "", f"cannot resume from the heartbeat: {exc}")
+        if tasks.failed:
+            error = tasks.failed[0][1]
+            return RootResult("failed", "", f"cannot resume from the heartbeat: {error}")
         if len(tasks) != 1:
             return RootResult("failed", "", "cannot resume from the heartbeat: "
                               f"{len(tasks)} running root tasks in it, not 1")

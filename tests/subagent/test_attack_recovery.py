@@ -22,6 +22,7 @@ from subagent import (
     Spec,
     SqliteCheckpoints,
     SubagentTool,
+    UnreadRow,
     open_pool,
 )
 from subagent._recovery import recover
@@ -50,14 +51,15 @@ async def test_an_in_flight_call_removed_from_its_row_is_not_run_again(tmp_path:
     # The in-flight ids are outside the state's digest: drop the one in flight.
     _edit(path, "UPDATE checkpoints SET in_flight = '[]'")
     tool = RecordingTool("write")
-    async with open_pool() as pool:
+    async with SqliteCheckpoints(path) as store, open_pool() as pool:
         pool.register(_writer(tool))
-        with pytest.raises(CheckpointError) as info:
-            await recover(pool, SqliteCheckpoints(path))
-    assert str(info.value) == (
+        recovered = await recover(pool, store)
+    assert list(recovered) == []
+    [(run_id, error)] = recovered.failed
+    assert (run_id, type(error), str(error)) == ("w/0001", CheckpointError, (
         "checkpoint of run 'w/0001' does not match its state: call 'c1' has no result "
         "and is not among its in-flight calls (edited or damaged); refusing to recover it"
-    )
+    ))
     assert tool.calls == []
 
 
@@ -66,9 +68,9 @@ async def test_the_honest_row_is_recovered_without_repeating_the_call(tmp_path: 
     async with SqliteCheckpoints(path) as store:
         await store.write("w", None, None, _in_flight("w/0001", "w", ToolCall("c1", "write")))
     tool = RecordingTool("write")
-    async with open_pool() as pool:
+    async with SqliteCheckpoints(path) as store, open_pool() as pool:
         pool.register(_writer(tool))
-        [task] = await recover(pool, SqliteCheckpoints(path))
+        [task] = await recover(pool, store)
         result = await task.wait()
     assert result.output == "done"
     assert tool.calls == []
@@ -87,17 +89,18 @@ async def test_a_row_naming_another_spec_than_its_state_is_refused(tmp_path: Pat
     # The name column is outside the digest: recover the writer's run by "safe"'s tools.
     _edit(path, "UPDATE checkpoints SET name = 'safe' WHERE run_id = 'writer/0001'")
     write = RecordingTool("write")
-    async with open_pool() as pool:
+    async with SqliteCheckpoints(path) as store, open_pool() as pool:
         pool.register(Spec("lead", model=ScriptedModel(lambda request: "lead done"),
                            tools=[SubagentTool(pool)]))
         pool.register(_writer(write, "writer"))
         pool.register(_writer(RecordingTool("write", idempotent=True), "safe"))
-        with pytest.raises(CheckpointError) as info:
-            await recover(pool, SqliteCheckpoints(path))
-    assert str(info.value) == (
+        recovered = await recover(pool, store)
+    assert list(recovered) == []
+    [(run_id, error)] = recovered.failed  # the root's tree: the lead is not run either
+    assert (run_id, type(error), str(error)) == ("lead/0001", CheckpointError, (
         "checkpoint of run 'writer/0001' names spec 'safe', but its state is a run of "
         "agent 'writer'; refusing to recover it"
-    )
+    ))
     assert write.calls == []
 
 
@@ -119,8 +122,8 @@ def _dag(levels: int) -> list[CheckpointRow]:
 
 
 class _Rows(SqliteCheckpoints):
-    async def rows(self) -> list[CheckpointRow]:
-        return _dag(32)
+    async def recovering(self) -> list[CheckpointRow | UnreadRow]:
+        return list(_dag(32))
 
 
 async def test_a_run_id_stored_twice_is_refused_before_the_tree_is_walked() -> None:

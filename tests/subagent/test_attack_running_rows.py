@@ -44,12 +44,19 @@ def _turn(pending: list[PendingCall], children: Sequence[RunState] = ()) -> Chec
 async def _recover(path: Path, point: Checkpoint) -> tuple[str, list[str]]:
     async with SqliteCheckpoints(path) as store:
         await store.write("w", None, None, point)
+    return await _refused(path)
+
+
+async def _refused(path: Path) -> tuple[str, list[str]]:
+    # Recover the one root of ``path``: it is refused (listed in ``failed``, typed).
     tool = RecordingTool("write")
-    async with open_pool() as pool:
+    async with SqliteCheckpoints(path) as store, open_pool() as pool:
         pool.register(Spec("w", model=ScriptedModel(lambda request: "done"), tools=[tool]))
-        with pytest.raises(CheckpointError) as info:
-            await recover(pool, SqliteCheckpoints(path))
-    return str(info.value), list(tool.calls)
+        recovered = await recover(pool, store)
+    assert (list(recovered), recovered.paused) == ([], ())
+    [(run_id, error)] = recovered.failed
+    assert (run_id, type(error)) == ("w/0001", CheckpointError)
+    return str(error), list(tool.calls)
 
 
 @pytest.mark.parametrize("status", [CallStatus.approved, CallStatus.denied,
@@ -99,16 +106,10 @@ async def test_a_claimed_row_with_a_call_in_flight_is_refused(tmp_path: Path) ->
     # The in-flight ids are outside the digest; a claim stores none.
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE checkpoints SET in_flight = '[\"c1\"]'")
-    tool = RecordingTool("write")
-    async with open_pool() as pool:
-        pool.register(Spec("w", model=ScriptedModel(lambda request: "done"), tools=[tool]))
-        with pytest.raises(CheckpointError) as info:
-            await recover(pool, SqliteCheckpoints(path))
-    assert str(info.value) == (
+    assert await _refused(path) == (
         "checkpoint of run 'w/0001' holds answered calls and calls in flight (edited or "
-        "damaged); refusing to recover it"
+        "damaged); refusing to recover it", []
     )
-    assert tool.calls == []
 
 
 async def test_a_claimed_answered_row_is_recovered(tmp_path: Path) -> None:
@@ -119,9 +120,9 @@ async def test_a_claimed_answered_row_is_recovered(tmp_path: Path) -> None:
         [row] = await store.rows()
         assert (row.status, row.claimed) == ("running", True)
     tool = RecordingTool("write")
-    async with open_pool() as pool:
+    async with SqliteCheckpoints(path) as store, open_pool() as pool:
         pool.register(Spec("w", model=ScriptedModel(lambda request: "done"), tools=[tool]))
-        [task] = await recover(pool, SqliteCheckpoints(path))
+        [task] = await recover(pool, store)
         assert (await task.wait()).output == "done"
     assert tool.calls == ["{}"]
 
