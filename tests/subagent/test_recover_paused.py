@@ -98,7 +98,7 @@ async def test_a_running_root_with_a_paused_subagent_is_listed(tmp_path: Path) -
 async def test_recovered_compares_as_the_list_of_its_tasks() -> None:
     assert Recovered() == []
     assert Recovered([], [PausedTree("w", RunState.begin([]), "w@1")]) == []
-    assert repr(Recovered()) == "Recovered([], paused=[])"
+    assert repr(Recovered()) == "Recovered([], paused=[], failed=[])"
 
 
 def counting_write(ran: list[str]) -> agentcore.FunctionTool:
