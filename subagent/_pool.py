@@ -32,6 +32,7 @@ from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
 from ._recovery import Recovered, recover
 from ._resumable import bind
 from ._resumed import already_resumed, resume_key
+from ._scopes import Canceller
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
 from ._stream import Stream
@@ -393,7 +394,9 @@ class Pool(Waits):
     # -- the shell: carrying out the core's effects -----------------------------------
 
     def _apply(self, effects: list[Effect[Task]]) -> None:
-        # The one place that starts runners, wakes parked tasks and sets events.
+        # The one place that starts runners, wakes parked tasks and sets events. Its
+        # cancels share one cancel reason (see _scopes).
+        canceller: Canceller | None = None
         for effect in effects:
             if isinstance(effect, Grant):
                 task = effect.node.handle
@@ -410,7 +413,9 @@ class Pool(Waits):
                     self._runner, task, name=f"subagent {format_path(task.path)}"
                 )
             elif isinstance(effect, CancelRun):
-                effect.node.handle._cancel_scopes()
+                if canceller is None:
+                    canceller = Canceller()
+                effect.node.handle._cancel_scopes(canceller)
             elif isinstance(effect, Resolve):
                 effect.node.handle._resolve()
             else:

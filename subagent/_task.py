@@ -16,6 +16,7 @@ from ._core import Effect, Node, PoolCore, TaskStatus
 from ._errors import TaskCancelled, TaskError, TaskFailed, TaskPaused, TaskTimeout, format_path
 from ._history_input import conversation
 from ._result import Result
+from ._scopes import Canceller
 from ._spec import Spec
 from ._stream import Stream
 from ._taskparts import Done as _Done
@@ -355,11 +356,12 @@ class Task:
             lot = self._done_lot = trio.lowlevel.ParkingLot()
         await lot.park()
 
-    def _cancel_scopes(self) -> None:
-        # The core's CancelRun: the run's scope, and a shielded take-back in progress.
-        self._scope.cancel()
+    def _cancel_scopes(self, canceller: Canceller) -> None:
+        # The core's CancelRun: the run's scope, and a shielded take-back in progress
+        # (with the cancel reason shared by the effects of one _apply).
+        canceller.cancel(self._scope)
         if self._reclaim is not None:
-            self._reclaim.cancel()
+            canceller.cancel(self._reclaim)
 
     def _cancelled_otherwise(self) -> bool:
         # (agentcore's ScopeOwner: the run aborts by cancelling this task's scope.)
