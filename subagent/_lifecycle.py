@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -24,12 +23,12 @@ from ._checkpoints import CheckpointError
 from ._core import TaskStatus
 from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation, start_child
+from ._emitter import emitter
 from ._events import Event, EventKind
 from ._recovery import commit_checkpoint, commit_start, end_unstarted
 from ._result import end_status
 from ._results import SubagentResultsTool
 from ._spec import Spec, agent_settings
-from ._stream import Stream
 from ._task import Task
 
 #: Appended to every subagent's system prompt (SPEC 3.4, isolation).
@@ -118,67 +117,6 @@ def _new_agent(
     )
 
 
-def _emitter(task: Task) -> agentcore.EventSink | None:
-    # None when nothing would see the run's events: no destination and no
-    # idle_timeout on its path to push back (a delegating tool reads the id of the
-    # call it runs in from agentcore.current_tool_call(), not from events). The run
-    # then skips its start and end emits.
-    destination = task.events
-    observe = task.pool._observer
-    if destination is None and observe is None:
-        above: Task | None = task
-        while above is not None and above.spec.idle_timeout is None:
-            above = above.parent
-        if above is None:
-            return None
-    return _Emitter(task, destination, observe)
-
-
-class _Emitter:
-    """A run's event sink in the pool: pushes back the idle watchdogs, shows the
-    event to the pool's observer (``subagent.otel``), if any, then sends it to the
-    task's stream, if any. (A slotted object rather than a closure: a closure and its
-    cells cost a parked run about twice the bytes.)"""
-
-    __slots__ = ("destination", "observe", "start_dropped", "task")
-
-    def __init__(
-        self, task: Task, destination: Stream | None, observe: Callable[[Event], None] | None
-    ) -> None:
-        self.task = task
-        self.destination = destination
-        self.observe = observe
-        self.start_dropped = False
-
-    async def __call__(self, event: agentcore.Event) -> None:
-        # The run's events wait for room within the task's limits; once the run has
-        # ended (its summary is set), its end never waits: see Stream.
-        task = self.task
-        task._progress()
-        destination = self.destination
-        observe = self.observe
-        if destination is None and observe is None:
-            return
-        kind = event.kind
-        wrapped = Event(task.path, kind, event, task.call_id)
-        if observe is not None:
-            observe(wrapped)
-        if destination is None:
-            return
-        run = task._run
-        if run is not None and run.summary is not None:
-            if self.start_dropped and kind is agentcore.EventKind.agent_end:
-                destination._drop_unpaired(wrapped)
-            else:
-                destination._send_reserved(wrapped)
-        elif kind is agentcore.EventKind.agent_start:
-            dropped = destination._dropped
-            await destination.send(wrapped)
-            self.start_dropped = destination._dropped != dropped
-        else:
-            await destination.send(wrapped)
-
-
 def _record(task: Task, kind: EventKind, summary: RunSummary | None, error: str | None) -> Record:
     data: dict[str, str | int | float | bool | None] = {"agent": task.name}
     if summary is not None:
@@ -260,10 +198,10 @@ def _prepare(task: Task, agent: Agent | None = None) -> agentcore.Run:
         agent = build_agent(task)
     if task._resume is not None:
         # Pool.resume checked the state against the spec.
-        run = agent.new_run_from(task._resume, emit=_emitter(task))
+        run = agent.new_run_from(task._resume, emit=emitter(task))
     else:
         run = agent.new_run(
-            task.input, path=task.path, emit=_emitter(task), run_id="/".join(task.path),
+            task.input, path=task.path, emit=emitter(task), run_id="/".join(task.path),
             history=task.history,
         )
     task._attach(run)

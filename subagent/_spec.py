@@ -117,7 +117,9 @@ class Spec:
       audit: The ``ledger.Sink`` recording its runs and task lifecycle.
       timeout: Wall-clock seconds a run may take; ``None`` for no limit.
       idle_timeout: Seconds a run may go without an event (its own or a
-        descendant's) before it is aborted; ``None`` disables the watchdog.
+        descendant's) before it is aborted; ``None`` disables the watchdog. Its
+        resolution is 10 ms: events less than 10 ms after the one that last pushed
+        the watchdog back do not push it again (``subagent._emitter.PUSH_RESOLUTION``).
       critical: Whether it keeps running when its parent run ends other than by a
         hard abort (its result then becomes a ``task_orphaned`` event); a
         non-critical background subagent is cancelled then. A hard abort

@@ -167,6 +167,14 @@ class Stream:
         else:
             raise trio.WouldBlock
 
+    def _room(self) -> bool:
+        # Whether send_nowait takes (or drops, counted) an event now rather than raise
+        # trio.WouldBlock. Not a checkpoint.
+        return (
+            self._closed or bool(self._receivers) or len(self._buffer) < self._max
+            or self._overflow == "drop_newest"
+        )
+
     async def send(self, event: Event) -> None:
         """Send ``event``, waiting while the buffer is full (policy ``block``).
 
@@ -312,7 +320,20 @@ class Stream:
         return self
 
     async def __anext__(self) -> Event:
-        try:
-            return await self.receive()
-        except trio.EndOfChannel:
-            raise StopAsyncIteration from None
+        # receive(), inline (an await layer fewer per event), ending the iteration at
+        # the close once drained.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            try:
+                event = self.receive_nowait()
+            except trio.WouldBlock:
+                self._unyielded = 0
+                await self._wait_for_send()
+                continue
+            except trio.EndOfChannel:
+                raise StopAsyncIteration from None
+            self._unyielded += 1
+            if self._unyielded >= RECEIVE_BATCH:
+                self._unyielded = 0
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return event

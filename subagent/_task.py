@@ -436,9 +436,9 @@ class Task:
             return TaskPaused(f"task {where} paused for approval", self.path, self._run.state)
         return TaskCancelled(f"task {where} was cancelled", self.path)
 
-    def _progress(self) -> None:
-        # An event of this run or of a descendant's: push back every idle watchdog above it.
-        now = trio.current_time()
+    def _progress(self, now: float) -> None:
+        # An event of this run or of a descendant's at ``now`` (trio's clock): push back
+        # every idle watchdog above it.
         task: Task | None = self
         while task is not None:
             scope = task._limits
