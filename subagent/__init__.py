@@ -5,6 +5,7 @@ from ._budget import BudgetReport as BudgetReport
 from ._budget import Spend as Spend
 from ._checkpoints import MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES
 from ._checkpoints import MAX_CHECKPOINT_ROWS as MAX_CHECKPOINT_ROWS
+from ._checkpoints import MAX_RESUME_CLAIMS as MAX_RESUME_CLAIMS
 from ._checkpoints import CheckpointError as CheckpointError
 from ._checkpoints import CheckpointRow as CheckpointRow
 from ._checkpoints import SqliteCheckpoints as SqliteCheckpoints

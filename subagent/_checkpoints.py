@@ -44,6 +44,9 @@ from ._checkrows import check_schema, read_rows
 from ._checkschema import SCHEMA
 from ._checkwrites import Batch, Claim, Write, commit_batch, connect
 
+#: The most resumes a ``SqliteCheckpoints`` file remembers (``max_claims``): 100,000.
+MAX_RESUME_CLAIMS = 100_000
+
 _LOCKED = "another SqliteCheckpoints is writing to it (here or in another process)"
 
 
@@ -68,6 +71,8 @@ class SqliteCheckpoints:
       busy_timeout: Seconds a write waits for a lock held by a reader.
       max_rows: The most rows :meth:`rows` reads.
       max_state_bytes: The most bytes of one state :meth:`rows` reads.
+      max_claims: The most resumes the file remembers (:meth:`claim`; the oldest
+        records are dropped, except those of runs whose row is ``running``).
     """
 
     path: str = attrs.field(converter=_to_path)
@@ -75,6 +80,7 @@ class SqliteCheckpoints:
     busy_timeout: float = attrs.field(default=5.0, kw_only=True)
     max_rows: int = attrs.field(default=MAX_CHECKPOINT_ROWS, kw_only=True)
     max_state_bytes: int = attrs.field(default=MAX_CHECKPOINT_BYTES, kw_only=True)
+    max_claims: int = attrs.field(default=MAX_RESUME_CLAIMS, kw_only=True)
     _open_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
     _token: trio.lowlevel.TrioToken | None = attrs.field(default=None, init=False)
@@ -131,8 +137,22 @@ class SqliteCheckpoints:
         """Record that the paused ``state`` is being resumed (by its run id and
         ``key``, see ``subagent._resumed``) and, in the same transaction, store it as
         its run's checkpoint (``running``, nothing in flight: answered, not yet
-        resumed), so a crash from here on is recovered with its answers. Returns ``False``, writing
-        nothing, when that state was resumed already. A checkpoint.
+        resumed), so a crash from here on is recovered with its answers. Returns
+        ``False``, writing nothing, when that state was resumed already. The file
+        keeps the newest ``max_claims`` records (and those of runs whose row is
+        ``running``): a state whose record was dropped can be resumed again. A
+        checkpoint.
+
+        Raises:
+          CheckpointError: the database cannot be opened or written.
+        """
+        return await self.take_claim(name, state, key) is not None
+
+    async def take_claim(
+        self, name: str, state: agentcore.RunState, key: str
+    ) -> Claim | None:
+        """:meth:`claim`, returning the claim taken (to give to :meth:`unclaim`) or
+        ``None``. A checkpoint.
 
         Raises:
           CheckpointError: the database cannot be opened or written.
@@ -141,12 +161,28 @@ class SqliteCheckpoints:
         row: Write = (state.run_id, name, None, None, "running", "[]", state.to_json())
         claim = Claim(state.run_id, key, row)
         await self._commit(None, claim)
-        if claim.taken:
-            self.commits += 1
-        return claim.taken
+        if not claim.taken:
+            return None
+        self.commits += 1
+        return claim
 
-    async def _commit(self, row: Write | None, claim: Claim | None) -> None:
-        # Hand ``row`` or ``claim`` to the writer thread and wait for its commit.
+    async def unclaim(self, claim: Claim) -> None:
+        """Undo ``claim`` (taken by :meth:`take_claim`, its resume not queued): its
+        record is deleted and its run's row put back as it was before (deleted if it
+        had none), in one transaction. A checkpoint.
+
+        Raises:
+          CheckpointError: the database cannot be written.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        await self._commit(None, claim, release=True)
+        self.commits += 1
+
+    async def _commit(
+        self, row: Write | None, claim: Claim | None, *, release: bool = False
+    ) -> None:
+        # Hand ``row`` or ``claim`` (to take, or to release) to the writer thread and
+        # wait for its commit.
         if self._thread is None:
             await self._open()
         if self._closed:
@@ -159,7 +195,7 @@ class SqliteCheckpoints:
             if row is not None:
                 batch.rows.append(row)
             if claim is not None:
-                batch.claims.append(claim)
+                (batch.releases if release else batch.claims).append(claim)
         with trio.CancelScope(shield=True):
             # Once handed over it is committed or not; wait to know which.
             await batch.done.wait()
@@ -249,7 +285,7 @@ class SqliteCheckpoints:
                 batch, self._pending = self._pending, None
             if batch is None:
                 return
-            commit_batch(conn, batch)
+            commit_batch(conn, batch, self.max_claims)
             self._notify(batch.done.set)
 
     # -- reading -----------------------------------------------------------------------

@@ -20,14 +20,22 @@ from ._checkschema import CLAIM, UPSERT
 Write = tuple[str, str, str | None, str | None, str, str, "str | agentcore.RunState"]
 
 
+# A run's row as it was before a claim wrote it: name, parent, call_id, status, seq,
+# in_flight, state; ``None`` when it had none.
+Before = tuple[object, ...] | None
+
+
 @attrs.define(eq=False)
 class Claim:
-    """A resume's marker (run id, key) and its run's row, written only if it is new."""
+    """A resume's marker (run id, key) and its run's row, written only if it is new;
+    once taken, the row as it was before (what :meth:`SqliteCheckpoints.unclaim`
+    puts back)."""
 
     run_id: str
     key: str
     row: Write
     taken: bool = False
+    before: Before = None
 
 
 @attrs.define(eq=False)
@@ -36,6 +44,8 @@ class Batch:
 
     rows: list[Write] = attrs.Factory(list)
     claims: list[Claim] = attrs.Factory(list)
+    #: Taken claims to undo: marker deleted, row put back as it was.
+    releases: list[Claim] = attrs.Factory(list)
     done: trio.Event = attrs.Factory(trio.Event)
     cause: str | None = None
     #: Rows (by id) whose state could not be encoded: only their own writes fail.
@@ -53,9 +63,23 @@ def connect(path: str, timeout: float) -> sqlite3.Connection:
     return conn
 
 
-def commit_batch(conn: sqlite3.Connection, batch: Batch) -> None:
+_BEFORE = ("SELECT name, parent, call_id, status, seq, in_flight, state FROM checkpoints "
+           "WHERE run_id = ?")
+_PUT_BACK = ("UPDATE checkpoints SET name = ?, parent = ?, call_id = ?, status = ?, seq = ?, "
+             "in_flight = ?, state = ? WHERE run_id = ?")
+# The markers older than the newest ``max_claims`` (the table's rowids grow by one per
+# marker), except those of a run whose row is a running claimed resume: recovery reads
+# its marker (``CheckpointRow.claimed``).
+_PRUNE = ("DELETE FROM resumed WHERE rowid <= (SELECT max(rowid) FROM resumed) - ? AND NOT "
+          "EXISTS (SELECT 1 FROM checkpoints c WHERE c.run_id = resumed.run_id "
+          "AND c.status = 'running')")
+
+
+def commit_batch(conn: sqlite3.Connection, batch: Batch, max_claims: int) -> None:
     """Commit ``batch`` in one transaction (rolled back, with ``batch.cause`` set, if
-    it fails); a claim is taken only if its marker is new."""
+    it fails): its rows; its claims, each taken only if its marker is new (then the
+    ``resumed`` table keeps the newest ``max_claims`` markers, and those of running
+    claimed rows); its releases."""
     try:
         rows = []
         for row in batch.rows:
@@ -68,12 +92,23 @@ def commit_batch(conn: sqlite3.Connection, batch: Batch) -> None:
         conn.executemany(UPSERT, rows)
         taken = []
         for claim in batch.claims:
+            before = conn.execute(_BEFORE, (claim.run_id,)).fetchone()
             if conn.execute(CLAIM, (claim.run_id, claim.key)).rowcount == 1:
                 conn.execute(UPSERT, claim.row)
-                taken.append(claim)
+                taken.append((claim, before))
+        if taken:
+            conn.execute(_PRUNE, (max_claims,))
+        for claim in batch.releases:
+            conn.execute("DELETE FROM resumed WHERE run_id = ? AND key = ?",
+                         (claim.run_id, claim.key))
+            if claim.before is None:
+                conn.execute("DELETE FROM checkpoints WHERE run_id = ?", (claim.run_id,))
+            else:
+                conn.execute(_PUT_BACK, (*claim.before, claim.run_id))
         conn.execute("COMMIT")
-        for claim in taken:
+        for claim, before in taken:
             claim.taken = True
+            claim.before = before
     except Exception as exc:
         if conn.in_transaction:
             with contextlib.suppress(sqlite3.Error):

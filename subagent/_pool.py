@@ -30,8 +30,7 @@ from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
 from ._recovery import Recovered, recover
-from ._resumable import bind
-from ._resumed import already_resumed, resume_key
+from ._resumable import bind, claim_and_submit
 from ._scopes import Canceller
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
@@ -274,7 +273,8 @@ class Pool(Waits):
         and answers-independent key), with its answers as its run's checkpoint, before
         the task is queued: the same paused state given again (the same stored JSON
         resumed twice) raises :class:`AlreadyResumedError` instead of running its
-        approved calls again. Without checkpoints nothing records it: resuming the
+        approved calls again; a resume not queued (cancelled, the pool closed) has
+        its record undone. Without checkpoints nothing records it: resuming the
         same state twice runs its approved calls twice (keep the state where only
         one resume can take it, as ``subagent resume`` does with its file).
 
@@ -298,9 +298,14 @@ class Pool(Waits):
         # recovered state: a second crash is recovered again from the same row).
         name = bind(self._specs, state, name)
         store = self.checkpoints if claim else None
-        if store is not None and not await store.claim(name, state, resume_key(state)):
-            raise already_resumed(state)
-        return await self._submit(name, state.input, (), events, None, resume=state)
+        bound = name
+
+        def submit() -> Awaitable[Task]:
+            return self._submit(bound, state.input, (), events, None, resume=state)
+
+        if store is not None:  # the claim is undone if the task is not queued
+            return await claim_and_submit(store, name, state, submit)
+        return await submit()
 
     async def recover(self) -> Recovered:
         """Resume the root tasks a crash left unfinished in :attr:`checkpoints`, each

@@ -1,20 +1,30 @@
-"""What ``Pool.resume`` checks before it queues a paused run: agentcore's own check,
-on the names a spec binds."""
+"""What ``Pool.resume`` checks before it queues a paused run (agentcore's own check,
+on the names a spec binds), and its claim in the checkpoints, undone if the run is
+not queued (:func:`claim_and_submit`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
+import trio
 
 from agentcore import RunState
 from agentcore._resume import check_resumable as check_resumable
 
+from ._checkpoints import CheckpointError, SqliteCheckpoints
 from ._errors import UnknownAgentError
+from ._resumed import already_resumed, resume_key
 
 if TYPE_CHECKING:
     from ._spec import Spec
+
+#: Seconds the undoing of a claim whose resume was not queued may take (shielded).
+RELEASE_BOUND = 5.0
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -73,3 +83,29 @@ def bind(specs: Mapping[str, Spec], state: RunState, name: str | None) -> str:
     check_resumable(Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
     check_background(specs, state)
     return name
+
+
+async def claim_and_submit(
+    store: SqliteCheckpoints, name: str, state: RunState, submit: Callable[[], Awaitable[T]]
+) -> T:
+    """Claim the resume of ``state`` in ``store`` (``SqliteCheckpoints.take_claim``),
+    then ``submit()``; if that raises (cancelled while the queue is full, the pool
+    closed), the claim is undone (``unclaim``: shielded, for at most
+    :data:`RELEASE_BOUND` seconds; a failure to store it is dropped, the state then
+    stays claimed) before the error propagates, so the same state can be resumed
+    again and a recovery does not run it. A checkpoint.
+
+    Raises:
+      AlreadyResumedError: ``store`` records this state as resumed already.
+      CheckpointError: the claim cannot be stored (nothing is queued).
+    """
+    claim = await store.take_claim(name, state, resume_key(state))
+    if claim is None:
+        raise already_resumed(state)
+    try:
+        return await submit()
+    except BaseException:
+        with trio.move_on_after(RELEASE_BOUND, shield=True):
+            with contextlib.suppress(CheckpointError):
+                await store.unclaim(claim)
+        raise

@@ -24,6 +24,7 @@ import trio
 import agentcore
 
 from .._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints, UnreadRow
+from .._checkwrites import Claim
 from ._inputs import wire_size
 
 #: The most runs a heartbeated tree may hold.
@@ -109,11 +110,16 @@ class HeartbeatCheckpoints(SqliteCheckpoints):
                         f"cannot record a checkpoint: {type(exc).__name__}") from None
         self.commits += 1
 
-    async def claim(self, name: str, state: agentcore.RunState, key: str) -> bool:
+    async def take_claim(self, name: str, state: agentcore.RunState, key: str) -> Claim:
         """Nothing to record: the workflow resumes each paused state once (its answer
         is an event of its history), so ``Pool.resume`` goes on. A checkpoint."""
         await trio.lowlevel.checkpoint()
-        return True
+        return Claim(state.run_id, key, (state.run_id, name, None, None, "running", "[]", ""),
+                     taken=True)
+
+    async def unclaim(self, claim: Claim) -> None:
+        """Nothing recorded, nothing to undo. A checkpoint."""
+        await trio.lowlevel.checkpoint()
 
     def encoded(self) -> str:
         """The rows of the runs still running or paused, as JSON. Not a checkpoint."""
