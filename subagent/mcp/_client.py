@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from ._config import NAME, McpServer
+from ._link import Link
 
 if TYPE_CHECKING:
     import mcp_types
@@ -36,8 +37,9 @@ MAX_ERROR = 1000
 
 
 @asynccontextmanager
-async def connect(server: McpServer) -> AsyncIterator[ClientSession]:
-    """A session with ``server``, not yet initialized. A checkpoint.
+async def connect(server: McpServer, link: Link) -> AsyncIterator[ClientSession]:
+    """A session with ``server``, not yet initialized; ``link`` is told when its
+    transport ends (a stdio transport's; an HTTP one's never does). A checkpoint.
 
     Raises:
       ImportError: the ``mcp`` extra is not installed.
@@ -48,7 +50,10 @@ async def connect(server: McpServer) -> AsyncIterator[ClientSession]:
     if server.command is not None:
         from ._stdio import bounded_stdio
 
-        async with bounded_stdio(server) as (read, write), ClientSession(read, write) as session:
+        async with (
+            bounded_stdio(server, link) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             yield session
     else:
         assert server.url is not None

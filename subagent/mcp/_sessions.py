@@ -2,8 +2,10 @@
 
 Each server has one supervisor task. It starts the server (spawn or connect,
 initialize, list the tools) within the server's ``start_timeout``, then watches the
-connection: a call that finds it closed, or a ping not answered within
-:data:`PING_TIMEOUT` (one every :data:`PING_INTERVAL`), ends it. A server that cannot
+connection: its transport's end (a stdio server's stdout or process), or a ping not
+answered within :data:`PING_TIMEOUT` (one every :data:`PING_INTERVAL`), ends it. A
+call answered "connection closed" (JSON-RPC ``-32000``) while the transport runs fails
+alone, and the server is pinged at once: a server cannot force its own restart. A server that cannot
 start or whose connection ended is started again after a backoff (1s, doubling, at
 most :data:`MAX_BACKOFF`), for as long as the pool is open. Meanwhile its tools'
 calls fail at once with :class:`McpServerError` naming the server (an error result the
@@ -27,6 +29,7 @@ from .._errors import SpecError
 from .._events import Event, EventKind
 from ._client import MAX_ERROR, connect, list_tools
 from ._config import McpServer, McpServerError
+from ._link import Link
 
 if TYPE_CHECKING:
     import mcp_types
@@ -53,12 +56,18 @@ class _Connection:
     def __init__(self, server: McpServer) -> None:
         self.server = server
         self.session: ClientSession | None = None
+        self.link = Link()  # the current session's transport
         self.tools: dict[str, mcp_types.Tool] | None = None  # the latest listing
         self.problem = "it has not started yet"
         self.starts = 0
         self.failures = 0
+        self.pings = 0  # pings sent, on time or at once
         self.settled = trio.Event()  # the first start ended (either way)
-        self.broken = trio.Event()  # the current session was seen closed
+        self.wake = trio.Event()  # the watcher should look now (a new one after each look)
+        self.closed = False  # a call found the current session closed
+
+    def wake_up(self) -> None:
+        self.wake.set()
 
     def lost(self, session: ClientSession) -> None:
         # A call found ``session`` closed: no more calls go to it, and the supervisor
@@ -66,7 +75,14 @@ class _Connection:
         if self.session is session:
             self.session = None
             self.problem = "closed the connection; it is being started again"
-            self.broken.set()
+            self.closed = True
+            self.wake.set()
+
+    def doubt(self, session: ClientSession) -> None:
+        # A call was answered "connection closed" while the transport is up: the
+        # supervisor pings the server now rather than at the next interval.
+        if self.session is session:
+            self.wake.set()
 
     def name_error(self, text: str) -> McpServerError:
         return McpServerError(f"MCP server {self.server.name!r} {text}")
@@ -146,20 +162,27 @@ class McpSessions:
         from mcp_types import CONNECTION_CLOSED
 
         connection = self._connection(name)
-        session = connection.session
+        session, link = connection.session, connection.link
         if session is None:
             await trio.lowlevel.checkpoint()
             raise connection.name_error(f"is not available: {connection.problem}")
         try:
             return await session.call_tool(tool, arguments)
         except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
+            message = connection.server.masked(exc.message)[:MAX_ERROR]
+            if exc.code != CONNECTION_CLOSED:
+                raise connection.name_error(f"refused the call: {message}") from None
+            if link.ended:
                 connection.lost(session)
                 raise connection.name_error(
                     "closed the connection during the call; it will be started again"
                 ) from None
-            message = connection.server.masked(exc.message)[:MAX_ERROR]
-            raise connection.name_error(f"refused the call: {message}") from None
+            # The server (or the SDK, for one reply it could not read) says the
+            # connection closed, yet the transport runs: only this call failed.
+            connection.doubt(session)
+            raise connection.name_error(
+                f"failed the call: {message}; it is being pinged"
+            ) from None
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             connection.lost(session)
             raise connection.name_error(f"cannot be reached: {type(exc).__name__}") from None
@@ -179,13 +202,16 @@ class McpSessions:
             backoff = min(backoff * 2, MAX_BACKOFF)
 
     async def _run_once(self, connection: _Connection) -> str:
-        # One session, from start to end; returns why it ended (it never ends well).
+        # One session, from start to end; returns why it ended (it never ends well),
+        # with the end of a stdio server's stderr.
         server = connection.server
         connection.starts += 1
-        connection.broken = trio.Event()
+        connection.closed = False
+        connection.wake = trio.Event()
+        connection.link = link = Link(connection.wake_up)
         with trio.CancelScope(deadline=trio.current_time() + server.start_timeout) as start:
             try:
-                async with connect(server) as session:
+                async with connect(server, link) as session:
                     await session.initialize()
                     tools, problems = await list_tools(session)
                     start.deadline = math.inf
@@ -195,22 +221,31 @@ class McpSessions:
                     connection.settled.set()
                     for problem in problems:
                         await self._report(connection, problem)
-                    return await self._watch(connection, session)
+                    problem = await self._watch(connection, session)
             except Exception as exc:
-                return _failure(exc)
+                problem = f"failed: {link.reason}" if link.ended else _failure(exc)
+            return link.described(problem)
         # Only the start's deadline lands here: the session had not started.
-        return f"did not start within {server.start_timeout:g}s"
+        return link.described(f"did not start within {server.start_timeout:g}s")
 
     async def _watch(self, connection: _Connection, session: ClientSession) -> str:
+        # Pings every PING_INTERVAL, or at once when a call doubts the connection;
+        # returns why the session ended.
+        link = connection.link
         while True:
             with trio.move_on_after(PING_INTERVAL):
-                await connection.broken.wait()
+                await connection.wake.wait()
+            connection.wake = trio.Event()
+            if link.ended:
+                return link.reason
+            if connection.closed:
                 return "closed the connection"
+            connection.pings += 1
             with trio.move_on_after(PING_TIMEOUT):
                 try:
                     await session.send_ping()
                 except Exception as exc:
-                    return f"did not answer a ping: {_failure(exc)}"
+                    return link.reason if link.ended else f"did not answer a ping: {_failure(exc)}"
                 continue
             return f"did not answer a ping within {PING_TIMEOUT:g}s"
 

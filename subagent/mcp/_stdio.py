@@ -27,6 +27,8 @@ import trio
 
 from ._config import McpServer
 from ._framing import Lines, McpMessageError, check_values
+from ._link import Link
+from ._stderr import StderrTail
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -40,8 +42,11 @@ GRACE = 2.0
 
 
 @asynccontextmanager
-async def bounded_stdio(server: McpServer) -> AsyncIterator[tuple[Any, Any]]:
+async def bounded_stdio(server: McpServer, link: Link) -> AsyncIterator[tuple[Any, Any]]:
     """Run ``server``'s command and yield the SDK's (read, write) message streams.
+
+    ``link`` is told when the transport ends (before the SDK's read stream closes)
+    and holds the tail of the server's stderr (read through a pipe, never inherited).
 
     A checkpoint. Raises ``OSError`` when the command cannot be started.
     """
@@ -55,49 +60,51 @@ async def bounded_stdio(server: McpServer) -> AsyncIterator[tuple[Any, Any]]:
         [server.command, *server.args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env=get_default_environment() | dict(server.env),
         start_new_session=True,
     )
     incoming, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
     assert process.stdout is not None and process.stdin is not None
-    stdout, stdin = process.stdout, process.stdin
+    assert process.stderr is not None
+    stdout, stdin, stderr = process.stdout, process.stdin, process.stderr
+    link.stderr = StderrTail(server)
 
-    async def read() -> None:
-        # Lines of stdout into messages; a line past MAX_MESSAGE, or with more than
-        # MAX_VALUES JSON values, ends the connection.
+    async def read() -> str:
+        # Lines of stdout into messages until the connection ends; returns why. A
+        # line past MAX_MESSAGE, or with more than MAX_VALUES JSON values, ends it.
         lines = Lines(MAX_MESSAGE)
-        async with incoming:
-            while True:
+        while True:
+            try:
+                chunk = await stdout.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                chunk = b""
+            if not chunk:
+                return "closed the connection"
+            for line in lines.feed(chunk):
                 try:
-                    chunk = await stdout.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-                if not chunk:
-                    return
-                for line in lines.feed(chunk):
-                    try:
-                        if line is None:
-                            raise McpMessageError(
-                                f"a message is larger than {MAX_MESSAGE} bytes (MAX_MESSAGE)"
-                            )
-                        check_values(line)
-                    except McpMessageError as exc:
-                        logger.warning(
-                            "MCP server %r broke a bound: %s; closing the connection",
-                            server.name, exc,
+                    if line is None:
+                        raise McpMessageError(
+                            f"a message is larger than {MAX_MESSAGE} bytes (MAX_MESSAGE)"
                         )
-                        return
-                    try:
-                        item: SessionMessage | Exception = SessionMessage(
-                            mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                        )
-                    except ValueError as exc:
-                        item = exc
-                    try:
-                        await incoming.send(item)
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                        return
+                    check_values(line)
+                except McpMessageError as exc:
+                    logger.warning(
+                        "MCP server %r broke a bound: %s; closing the connection",
+                        server.name, exc,
+                    )
+                    return f"broke a bound: {exc}"
+                try:
+                    item: SessionMessage | Exception = SessionMessage(
+                        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    )
+                except ValueError as exc:
+                    item = exc
+                try:
+                    await incoming.send(item)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return "closed the connection"
 
     async def write() -> None:
         async with outgoing:
@@ -111,8 +118,14 @@ async def bounded_stdio(server: McpServer) -> AsyncIterator[tuple[Any, Any]]:
     reading = trio.CancelScope()
 
     async def read_until_exit() -> None:
-        with reading:
-            await read()
+        # The link ends before the SDK sees the read stream close: a call that then
+        # fails with "connection closed" finds it ended.
+        async with incoming:
+            try:
+                with reading:
+                    link.end(await read())
+            finally:
+                link.end(f"exited with code {process.returncode}")
 
     async def watch() -> None:
         # A helper the server started may hold its stdout open after the server has
@@ -126,6 +139,7 @@ async def bounded_stdio(server: McpServer) -> AsyncIterator[tuple[Any, Any]]:
             nursery.start_soon(read_until_exit)
             nursery.start_soon(write)
             nursery.start_soon(watch)
+            nursery.start_soon(link.stderr.read, stderr)
             try:
                 yield read_stream, write_stream
             finally:
@@ -133,6 +147,10 @@ async def bounded_stdio(server: McpServer) -> AsyncIterator[tuple[Any, Any]]:
     finally:
         with trio.CancelScope(shield=True):
             await _stop(process)
+            # What the server wrote just before it ended, still in the pipe.
+            if isinstance(stderr, trio.lowlevel.FdStream):
+                link.stderr.drain(stderr.fileno())
+            await stderr.aclose()
             for stream in (read_stream, write_stream):
                 await stream.aclose()
 

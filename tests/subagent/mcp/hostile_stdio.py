@@ -5,8 +5,9 @@ JSON-RPC lines, no SDK. ``python hostile_stdio.py MODE [ARG]``:
   tool's schema (far more JSON values than bytes would suggest).
 - ``nan``: ``tools/list`` lists ``bad`` (a ``NaN`` in its schema), ``inf`` (``Infinity``),
   ``big`` (``1e400``) and ``echo`` (a clean schema).
-- ``fake-closed``: ``tools/call`` answers a JSON-RPC error with code -32000 (the SDK's
-  "connection closed") and the message ``Connection closed``; pings are answered.
+- ``fake-closed FILE``: ``tools/call`` answers a JSON-RPC error with code -32000 (the
+  SDK's "connection closed") and the message ``Connection closed``; pings are answered,
+  and a line written to FILE for each.
 - ``stderr N``: writes N bytes of noise, a secret and a host path to stderr, then exits
   before answering ``initialize``.
 """
@@ -26,10 +27,10 @@ def reply(request_id: object, result: object) -> None:
     sys.stdout.flush()
 
 
-def tools(mode: str, arg: int) -> list[dict[str, Any]]:
+def tools(mode: str, arg: str) -> list[dict[str, Any]]:
     echo = {"name": "echo", "inputSchema": {"type": "object"}}
     if mode == "values":
-        return [{"name": "many", "inputSchema": {"type": "object", "x": [{}] * (arg // 3)}}]
+        return [{"name": "many", "inputSchema": {"type": "object", "x": [{}] * (int(arg) // 3)}}]
     if mode == "nan":
         return [
             {"name": "bad", "inputSchema": {"type": "object", "maximum": float("nan")}},
@@ -42,10 +43,10 @@ def tools(mode: str, arg: int) -> list[dict[str, Any]]:
 
 def main() -> None:
     mode = sys.argv[1]
-    arg = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    arg = sys.argv[2] if len(sys.argv) > 2 else "0"
     if mode == "stderr":
         where = "/home/someone/secret/project/srv.py"
-        sys.stderr.write("x" * arg + f"\nTraceback: {where}: key {SECRET}\n")
+        sys.stderr.write("x" * int(arg) + f"\nTraceback: {where}: key {SECRET}\n")
         sys.stderr.flush()
         sys.exit(3)
     for line in sys.stdin:
@@ -73,6 +74,9 @@ def main() -> None:
         elif method == "tools/call":
             reply(request_id, {"content": [{"type": "text", "text": "ok"}]})
         else:
+            if method == "ping" and mode == "fake-closed":
+                with open(arg, "a") as pings:
+                    pings.write("ping\n")
             reply(request_id, {})
 
 

@@ -200,12 +200,16 @@ async def test_streamable_http_server_answers_fails_cuts_and_cancels(
         assert echo == "hello"
         assert fail == (
             "tool 'fail' failed: McpToolError: MCP server 'fx': Error executing tool fail: boom")
-        # The SDK's HTTP transport takes at most 1 MiB per event: the call fails, and
-        # the session is started again.
+        # The SDK's HTTP transport takes at most 1 MiB per event: that call fails (the
+        # SDK answers it "connection closed", -32000), and the server is pinged at
+        # once; it answers, so it is not started again.
         assert big == (
-            "tool 'big' failed: McpServerError: MCP server 'fx' closed the connection "
-            "during the call; it will be started again")
-        await wait_for(lambda: pool.mcp is not None and pool.mcp.is_up("fx"), "restarted")
+            "tool 'big' failed: McpServerError: MCP server 'fx' failed the call: SSE stream "
+            "failed: Server-sent event exceeded the 1048576 byte limit.; it is being pinged")
+        assert pool.mcp is not None
+        connection = pool.mcp._connections["fx"]
+        await wait_for(lambda: connection.pings >= 1, "pinged")
+        assert pool.mcp.is_up("fx") and connection.starts == 1
         # Cancelling the run cancels its call on the server.
         task = await pool.submit("waiter", "wait")
         await wait_for(lambda: marker.exists() and marker.read_text() == "started", "started")
