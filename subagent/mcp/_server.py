@@ -5,7 +5,8 @@ Each agent is a tool of the same name taking ``{"task": "..."}``; a call submits
 task to one pool (bounded, gated, audited like ``subagent run``) and answers with the
 task's output, or an error result saying how the task ended. A client's
 ``notifications/cancelled`` cancels the task (and so its subagents and their tool
-calls). When the client asks for progress, each event of the task's tree is sent as a
+calls). Each request (line of stdin) is at most 4 MiB (:mod:`._serve_stdio`). When
+the client asks for progress, each event of the task's tree is sent as a
 progress notification (``"PATH: KIND"``); events the client is too slow for are
 dropped, never slowing the agents (at most :data:`PROGRESS_BUFFER` wait).
 
@@ -29,6 +30,7 @@ from .._pool import Pool
 from .._results import SubagentResultsTool
 from .._safe_text import one_line
 from .._stream import Stream
+from ._serve_stdio import serve_stdio
 
 #: Events of one call's tree waiting to go out as progress notifications.
 PROGRESS_BUFFER = 64
@@ -100,7 +102,7 @@ async def serve_specs(specs: SpecFile, *, gate: ToolGate, audit: Any) -> None:
                 name=spec.name,
                 description=spec.description or f"Give the {spec.name} agent a task.",
             )
-        await server.run_stdio_async()
+        await serve_stdio(server)
         # The client has gone: tasks it left running are not waited for.
         pool.cancel()
 

@@ -1,0 +1,196 @@
+"""The stdio transport of ``subagent mcp`` (the pool as an MCP server), with a bound on
+what the client writes: one request (one line of stdin) is at most
+:data:`MAX_REQUEST` bytes.
+
+The SDK's ``stdio_server`` reads a line however long it grows. Here a longer line is
+answered with a JSON-RPC error (``-32600``, ``id`` null) as soon as it passes the
+bound, and skipped to its end: at most :data:`MAX_REQUEST` bytes of it are ever held.
+Like the SDK's transport, it claims the process's stdin and stdout while it serves: fd
+0 reads the null device and fd 1 writes to stderr, so that nothing a tool or a child
+process prints reaches the wire; both are restored when it ends.
+
+The server is run through the SDK's ``MCPServer._lowlevel_server.run``, the call its
+own ``run_stdio_async`` makes, which is not public: :func:`lowlevel_run` checks that it
+is there and raises ``ImportError`` naming it when an SDK version lacks it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import inspect
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._framing import Lines
+
+if TYPE_CHECKING:
+    from mcp.shared.message import SessionMessage
+
+#: The largest request (line of stdin) ``subagent mcp`` reads: 4 MiB.
+MAX_REQUEST = 4 * 1024 * 1024
+#: Seconds the replies already given may take to be written once the server ends.
+FLUSH = 5.0
+
+#: The answer to a line past :data:`MAX_REQUEST`: JSON-RPC's "Invalid Request".
+TOO_LONG = (
+    json.dumps({
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": f"the request is longer than {MAX_REQUEST} bytes (MAX_REQUEST); "
+            "it was skipped",
+        },
+    }).encode()
+    + b"\n"
+)
+
+
+def lowlevel_run(server: Any) -> Callable[[Any, Any], Awaitable[None]]:
+    """How to run ``server`` (the SDK's ``MCPServer``) over a pair of message streams:
+    its low-level server's ``run`` with its initialization options. Not a checkpoint.
+
+    Raises:
+      ImportError: this version of the SDK has no such call (it is not public).
+    """
+    lowlevel = getattr(server, "_lowlevel_server", None)
+    run = getattr(lowlevel, "run", None)
+    options = getattr(lowlevel, "create_initialization_options", None)
+    try:
+        ok = callable(options) and inspect.iscoroutinefunction(run)
+        ok = ok and len(inspect.signature(run).parameters) >= 3  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ImportError(
+            "subagent mcp needs the mcp SDK's MCPServer._lowlevel_server.run "
+            "(mcp 2.x); the installed version has none"
+        )
+    assert lowlevel is not None and callable(options)
+    init = options()
+
+    async def serve(read_stream: Any, write_stream: Any) -> None:
+        await lowlevel.run(read_stream, write_stream, init)
+
+    return serve
+
+
+async def serve_stdio(server: Any) -> None:
+    """Serve ``server`` (the SDK's ``MCPServer``) over this process's stdin and stdout
+    until the client closes stdin. A checkpoint.
+
+    Raises:
+      ImportError: the SDK lacks the call the server is run through.
+    """
+    run = lowlevel_run(server)
+    with _claimed() as (stdin, stdout):
+        async with bounded_stdio_server(stdin, stdout) as (read_stream, write_stream):
+            await run(read_stream, write_stream)
+
+
+@contextlib.contextmanager
+def _claimed() -> Iterator[tuple[int, int]]:
+    # Private copies of fds 0 and 1 for the wire; fd 0 then reads the null device and
+    # fd 1 writes to stderr, until the block ends.
+    stdin = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    stdout = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+        os.dup2(2, 1)
+    finally:
+        os.close(null)
+    try:
+        yield stdin, stdout
+    finally:
+        # What was printed meanwhile goes to stderr, where fd 1 still points.
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+        os.dup2(stdin, 0)
+        os.dup2(stdout, 1)
+        # Not closed: an abandoned reader thread may still be blocked on them.
+
+
+@asynccontextmanager
+async def bounded_stdio_server(
+    stdin: int, stdout: int
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's (read, write) message streams over the file descriptors ``stdin``
+    and ``stdout``; a request line past :data:`MAX_REQUEST` is answered
+    :data:`TOO_LONG` and skipped. A checkpoint.
+
+    When the block ends, the replies already given are written (within
+    :data:`FLUSH` seconds) and reading stops.
+    """
+    import anyio
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    incoming, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+    writing = trio.Lock()
+
+    async def send(data: bytes) -> None:
+        async with writing:
+            view = memoryview(data)
+            while view:
+                written = await trio.to_thread.run_sync(
+                    os.write, stdout, view, abandon_on_cancel=True
+                )
+                view = view[written:]
+
+    async def read() -> None:
+        lines = Lines(MAX_REQUEST)
+        async with incoming:
+            while True:
+                try:
+                    chunk = await trio.to_thread.run_sync(
+                        os.read, stdin, 65536, abandon_on_cancel=True
+                    )
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    return
+                for line in lines.feed(chunk):
+                    if line is None:
+                        await send(TOO_LONG)
+                        continue
+                    try:
+                        item: SessionMessage | Exception = SessionMessage(
+                            mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                        )
+                    except ValueError as exc:
+                        item = exc
+                    try:
+                        await incoming.send(item)
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        return
+
+    async def write() -> None:
+        async with outgoing:
+            async for message in outgoing:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await send(data.encode() + b"\n")
+
+    async with trio.open_nursery() as nursery:
+        reading = trio.CancelScope()
+
+        async def read_until_done() -> None:
+            with reading:
+                await read()
+
+        nursery.start_soon(read_until_done)
+        nursery.start_soon(write)
+        try:
+            yield read_stream, write_stream
+        finally:
+            reading.cancel()
+            await write_stream.aclose()
+            nursery.cancel_scope.deadline = trio.current_time() + FLUSH

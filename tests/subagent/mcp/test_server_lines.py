@@ -1,0 +1,79 @@
+"""``subagent mcp``'s own stdio transport (a real subprocess, driven by raw lines): a
+request line past MAX_REQUEST is answered -32600 and skipped, and the next one is
+served; and the SDK's private call it runs the server through is checked first."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from mcp_types import LATEST_PROTOCOL_VERSION
+
+from subagent.mcp._framing import Lines
+from subagent.mcp._serve_stdio import MAX_REQUEST, lowlevel_run
+
+from .helpers import PATIENCE
+
+
+def line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+async def test_an_over_long_request_is_answered_and_skipped(tmp_path: Path) -> None:
+    (tmp_path / "specs.toml").write_text(
+        '[agents.greeter]\ndescription = "Greets."\nmodel = "scripted:greeter.json"\n'
+    )
+    (tmp_path / "greeter.json").write_text(json.dumps([{"content": "hello"}]))
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "subagent", "mcp", str(tmp_path / "specs.toml"),
+         "--ledger", str(tmp_path / "ledger.jsonl")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=tmp_path,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"}}}
+    requests = (
+        # Past the bound by one byte, and a JSON request at that: it is never read.
+        line({"jsonrpc": "2.0", "id": 7, "method": "ping", "pad": "x" * MAX_REQUEST})
+        + line(initialize)
+        + line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        + line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    )
+    answers: list[Any] = []
+    lines = Lines(MAX_REQUEST)
+    with trio.fail_after(PATIENCE):
+        await process.stdin.send_all(requests)
+        while len(answers) < 3:
+            chunk = await process.stdout.receive_some(65536)
+            assert chunk, answers
+            answers += [json.loads(x) for x in lines.feed(chunk) if x is not None]
+        await process.stdin.aclose()
+        assert await process.wait() == 0
+    assert answers[0] == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600,
+        "message": "the request is longer than 4194304 bytes (MAX_REQUEST); it was skipped"}}
+    assert answers[1]["id"] == 1 and "result" in answers[1]
+    assert answers[2]["id"] == 2
+    assert [t["name"] for t in answers[2]["result"]["tools"]] == ["greeter"]
+
+
+def test_the_sdks_private_run_is_checked_before_serving() -> None:
+    from mcp.server.mcpserver import MCPServer
+
+    assert callable(lowlevel_run(MCPServer("x")))
+
+    class Changed:
+        _lowlevel_server = object()  # a later SDK, without run
+
+    for server in (object(), Changed()):
+        with pytest.raises(ImportError) as info:
+            lowlevel_run(server)
+        assert str(info.value) == (
+            "subagent mcp needs the mcp SDK's MCPServer._lowlevel_server.run (mcp 2.x); "
+            "the installed version has none")
