@@ -33,7 +33,8 @@ from agentcore import AuditError, BackgroundChild, Message, Pending, RunState
 from agentcore._run import _current_run
 from agentcore._state import Phase
 
-from ._bgresult import RESULT_PREFIX, audit_delivery, audit_entry, outcome, result_message
+from ._bgresult import RESULT_PREFIX, audit_delivery, audit_entry
+from ._bgrows import kept_state
 from ._core import TaskStatus
 from ._events import Event, EventKind
 from ._recovery import commit_paused
@@ -101,15 +102,7 @@ async def keep_background(task: Task) -> None:
             paused.background = mark
             state.children.append(paused)
             continue
-        output, error = outcome(child)
-        run_id = child._run.run_id if child._run is not None else "/".join(child.path)
-        ended = RunState.begin([], run_id=run_id, agent=child.spec.agent_id,
-                               path=child.path, input=child.input)
-        ended.phase = Phase.ended
-        ended.summary = child._summary
-        ended.background = BackgroundChild(mark.call_id, mark.name,
-                                           result_message(child).content, output, error)
-        state.children.append(ended)
+        state.children.append(kept_state(child))
     state.children.extend(take_kept(task))
     if len(state.children) > before and task.pool.checkpoints is not None:
         # The run's paused checkpoint was taken before they were nested.

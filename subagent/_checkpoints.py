@@ -133,6 +133,28 @@ class SqliteCheckpoints:
         await self._commit(row, None)
         self.commits += 1
 
+    async def write_kept(
+        self, name: str, parent: str | None, call_id: str | None, state: agentcore.RunState
+    ) -> None:
+        """Commit the result of a background child whose run ended, kept for its
+        parent's run (``state``: its ended ``RunState`` marked ``background``, holding
+        the message that delivers the result), as its run's row: ``ended``, its state
+        a new state of its run that holds ``state`` as its one child (a
+        stored state's top is never marked), so that ``recover`` hands the result to
+        the parent if the process dies before the parent's own checkpoints hold it.
+        A checkpoint.
+
+        Raises:
+          CheckpointError: the database cannot be opened or written.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        holder = agentcore.RunState.begin([], run_id=state.run_id, agent=state.agent,
+                                          path=state.path, input=state.input)
+        holder.children = [state]
+        row: Write = (state.run_id, name, parent, call_id, "ended", "[]", holder.to_json())
+        await self._commit(row, None)
+        self.commits += 1
+
     async def claim(self, name: str, state: agentcore.RunState, key: str) -> bool:
         """Record that the paused ``state`` is being resumed (by its run id and
         ``key``, see ``subagent._resumed``) and, in the same transaction, store it as

@@ -48,7 +48,8 @@ class CheckpointRow:
       status: ``running`` (it did not end: it crashed), ``paused`` or ``ended``.
       seq: How many checkpoints it took (``<run_id>@<seq>`` names the last).
       in_flight: The ids of the calls in flight at that checkpoint.
-      state: Its state (``None`` for an ended run).
+      state: Its state; for an ended run ``None``, or the result of a background
+        child kept for its parent (``SqliteCheckpoints.write_kept``).
       claimed: Whether a resume of its run was claimed (:meth:`SqliteCheckpoints.claim`
         left a marker in the file): a ``running`` row of such a run may hold the
         answered state it resumes. Read for ``running`` rows only.
@@ -158,7 +159,7 @@ def _row(
     except msgspec.DecodeError:
         raise CheckpointError(f"malformed {where}: bad in-flight call ids") from None
     state = None
-    if status != "ended":
+    if status != "ended" or size > 0:  # an ended row's state: a kept background result
         if size > max_state_bytes:
             raise CheckpointError(f"{where} too large (more than {max_state_bytes} bytes)")
         (text,) = conn.execute(

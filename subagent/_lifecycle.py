@@ -16,6 +16,7 @@ from ledger import Record, Sink
 from ledger._record import record_of
 
 from ._background import end_children, orphan, settle
+from ._bgrows import write_kept
 from ._bgstate import has_kept, pause_asked, start_background, take_background
 from ._budgeted import budgeted_model
 from ._budgeted import settle as settle_budget
@@ -354,6 +355,8 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     task._core.seal(node, summary.usage if summary is not None else None)
     if task.spec.audit is not None or task.events is not None or task.pool._observer is not None:
         await _report_end(task, kind)
+    if node.deliver_to is not None and task.pool.checkpoints is not None:
+        await write_kept(task)  # durable before its parent's run is offered it
     if not settle(task):
         with trio.move_on_after(2 * END_TIMEOUT, shield=True):
             await orphan(task, bound=END_TIMEOUT)

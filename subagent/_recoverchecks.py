@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import agentcore
 
+from ._bgresult import RESULT_PREFIX
 from ._checkpoints import CheckpointError, CheckpointRow, UnreadRow
 
 if TYPE_CHECKING:
@@ -70,3 +71,23 @@ def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> Non
             f"{where} does not match its state: call {waiting[0][:200]!r} has no result "
             "and is not among its in-flight calls (edited or damaged); refusing to recover it"
         )
+
+
+def _check_kept(row: CheckpointRow) -> agentcore.RunState:
+    # The kept result an ended row's state holds (a background child's, ``_bgrows``,
+    # the one child of its row's state): it is delivered to the recovered parent as a
+    # message, so it must be what write_kept stores, for this row's call.
+    holder = row.state
+    assert holder is not None
+    state = holder.children[0] if len(holder.children) == 1 else holder
+    mark = state.background
+    if (
+        state is holder or state.run_id != row.run_id or mark is None or mark.result is None
+        or mark.call_id != (row.call_id or "") or mark.name != row.name
+        or not mark.result.startswith(RESULT_PREFIX) or state.children or state.pending
+    ):
+        raise CheckpointError(
+            f"checkpoint of run {row.run_id[:200]!r} holds a kept result that is not its "
+            "background call's (edited or damaged); refusing to recover it"
+        )
+    return state

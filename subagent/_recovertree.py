@@ -17,7 +17,7 @@ from agentcore._state import Phase
 from ._bgresult import RESULT_PREFIX
 from ._checkpoints import CheckpointError, CheckpointRow
 from ._errors import UnknownAgentError
-from ._recoverchecks import _check_row
+from ._recoverchecks import _check_kept, _check_row
 
 if TYPE_CHECKING:
     from ._spec import Spec
@@ -111,7 +111,9 @@ def _nest(
     # (Pool.resume), its result delivered to it. A child ``state`` nests already (a
     # paused row committed again with them, a claimed resume) is kept, unless its own
     # row went on: running (it was resumed; ``recovered`` holds it) replaces it,
-    # ended makes it a lost result (its calls are not repeated).
+    # ended puts its kept result there (``_bgrows``), or a lost result without one
+    # (its calls are not repeated). An ended row's kept result is nested unless
+    # ``state``'s conversation holds it (read before its last checkpoint).
     delegated = {p.call.id for p in state.pending
                  if p.status is agentcore.CallStatus.delegated}
     nested = {c.background.call_id: k for k, c in enumerate(state.children)
@@ -122,12 +124,22 @@ def _nest(
         kid = state.children[k]
         own = by_call.get((state.run_id, kid.background.call_id if kid.background else ""))
         if own is not None and own.status == "ended":
-            state.children[k] = _lost(kid)
+            state.children[k] = _lost(kid) if own.state is None else _check_kept(own)
         elif own is None or own.status == "paused":
             _nest_paused(pool, kid, by_call, background, depth + 1)
+    read: set[str] | None = None
     for child in rows:
         if child.call_id in delegated or child.call_id in delivered:
             continue  # a delegated call's child (nested by its call), or a kept result
+        if child.status == "ended":
+            if (child.call_id or "") in nested:
+                continue  # put in its place above
+            kept = _check_kept(child)
+            if read is None:
+                read = {m.content for m in state.messages if m.role == "user"}
+            if kept.background is not None and kept.background.result not in read:
+                state.children.append(kept)
+            continue
         found = recovered.get(child.run_id) if child.status == "running" else child.state
         if found is None:
             continue

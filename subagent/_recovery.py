@@ -203,8 +203,9 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     # A background child (wait: false) is tied to its parent's run by the parent's
     # run id and the id of the call that started it; that call is not in flight.
     background: dict[str, list[CheckpointRow]] = {}
+    # An ended one with a state holds its result, kept for its parent (_bgrows).
     for r in rows:
-        if r.parent is not None and r.status in ("running", "paused"):
+        if r.parent is not None and (r.status != "ended" or r.state is not None):
             background.setdefault(r.parent, []).append(r)
     ended = {r.run_id for r in rows if r.status == "ended"}
     for row in rows:

@@ -110,6 +110,13 @@ class HeartbeatCheckpoints(SqliteCheckpoints):
                         f"cannot record a checkpoint: {type(exc).__name__}") from None
         self.commits += 1
 
+    async def write_kept(
+        self, name: str, parent: str | None, call_id: str | None, state: agentcore.RunState
+    ) -> None:
+        """Not heartbeated (only running and paused rows are): a retried attempt does
+        not hold a background result its parent had not read. A checkpoint."""
+        await trio.lowlevel.checkpoint()
+
     async def take_claim(self, name: str, state: agentcore.RunState, key: str) -> Claim:
         """Nothing to record: the workflow resumes each paused state once (its answer
         is an event of its history), so ``Pool.resume`` goes on. A checkpoint."""

@@ -1,0 +1,66 @@
+"""A background child's result kept in its own checkpoint row until its parent's
+checkpoints hold it (a checkpointed pool only).
+
+A background child (``wait: false``) that ends hands its result to its parent's run
+inbox; the parent's row holds it only from the parent's next checkpoint on (after its
+run reads it). So that a crash in between does not lose it (the child's row says
+``ended``, the parent's does not hold it), :func:`write_kept` commits the result in
+the child's row first (``SqliteCheckpoints.write_kept``: its ended state marked
+``background``, with the message that delivers it, :func:`kept_state`), and
+``recover`` nests that result in the recovered parent's state unless the parent's
+conversation holds it already (``_recovertree``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+import trio
+
+from agentcore import BackgroundChild, RunState
+from agentcore._state import Phase
+
+from ._bgresult import outcome, result_message
+from ._checkpoints import CheckpointError
+from ._core import TaskStatus
+from ._recovery import END_BOUND, _link
+
+if TYPE_CHECKING:
+    from ._task import Task
+
+
+def kept_state(child: Task) -> RunState:
+    """The result of ``child`` (a background task that has ended) as a state its
+    parent keeps: ended, marked ``background`` with the message that delivers it.
+    Not a checkpoint."""
+    output, error = outcome(child)
+    run_id = child._run.run_id if child._run is not None else "/".join(child.path)
+    ended = RunState.begin([], run_id=run_id, agent=child.spec.agent_id,
+                           path=child.path, input=child.input)
+    ended.phase = Phase.ended
+    ended.summary = child._summary
+    ended.background = BackgroundChild(child.call_id or "", child.name,
+                                       result_message(child).content, output, error)
+    return ended
+
+
+async def write_kept(task: Task) -> None:
+    """In a checkpointed pool, commit the result of ``task`` (a background child that
+    ended, not paused) in its own row before it is offered to its parent's run, when
+    that run is live (see the module docstring). Shielded, for at most
+    :data:`~subagent._recovery.END_BOUND` seconds; a failure to store it is dropped
+    (the result is still delivered; only a crash before the parent's next
+    checkpoint loses it, as before). A checkpoint."""
+    store = task.pool.checkpoints
+    target = task._node.deliver_to
+    if store is None or target is None or task.status is TaskStatus.paused:
+        return
+    run = target.handle._run
+    if run is None or run.ended:
+        return  # orphaned, or kept in the parent's paused state (commit_paused)
+    state = kept_state(task)
+    with trio.move_on_after(END_BOUND, shield=True):
+        with contextlib.suppress(CheckpointError):
+            await store.write_kept(task.name, *_link(task), state)
+
