@@ -25,42 +25,50 @@ from ._bgresult import outcome, result_message
 from ._checkpoints import CheckpointError
 from ._core import TaskStatus
 from ._recovery import END_BOUND, _link
+from ._reply import with_output
 
 if TYPE_CHECKING:
     from ._task import Task
 
 
-def kept_state(child: Task) -> RunState:
-    """The result of ``child`` (a background task that has ended) as a state its
-    parent keeps: ended, marked ``background`` with the message that delivers it.
-    Not a checkpoint."""
+def kept_state(child: Task, *, background: bool = True) -> RunState:
+    """The result of ``child`` (a task that has ended) as a state its parent keeps:
+    ended, marked ``background`` with the message that delivers it (``background``)
+    or the answer of the call that delegated it (``wait: true``, finished). Not a
+    checkpoint."""
     output, error = outcome(child)
     run_id = child._run.run_id if child._run is not None else "/".join(child.path)
     ended = RunState.begin([], run_id=run_id, agent=child.spec.agent_id,
                            path=child.path, input=child.input)
     ended.phase = Phase.ended
     ended.summary = child._summary
-    ended.background = BackgroundChild(child.call_id or "", child.name,
-                                       result_message(child).content, output, error)
+    if background:
+        result = result_message(child).content
+    else:
+        assert output is not None
+        result = with_output({"agent": child.name, "path": list(child.path)}, child, output)
+    ended.background = BackgroundChild(child.call_id or "", child.name, result, output, error)
     return ended
 
 
 async def write_kept(task: Task) -> None:
-    """In a checkpointed pool, commit the result of ``task`` (a background child that
-    ended, not paused) in its own row before it is offered to its parent's run, when
-    that run is live (see the module docstring). Shielded, for at most
-    :data:`~subagent._recovery.END_BOUND` seconds; a failure to store it is dropped
-    (the result is still delivered; only a crash before the parent's next
-    checkpoint loses it, as before). A checkpoint."""
+    """In a checkpointed pool, commit the result of ``task`` (a child that ended, not
+    paused: a background child, or a delegated one that finished) in its own row
+    before its parent's run is handed it, when that run is live (see the module
+    docstring). Shielded, for at most :data:`~subagent._recovery.END_BOUND` seconds;
+    a failure to store it is dropped (the result is still handed over; only a crash
+    before the parent's next checkpoint loses it, as before). A checkpoint."""
     store = task.pool.checkpoints
-    target = task._node.deliver_to
-    if store is None or target is None or task.status is TaskStatus.paused:
+    if store is None or task.call_id is None or task.status is TaskStatus.paused:
         return
-    run = target.handle._run
+    target = task._node.deliver_to
+    parent = target.handle if target is not None else task.parent
+    run = parent._run if parent is not None else None
     if run is None or run.ended:
         return  # orphaned, or kept in the parent's paused state (commit_paused)
-    state = kept_state(task)
+    if target is None and outcome(task)[1] is not None:
+        return  # a failed delegated child: its call is recovered as interrupted
+    state = kept_state(task, background=target is not None)
     with trio.move_on_after(END_BOUND, shield=True):
         with contextlib.suppress(CheckpointError):
             await store.write_kept(task.name, *_link(task), state)
-

@@ -321,6 +321,7 @@ def _end_at_once(task: Task, status: TaskStatus) -> bool:
         or (status is TaskStatus.cancelled and not node.cancel_called)
         or task.spec.audit is not None or task.events is not None
         or task.pool._observer is not None
+        or (task.call_id is not None and task.pool.checkpoints is not None)
     ):
         return False
     task._end_summary()
@@ -355,8 +356,8 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     task._core.seal(node, summary.usage if summary is not None else None)
     if task.spec.audit is not None or task.events is not None or task.pool._observer is not None:
         await _report_end(task, kind)
-    if node.deliver_to is not None and task.pool.checkpoints is not None:
-        await write_kept(task)  # durable before its parent's run is offered it
+    if task.call_id is not None and task.pool.checkpoints is not None:
+        await write_kept(task)  # durable before its parent's run is handed it
     if not settle(task):
         with trio.move_on_after(2 * END_TIMEOUT, shield=True):
             await orphan(task, bound=END_TIMEOUT)

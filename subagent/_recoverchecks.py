@@ -73,10 +73,21 @@ def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> Non
         )
 
 
-def _check_kept(row: CheckpointRow) -> agentcore.RunState:
-    # The kept result an ended row's state holds (a background child's, ``_bgrows``,
-    # the one child of its row's state): it is delivered to the recovered parent as a
-    # message, so it must be what write_kept stores, for this row's call.
+def _delegated(row: CheckpointRow) -> bool:
+    # Whether an ended row's kept result is a delegating call's answer (``wait: true``;
+    # a background child's is the message that delivers it, RESULT_PREFIX first).
+    holder = row.state
+    kid = holder.children[0] if holder is not None and len(holder.children) == 1 else None
+    mark = kid.background if kid is not None else None
+    return mark is not None and mark.result is not None and not mark.result.startswith(
+        RESULT_PREFIX)
+
+
+def _check_kept(row: CheckpointRow, *, background: bool) -> agentcore.RunState:
+    # The kept result an ended row's state holds (``_bgrows``: the one child of its
+    # row's state), a background child's (``background``) or a delegating call's
+    # answer: it is handed to the recovered parent, so it must be what write_kept
+    # stores, for this row's call.
     holder = row.state
     assert holder is not None
     state = holder.children[0] if len(holder.children) == 1 else holder
@@ -84,10 +95,12 @@ def _check_kept(row: CheckpointRow) -> agentcore.RunState:
     if (
         state is holder or state.run_id != row.run_id or mark is None or mark.result is None
         or mark.call_id != (row.call_id or "") or mark.name != row.name
-        or not mark.result.startswith(RESULT_PREFIX) or state.children or state.pending
+        or mark.result.startswith(RESULT_PREFIX) is not background
+        or (not background and mark.output is None)
+        or state.children or state.pending
     ):
         raise CheckpointError(
             f"checkpoint of run {row.run_id[:200]!r} holds a kept result that is not its "
-            "background call's (edited or damaged); refusing to recover it"
+            "call's (edited or damaged); refusing to recover it"
         )
     return state

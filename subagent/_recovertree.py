@@ -17,7 +17,7 @@ from agentcore._state import Phase
 from ._bgresult import RESULT_PREFIX
 from ._checkpoints import CheckpointError, CheckpointRow
 from ._errors import UnknownAgentError
-from ._recoverchecks import _check_kept, _check_row
+from ._recoverchecks import _check_kept, _check_row, _delegated
 
 if TYPE_CHECKING:
     from ._spec import Spec
@@ -73,6 +73,7 @@ def _tree(
         assert row.state is not None
         _check_row(row, row.state, spec)
         children = {}
+        answers: dict[str, str] = {}
         for call_id in row.in_flight:
             child = by_call.get((row.run_id, call_id))
             if child is None:
@@ -82,14 +83,29 @@ def _tree(
             elif child.status == "paused" and child.state is not None:
                 _nest_paused(pool, child.state, by_call, background, depth + 1)
                 children[call_id] = child.state
+            elif child.status == "ended" and child.state is not None:
+                mark = _check_kept(child, background=False).background
+                assert mark is not None and mark.result is not None
+                answers[call_id] = mark.result  # the call's answer, kept (_bgrows)
         repeatable = {t.name for t in spec.tools if agentcore.is_idempotent(t)}
         agentcore.recover_calls(row.state, set(row.in_flight), repeatable, children,
                                 row.checkpoint)
+        if answers:
+            row.state.pending = [_answered(p, answers) for p in row.state.pending]
         rows = _background_rows(row, background)
         background.pop(row.run_id, None)  # taken (see _nest_paused)
         _nest(pool, row.state, rows, recovered, by_call, background, depth)
         recovered[row.run_id] = row.state
     return recovered[root.run_id]
+
+
+def _answered(p: agentcore.PendingCall, answers: dict[str, str]) -> agentcore.PendingCall:
+    # A delegating call in flight at the crash whose child had finished: its kept
+    # answer rather than the interrupted call's error (nothing is run again).
+    answer = answers.get(p.call.id)
+    if answer is None or p.status is not agentcore.CallStatus.done:
+        return p
+    return agentcore.PendingCall(p.call, agentcore.CallStatus.done, result=answer)
 
 
 #: The error result of a background child nested in a claimed resume whose own run
@@ -124,7 +140,9 @@ def _nest(
         kid = state.children[k]
         own = by_call.get((state.run_id, kid.background.call_id if kid.background else ""))
         if own is not None and own.status == "ended":
-            state.children[k] = _lost(kid) if own.state is None else _check_kept(own)
+            state.children[k] = (_check_kept(own, background=True)
+                                 if own.state is not None and not _delegated(own)
+                                 else _lost(kid))
         elif own is None or own.status == "paused":
             _nest_paused(pool, kid, by_call, background, depth + 1)
     read: set[str] | None = None
@@ -132,9 +150,9 @@ def _nest(
         if child.call_id in delegated or child.call_id in delivered:
             continue  # a delegated call's child (nested by its call), or a kept result
         if child.status == "ended":
-            if (child.call_id or "") in nested:
-                continue  # put in its place above
-            kept = _check_kept(child)
+            if (child.call_id or "") in nested or _delegated(child):
+                continue  # put in its place above, or the answer of a delegating call
+            kept = _check_kept(child, background=True)
             if read is None:
                 read = {m.content for m in state.messages if m.role == "user"}
             if kept.background is not None and kept.background.result not in read:

@@ -15,10 +15,19 @@ from pathlib import Path
 
 import trio
 
-from agentcore import BackgroundChild, Checkpoint, CheckpointKind, Message, RunState
+from agentcore import (
+    BackgroundChild,
+    Checkpoint,
+    CheckpointKind,
+    Message,
+    ModelRequest,
+    RunState,
+    ToolCall,
+)
 from agentcore._state import Phase
+from agentcore.testing import ScriptedModel
 from ledger import JsonlSink, query, verify
-from subagent import SqliteCheckpoints, open_pool
+from subagent import Spec, SqliteCheckpoints, SubagentTool, open_pool
 from subagent._background import RESULT_PREFIX
 from tests.subagent._bgparts import START, STARTED
 from tests.subagent.test_recover_background import recover, register, running_state
@@ -94,4 +103,46 @@ async def test_a_kept_result_of_another_call_is_refused(tmp_path: Path) -> None:
     [(run_id, error)] = recovered.failed
     assert (run_id, str(error)) == ("root/0001", (
         "checkpoint of run 'root/0001/bg/0002' holds a kept result that is not its "
-        "background call's (edited or damaged); refusing to recover it"))
+        "call's (edited or damaged); refusing to recover it"))
+
+
+WAIT = ToolCall("d1", "subagent", '{"agent": "bg", "task": "work"}')
+ANSWER = json.dumps({"agent": "bg", "path": ["root/0001", "bg/0002"],
+                     "output": "bg done: worked"})
+
+
+def _waiting_root() -> ScriptedModel:
+    # root: delegates to bg and waits (d1), then answers with what it got.
+    def reply(request: ModelRequest) -> Message:
+        if not any(m.role == "assistant" for m in request.messages):
+            return Message("assistant", "", tool_calls=[WAIT])
+        return Message("assistant", f"root got {request.messages[-1].content}")
+
+    return ScriptedModel(reply)
+
+
+async def test_a_finished_delegated_child_answers_its_call_in_flight(tmp_path: Path) -> None:
+    # The crash came after bg (wait: true) finished and its answer was kept, before
+    # root's next checkpoint: root's row still has d1 in flight.
+    db, log = tmp_path / "c.db", tmp_path / "log"
+    messages = [Message("user", "go"), Message("assistant", "", tool_calls=[WAIT])]
+    root = running_state(messages, "root/0001", "root", "go")
+    bg = running_state([Message("user", "work")], "root/0001/bg/0002", "bg", "work")
+    answer = _kept("d1")
+    assert answer.background is not None
+    answer.background = BackgroundChild("d1", "bg", ANSWER, "bg done: worked", None)
+    async with SqliteCheckpoints(db) as store:
+        await store.write("root", None, None, Checkpoint(CheckpointKind.call, root, ("d1",)))
+        await store.write("bg", "root/0001", "d1", Checkpoint(CheckpointKind.ended, bg))
+        await store.write_kept("bg", "root/0001", "d1", answer)
+    sink = JsonlSink(tmp_path / "audit.jsonl")
+    async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+        register(pool, sink, log)
+        pool.register(Spec("root", model=_waiting_root(), tools=[SubagentTool(pool)]))
+        [task] = await pool.recover()
+        result = await task.wait()
+        assert pool.statistics().accepted == 1  # bg is not run again
+    await sink.aclose()
+    assert [m.content for m in result.messages] == [
+        "go", "", ANSWER, f"root got {ANSWER}"]
+    assert not log.exists()
