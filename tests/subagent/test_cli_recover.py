@@ -66,3 +66,28 @@ def test_recover_lists_a_tree_paused_before_the_crash(tmp_path: Path) -> None:
     again = run("recover", str(db), str(specs), *common, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "output:\nnothing to recover: no task was left unfinished\n" in again.stdout
+
+
+def test_recover_lists_a_tree_it_cannot_recover(tmp_path: Path) -> None:
+    # A root of a spec the file does not hold: listed, exit 1; nothing else stops.
+    import trio
+
+    from agentcore import Checkpoint, CheckpointKind, Message, RunState
+    from agentcore._checkpoint import snapshot
+    from subagent import SqliteCheckpoints
+
+    specs = write_specs(tmp_path, [{"content": "never reached"}])
+    db = tmp_path / "ckpt.db"
+    state = snapshot(RunState.begin([Message("user", "go")], run_id="ghost/0001",
+                                    agent="ghost"))
+
+    async def crashed() -> None:
+        async with SqliteCheckpoints(db) as store:
+            await store.write("ghost", None, None, Checkpoint(CheckpointKind.turn, state))
+
+    trio.run(crashed)
+    done = run("recover", str(db), str(specs), "--ledger", str(tmp_path / "l.jsonl"),
+               "--workspace", str(tmp_path), "--plain", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert ("not recovered: run ghost/0001: UnknownAgentError: unknown agent 'ghost'; "
+            "registered agents: helper") in done.stdout
