@@ -22,6 +22,7 @@ resume once that child went on (running: its recovered state; ended: a lost resu
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
@@ -178,12 +179,20 @@ async def commit_paused(task: Task) -> None:
             await store.write(task.name, *_link(task), point)
 
 
+# The root runs each store's recoveries resumed: their rows stay ``running`` while
+# the resumed runs go on, and a second recovery through the same store (``Pool.recover``
+# called again) must not resume them again.
+_resumed: weakref.WeakKeyDictionary[SqliteCheckpoints, set[str]] = (
+    weakref.WeakKeyDictionary())
+
+
 async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     """Resume every root task ``store`` shows unfinished (``running`` at its last
     checkpoint: the process ended without it ending) from its last checkpoint, in
     ``pool``; returns their Tasks in the order they were first checkpointed. A
     checkpoint. It reads the rows under the store's writer lock
-    (``SqliteCheckpoints.recovering``): a second recovery of the file is refused. A
+    (``SqliteCheckpoints.recovering``): a second recovery of the file is refused, and
+    a second one through the same store does not resume a root again. A
     tree that waits for a human (its root paused, or a subagent of it paused for
     approval) is not resumed: it is listed in ``Recovered.paused``. A tree that cannot
     be recovered (a row of it unreadable, or refused by the checks below) is listed
@@ -213,6 +222,7 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
             await _orphan(pool, store, row)
     tasks = []
     paused = []
+    resumed = _resumed.setdefault(store, set())
     for row in rows:
         if row.parent is not None or row.run_id in failed:
             continue
@@ -221,7 +231,7 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
                 assert row.state is not None
                 _nest_paused(pool, row.state, by_call, background, 1)
                 paused.append(PausedTree(row.name, row.state, row.checkpoint))
-            elif row.status == "running":
+            elif row.status == "running" and row.run_id not in resumed:
                 state = _tree(pool, row, by_call, background)
                 if state.pending_approvals:
                     # A subagent paused for a human before the crash: the tree waits
@@ -232,6 +242,7 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
                 # the same row, recovered again the same way. (Its checks, raising
                 # before anything is queued, are a failure of this tree alone.)
                 tasks.append(await pool._resume(state, row.name, None, claim=False))
+                resumed.add(row.run_id)
         except (CheckpointError, UnknownAgentError, agentcore.ResumeError) as exc:
             failed[row.run_id] = exc
     order = {r.run_id: k for k, r in enumerate(found)}

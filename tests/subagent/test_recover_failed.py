@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 import agentcore
 from agentcore import (
@@ -19,6 +20,8 @@ from agentcore import (
     Checkpoint,
     CheckpointKind,
     Message,
+    ModelRequest,
+    ModelResponse,
     PendingCall,
     RunState,
     ToolCall,
@@ -216,3 +219,33 @@ async def test_a_closed_store_does_not_recover(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError) as info:
         await store.recovering()
     assert str(info.value) == "recovering from a closed SqliteCheckpoints"
+
+
+class _Held:
+    # A model whose every call waits for ``go``.
+    def __init__(self) -> None:
+        self.go = trio.Event()
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        await self.go.wait()
+        return ModelResponse(Message("assistant", "held done"))
+
+
+async def test_a_second_recover_does_not_resume_a_running_root_again(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    await _two_roots(path)
+    held = _Held()
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(Spec("bad", model=held, tools=[RecordingTool("write")]))
+        pool.register(Spec("good", model=held, tools=[RecordingTool("write")]))
+        first = await pool.recover()
+        await trio.testing.wait_all_tasks_blocked()
+        # Both resumed runs wait in their model calls; their rows say running.
+        assert [r.status for r in await store.rows()] == ["running", "running"]
+        again = await pool.recover()
+        assert (list(again), again.paused, again.failed) == ([], (), ())
+        held.go.set()
+        assert [(await t.wait()).output for t in first] == ["held done"] * 2
+    assert (held.calls, pool.statistics().accepted) == (2, 2)
