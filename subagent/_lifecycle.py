@@ -317,7 +317,9 @@ def _end_at_once(task: Task, status: TaskStatus) -> bool:
     # coroutine. False (and nothing done) otherwise.
     node = task._node
     if (
-        node.children or node.unread or node.background or node.deliver_to is not None
+        (node.has_family and (
+            node.children or node.unread or node.background or node.deliver_to is not None
+        ))
         or (status is TaskStatus.cancelled and not node.cancel_called)
         or task.spec.audit is not None or task.events is not None
         or task.pool._observer is not None
@@ -344,7 +346,9 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     task._end_summary()
     hard = status is TaskStatus.cancelled
     node = task._node
-    if node.unread or node.background or (hard and node.children) or has_kept(task):
+    if (
+        node.has_family and (node.unread or node.background or (hard and node.children))
+    ) or has_kept(task):
         with trio.CancelScope(shield=True):
             await end_children(task, hard=hard, bound=END_TIMEOUT)
     elif hard and not node.cancel_called:

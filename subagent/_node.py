@@ -117,6 +117,17 @@ class Node(Generic[H]):
     sealed: bool = False
 
     @property
+    def has_family(self) -> bool:
+        """Whether it may have children, background children or unread results (one
+        of their containers was made) or delivers its result into a parent's run:
+        False lets the shell skip the family steps of its end (reading the
+        properties below would make the containers)."""
+        return not (
+            self._children is None and self._background is None and self._unread is None
+            and self.deliver_to is None
+        )
+
+    @property
     def children(self) -> list[Node[H]]:
         """The nodes accepted under it, in order (the list is made on first use)."""
         if self._children is None:
