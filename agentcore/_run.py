@@ -260,7 +260,14 @@ class Run(RunPortMethods, RunHandle):
         if self.agent.checkpoint is not None:
             await at_end(state, self.agent.checkpoint, self.agent.end_timeout)
         if reason is EndReason.aborted and error is not None:
-            raise error
+            # Re-raised without this frame keeping it (as outcome's unwrap does): the
+            # traceback holds this frame, so a local bound to the exception would be
+            # a reference cycle, left to the garbage collector with every frame of
+            # the cancelled run.
+            try:
+                raise error
+            finally:
+                del error
         return self._result(output, summary, error)
 
     # The result of run(), apart (as its end is, ``conclude``): what run()'s frame
