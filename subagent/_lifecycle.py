@@ -39,6 +39,10 @@ FRAMING = (
     "who sees nothing else of this conversation, so make it complete and self-contained."
 )
 
+# Read once: an enum member read goes through EnumType.__getattr__ (about 200 ns on
+# Python 3.11), and every run's end compares with it.
+_CANCELLED = TaskStatus.cancelled
+
 #: Seconds the shielded audit entries of a task's end (and of a cancelled task's
 #: queueing) may take.
 END_TIMEOUT = 5.0
@@ -244,7 +248,7 @@ async def run_task(task: Task) -> None:
     while it ran), ends the task (:func:`end_task`) and resolves it. One coroutine
     for all of it: a frame fewer per parked run.
     """
-    status = TaskStatus.cancelled
+    status = _CANCELLED
     failure: AuditError | CheckpointError | None = None
     agent: Agent | None = None
     started: agentcore.Checkpoint | None = None
@@ -320,10 +324,10 @@ def _end_at_once(task: Task, status: TaskStatus) -> bool:
         (node.has_family and (
             node.children or node.unread or node.background or node.deliver_to is not None
         ))
-        or (status is TaskStatus.cancelled and not node.cancel_called)
-        or task.spec.audit is not None or task.events is not None
-        or task.pool._observer is not None
-        or (task.call_id is not None and task.pool.checkpoints is not None)
+        or (status is _CANCELLED and not node.cancel_called)
+        or task._spec.audit is not None or task._events is not None
+        or task._pool._observer is not None
+        or (task._call_id is not None and task._pool.checkpoints is not None)
     ):
         return False
     task._end_summary()
@@ -344,7 +348,7 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     orphaned). A checkpoint; the pool resolves the task after it.
     """
     task._end_summary()
-    hard = status is TaskStatus.cancelled
+    hard = status is _CANCELLED
     node = task._node
     if (
         node.has_family and (node.unread or node.background or (hard and node.children))
