@@ -50,6 +50,11 @@ class Phase(enum.Enum):
     """Ended, or decided to end: no more steering is accepted."""
 
 
+# Read once for close(), on every run's way out: an enum member read goes through
+# EnumType.__getattr__ (about 200 ns on Python 3.11).
+_ENDED = Phase.ended
+
+
 @attrs.define(eq=False)
 class RunState:
     """The mutable state of one run; see the module docstring. Not thread-safe, like
@@ -321,9 +326,9 @@ class RunState:
     def close(self) -> None:
         """End the run's acceptance of messages (idempotent): unread steering
         becomes follow-ups."""
-        if self.phase is Phase.ended:
+        if self.phase is _ENDED:
             return
-        self.phase = Phase.ended
+        self.phase = _ENDED
         if self.inbox:
             self.follow_ups.extend(p.follow_up for p in self.inbox if p.follow_up is not None)
             self.inbox.clear()
