@@ -17,27 +17,31 @@ from __future__ import annotations
 import math
 import types
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ._entry import Record, Scalar, freeze_data
 
 _EMPTY = Record("x").data  # the shared empty mapping of a Record without data
 
 _new = object.__new__
-# The slots' own setters: a frozen attrs class refuses setattr, its slots do not.
-_slots = Record.__dict__
-_set_kind = _slots["kind"].__set__
-_set_run_id = _slots["run_id"].__set__
-_set_path = _slots["path"].__set__
-_set_agent_id = _slots["agent_id"].__set__
-_set_tool = _slots["tool"].__set__
-_set_call_id = _slots["call_id"].__set__
-_set_arguments = _slots["arguments"].__set__
-_set_verdict = _slots["verdict"].__set__
-_set_reason = _slots["reason"].__set__
-_set_result = _slots["result"].__set__
-_set_error = _slots["error"].__set__
-_set_duration = _slots["duration"].__set__
-_set_data = _slots["data"].__set__
+_proxy = types.MappingProxyType
+
+
+class _Open(Record):
+    """A :class:`Record` under construction: the same slots (it adds none), set by
+    plain attribute stores. :func:`record_of` fills one and turns it into a
+    ``Record`` (``__class__`` assignment, allowed since the layouts are the same),
+    so no instance of this class is ever seen outside :func:`record_of`.
+
+    Both ``__setattr__`` and ``__delattr__`` are ``object``'s own, so that the
+    type's attribute setter is the generic one and a store into a slot is a plain
+    slot store (with a Python ``__delattr__`` left from ``Record``, every store
+    would go through a Python-level lookup).
+    """
+
+    __slots__ = ()
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
 
 
 def _owned_data(data: dict[str, Scalar]) -> Mapping[str, Scalar]:
@@ -50,7 +54,7 @@ def _owned_data(data: dict[str, Scalar]) -> Mapping[str, Scalar]:
             or (kind is float and math.isfinite(value))  # type: ignore[arg-type]
         ):
             return freeze_data(data)
-    return types.MappingProxyType(data)
+    return _proxy(data)
 
 
 def record_of(
@@ -78,18 +82,57 @@ def record_of(
     Raises:
       TypeError, ValueError: as ``Record(...)``, for a ``data`` key or value it refuses.
     """
-    record: Record = _new(Record)
-    _set_kind(record, kind)
-    _set_run_id(record, run_id)
-    _set_path(record, path if type(path) is tuple else tuple(path))
-    _set_agent_id(record, agent_id)
-    _set_tool(record, tool)
-    _set_call_id(record, call_id)
-    _set_arguments(record, arguments)
-    _set_verdict(record, verdict)
-    _set_reason(record, reason)
-    _set_result(record, result)
-    _set_error(record, error)
-    _set_duration(record, duration)
-    _set_data(record, _owned_data(data) if data else _EMPTY)
-    return record
+    record: Any = _new(_Open)  # a Record once its class is set below
+    record.kind = kind
+    record.run_id = run_id
+    record.path = path if type(path) is tuple else tuple(path)
+    record.agent_id = agent_id
+    record.tool = tool
+    record.call_id = call_id
+    record.arguments = arguments
+    record.verdict = verdict
+    record.reason = reason
+    record.result = result
+    record.error = error
+    record.duration = duration
+    record.data = _owned_data(data) if data else _EMPTY
+    record.__class__ = Record
+    return record  # type: ignore[no-any-return]
+
+
+def record_from_fields(
+    kind: str,
+    run_id: str,
+    path: tuple[str, ...],
+    agent_id: str,
+    tool: str | None,
+    call_id: str | None,
+    arguments: str | None,
+    verdict: str | None,
+    reason: str | None,
+    result: str | None,
+    error: str | None,
+    duration: float | None,
+    data: dict[str, Scalar] | None,
+) -> Record:
+    """The :class:`Record` of these fields, in ``Record``'s order, checked before
+    (a sink keeps its pending records as their fields): ``path`` a tuple of str,
+    ``data`` a dict of scalars that is taken over (held behind a read-only view),
+    or ``None`` for none. Not a checkpoint.
+    """
+    record: Any = _new(_Open)  # a Record once its class is set below
+    record.kind = kind
+    record.run_id = run_id
+    record.path = path
+    record.agent_id = agent_id
+    record.tool = tool
+    record.call_id = call_id
+    record.arguments = arguments
+    record.verdict = verdict
+    record.reason = reason
+    record.result = result
+    record.error = error
+    record.duration = duration
+    record.data = _proxy(data) if data else _EMPTY
+    record.__class__ = Record
+    return record  # type: ignore[no-any-return]
