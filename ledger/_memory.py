@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from math import isfinite
+from types import MappingProxyType
+from typing import TypeAlias
 
 import attrs
 import trio
@@ -12,9 +14,10 @@ import trio
 from ._chain import Chain
 from ._clock import utc_from_ns, utc_now
 from ._encoding import _BIG_INT_BITS, check_content
-from ._entry import Entry, Record
+from ._entry import Entry, Record, Scalar
 from ._errors import SinkClosedError
 from ._offload import OFFLOAD_CHARS, is_large, redact_in_thread
+from ._record import record_from_fields
 from ._redact import redact_record
 from ._sink import SinkStatistics
 
@@ -22,74 +25,26 @@ from ._sink import SinkStatistics
 #: the scheduler (it still checks for cancellation on every call).
 RECORD_BATCH = 64
 
+# An int the encoder spells without question (check_content spells wider ones).
+_INT_MAX = 1 << _BIG_INT_BITS
+_INT_MIN = -_INT_MAX
 
-def _plain_size(r: Record) -> int:
-    """The characters of text :func:`is_large` counts in ``r``, when every field
-    has the exact type the encoder takes without question (what
-    :func:`check_content` accepts on its fast path: str, a tuple of str, a
-    finite float, ints short enough to spell); -1 for anything else, which
-    takes :func:`check_content` and :func:`is_large` themselves. One pass over
-    the fields instead of their two."""
-    kind, tool, call_id, arguments = r.kind, r.tool, r.call_id, r.arguments
-    reason, result, error, duration = r.reason, r.result, r.error, r.duration
-    if (
-        type(kind) is not str or not kind
-        or type(r.run_id) is not str
-        or type(r.agent_id) is not str
-        or (r.verdict is not None and type(r.verdict) is not str)
-        or (duration is not None and (type(duration) is not float or not isfinite(duration)))
-    ):
-        return -1
-    size = 0
-    if tool is not None:
-        if type(tool) is not str:
-            return -1
-        size += len(tool)
-    if call_id is not None:
-        if type(call_id) is not str:
-            return -1
-        size += len(call_id)
-    if arguments is not None:
-        if type(arguments) is not str:
-            return -1
-        size += len(arguments)
-    if reason is not None:
-        if type(reason) is not str:
-            return -1
-        size += len(reason)
-    if result is not None:
-        if type(result) is not str:
-            return -1
-        size += len(result)
-    if error is not None:
-        if type(error) is not str:
-            return -1
-        size += len(error)
-    path = r.path
-    if type(path) is not tuple:
-        return -1
-    for seg in path:
-        if type(seg) is not str:
-            return -1
-    data = r.data
-    if data:
-        for value in data.values():
-            kind_of = type(value)
-            if kind_of is str:
-                size += len(value)  # type: ignore[arg-type]
-            elif kind_of is int:
-                if value.bit_length() > _BIG_INT_BITS:  # type: ignore[union-attr]
-                    return -1
-            elif kind_of is not bool and kind_of is not float and value is not None:
-                return -1
-    return size
+_Flat: TypeAlias = tuple[
+    str, str, tuple[str, ...], str, str | None, str | None, str | None, str | None,
+    str | None, str | None, str | None, float | None, "dict[str, Scalar] | None", str | int,
+]
+"""A plain pending record: its fields in Record's order (data a plain dict, or
+None when empty), then its time."""
 
 
 @attrs.frozen
-class _Redacted:
-    """A pending record already redacted (a large one, redacted in a worker thread)."""
+class _Held:
+    """A pending record kept as a record: one that is not plain (checked by
+    :func:`check_content`), or a large one already redacted in a worker thread."""
 
+    when: str | int
     record: Record
+    redacted: bool
 
 
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
@@ -138,12 +93,18 @@ class MemorySink:
 
     clock: Callable[[], str] = utc_now
     _entries: list[Entry] = attrs.field(factory=list, init=False)
-    # Records acknowledged but not chained yet (raw, or _Redacted when large), and
-    # beside them their times: a str from a custom clock, or time.time_ns() for the
-    # default one (formatted when chained). Two flat lists, not a list of pairs:
-    # one object fewer per entry for the allocator and the garbage collector.
-    _pending: list[Record | _Redacted] = attrs.field(factory=list, init=False)
-    _times: list[str | int] = attrs.field(factory=list, init=False)
+    # Records acknowledged but not chained yet, in order. A plain record (every field
+    # of the exact type the encoder takes without question) is kept flat, as a
+    # tuple of its fields with its time last (time.time_ns() for the default clock,
+    # formatted when chained; a str from a custom clock) and its data as a plain
+    # dict (None when empty): such a tuple holds nothing the garbage collector
+    # tracks, so the collector stops tracking it at its first collection, and a
+    # sink holding many pending entries costs the collector one list. Any other
+    # record is kept as it was given (_Held), and rebuilt records are the same.
+    _pending: list[_Flat | _Held] = attrs.field(factory=list, init=False)
+    # The last path checked (a tuple of str: it cannot change), so that the many
+    # entries of one run check their shared path once.
+    _path: tuple[str, ...] = attrs.field(default=(), init=False)
     _chain: Chain = attrs.field(factory=Chain, init=False)
     _closed: bool = attrs.field(default=False, init=False)
     _unyielded: int = attrs.field(default=0, init=False)
@@ -161,13 +122,18 @@ class MemorySink:
 
     def _settle(self) -> None:
         pending, self._pending = self._pending, []
-        times, self._times = self._times, []
         link = self._chain.link
         append = self._entries.append
-        for item, when in zip(pending, times, strict=True):
-            record = item.record if isinstance(item, _Redacted) else redact_record(item)
-            # Cannot fail: record() checked each record with check_content, and
-            # redaction only replaces text with text.
+        for item in pending:
+            if type(item) is tuple:
+                when = item[13]
+                record = redact_record(record_from_fields(*item[:13]))
+            elif item.redacted:  # type: ignore[union-attr]
+                when, record = item.when, item.record  # type: ignore[union-attr]
+            else:
+                when, record = item.when, redact_record(item.record)  # type: ignore[union-attr]
+            # Cannot fail: recording checked each record (check_content, or the
+            # same checks inline), and redaction only replaces text with text.
             entry, _ = link(record, when if isinstance(when, str) else utc_from_ns(when))
             append(entry)
 
@@ -195,21 +161,98 @@ class MemorySink:
         """
         if self._closed:
             raise SinkClosedError("record() on a closed MemorySink")
-        size = _plain_size(record)
-        if size < 0:
-            try:
-                check_content(record)
-            except (TypeError, ValueError):
-                # Raise what redacting, then encoding, raises (as the file sinks do).
-                check_content(redact_record(record))
-                raise
-            if is_large(record):
-                raise trio.WouldBlock
-        elif size > OFFLOAD_CHARS:
+        # The checks of check_content and the size is_large counts, in one pass over
+        # the fields, for a record whose every field has the exact type the encoder
+        # takes without question (str, a tuple of str, a finite float, ints short
+        # enough to spell, a read-only dict of those): such a record is kept flat.
+        # Anything else takes check_content and is_large themselves (their errors).
+        r = record
+        kind = r.kind
+        run_id = r.run_id
+        agent_id = r.agent_id
+        verdict = r.verdict
+        duration = r.duration
+        path = r.path
+        data = r.data
+        if (
+            type(kind) is str and kind
+            and type(run_id) is str
+            and type(agent_id) is str
+            and (verdict is None or type(verdict) is str)
+            and (duration is None or (type(duration) is float and isfinite(duration)))
+            and type(data) is MappingProxyType
+            and (path is self._path or self._plain_path(path))
+        ):
+            size = 0
+            tool = r.tool
+            call_id = r.call_id
+            arguments = r.arguments
+            reason = r.reason
+            result = r.result
+            error = r.error
+            plain = True
+            if tool is not None:
+                plain = type(tool) is str
+                size += len(tool) if plain else 0
+            if plain and call_id is not None:
+                plain = type(call_id) is str
+                size += len(call_id) if plain else 0
+            if plain and arguments is not None:
+                plain = type(arguments) is str
+                size += len(arguments) if plain else 0
+            if plain and reason is not None:
+                plain = type(reason) is str
+                size += len(reason) if plain else 0
+            if plain and result is not None:
+                plain = type(result) is str
+                size += len(result) if plain else 0
+            if plain and error is not None:
+                plain = type(error) is str
+                size += len(error) if plain else 0
+            values: dict[str, Scalar] | None = None
+            if plain and data:
+                values = data.copy()
+                for value in values.values():
+                    kind_of = type(value)
+                    if kind_of is str:
+                        size += len(value)  # type: ignore[arg-type]
+                    elif kind_of is int:
+                        if not _INT_MIN < value < _INT_MAX:  # type: ignore[operator]
+                            plain = False
+                            break
+                    elif kind_of is not bool and kind_of is not float and value is not None:
+                        plain = False
+                        break
+            if plain:
+                if size > OFFLOAD_CHARS:
+                    raise trio.WouldBlock
+                clock = self.clock
+                self._pending.append((
+                    kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
+                    reason, result, error, duration, values,
+                    time.time_ns() if clock is utc_now else clock(),
+                ))
+                return
+        try:
+            check_content(record)
+        except (TypeError, ValueError):
+            # Raise what redacting, then encoding, raises (as the file sinks do).
+            check_content(redact_record(record))
+            raise
+        if is_large(record):
             raise trio.WouldBlock
         clock = self.clock
-        self._times.append(time.time_ns() if clock is utc_now else clock())
-        self._pending.append(record)
+        self._pending.append(_Held(time.time_ns() if clock is utc_now else clock(), record, False))
+
+    def _plain_path(self, path: object) -> bool:
+        # Whether path is a tuple of str; remembered (as the last path) when it is.
+        if type(path) is not tuple:
+            return False
+        for seg in path:
+            if type(seg) is not str:
+                return False
+        self._path = path
+        return True
 
     async def record(self, record: Record) -> None:
         """Check ``record`` and append it to the pending records.
@@ -239,12 +282,13 @@ class MemorySink:
         except trio.WouldBlock:
             large = True
         if large:
-            redacted = _Redacted(await redact_in_thread(record))
+            redacted = await redact_in_thread(record)
             if self._closed:
                 raise SinkClosedError("record() on a closed MemorySink")
             clock = self.clock
-            self._times.append(time.time_ns() if clock is utc_now else clock())
-            self._pending.append(redacted)
+            self._pending.append(
+                _Held(time.time_ns() if clock is utc_now else clock(), redacted, True)
+            )
         self._unyielded += 1
         if self._unyielded >= RECORD_BATCH:
             self._unyielded = 0

@@ -1,5 +1,6 @@
 """MemorySink.record_nowait (issue 17): record's checks, order and acknowledged entries,
-synchronously, and not a checkpoint; the one-pass check agrees with check_content."""
+synchronously, and not a checkpoint; its one-pass check (records kept flat) agrees with
+check_content and is_large."""
 
 from __future__ import annotations
 
@@ -12,9 +13,17 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger import GENESIS, MemorySink, Record, SinkClosedError, SinkStatistics, check_chain
+from ledger import (
+    GENESIS,
+    Chain,
+    MemorySink,
+    Record,
+    SinkClosedError,
+    SinkStatistics,
+    check_chain,
+    redact_record,
+)
 from ledger._encoding import check_content
-from ledger._memory import _plain_size
 from ledger._offload import OFFLOAD_CHARS, is_large
 
 from ._helpers import TIME, fixed_clock
@@ -109,6 +118,20 @@ _values = st.one_of(
 )
 
 
+def _refusal(record: Record) -> Exception | None:
+    # What recording refuses a record with: check_content's refusal, reported as
+    # redacting, then encoding, reports it (as the file sinks do); None if accepted.
+    try:
+        check_content(record)
+    except (TypeError, ValueError) as exc:
+        try:
+            check_content(redact_record(record))
+        except Exception as redacted:
+            return redacted
+        return exc
+    return None
+
+
 _FIELDS = ["kind", "run_id", "agent_id", "tool", "call_id", "arguments", "verdict",
            "reason", "result", "error", "duration", "path", "data"]
 
@@ -129,8 +152,9 @@ _FIELDS = ["kind", "run_id", "agent_id", "tool", "call_id", "arguments", "verdic
 def test_the_one_pass_check_agrees_with_check_content_and_is_large(
     fields: dict[str, Any], odd_field: str | None, odd: Any
 ) -> None:
-    # _plain_size is a fast path: whatever it accepts, check_content accepts too, and
-    # it counts what is_large counts; anything else it leaves to those two (-1). Each
+    # record_nowait checks a plain record in one pass (and keeps it flat): whatever it
+    # accepts, check_content accepts too, and it would block exactly when is_large
+    # holds; what check_content refuses it refuses with check_content's error. Each
     # example puts one odd value (a str subclass, bytes, an int, a nan...) in a field.
     if odd_field == "path":
         fields["path"] = (*fields["path"], odd)
@@ -142,11 +166,21 @@ def test_the_one_pass_check_agrees_with_check_content_and_is_large(
         record = Record(**fields)
     except (TypeError, ValueError):
         return  # Record itself refuses it (data)
-    size = _plain_size(record)
-    if size < 0:
+    refused = _refusal(record)
+    if refused is not None:
+        with pytest.raises(type(refused)) as direct:
+            MemorySink().record_nowait(record)
+        assert str(direct.value) == str(refused)
         return
-    check_content(record)
-    assert (size > OFFLOAD_CHARS) is is_large(record)
+    sink = MemorySink(clock=fixed_clock)
+    if is_large(record):
+        with pytest.raises(trio.WouldBlock):
+            sink.record_nowait(record)
+        assert sink.statistics().recorded == 0
+        return
+    sink.record_nowait(record)
+    [entry] = sink.entries
+    assert entry == Chain().link(redact_record(record), TIME)[0]
 
 
 _plain_text = st.one_of(st.none(), st.text(max_size=8))
@@ -161,7 +195,19 @@ _plain_text = st.one_of(st.none(), st.text(max_size=8))
         st.none(), st.booleans(), st.integers(), st.text(max_size=4)), max_size=3),
 )
 def test_plain_records_take_the_fast_path(**fields: Any) -> None:
+    # A plain record is kept flat (a tuple of its fields, its data a plain dict) and
+    # rebuilt equal to itself when read.
     record = Record(**fields)
-    size = _plain_size(record)
-    assert size >= 0
-    assert (size > OFFLOAD_CHARS) is is_large(record)
+    sink = MemorySink(clock=fixed_clock)
+    if is_large(record):
+        with pytest.raises(trio.WouldBlock):
+            sink.record_nowait(record)
+        assert sink.statistics().recorded == 0
+        return
+    sink.record_nowait(record)
+    [flat] = sink._pending
+    assert type(flat) is tuple
+    assert flat[12] == (dict(record.data) or None)
+    assert type(flat[12]) is (dict if record.data else type(None))
+    [entry] = sink.entries
+    assert entry == Chain().link(redact_record(record), TIME)[0]
