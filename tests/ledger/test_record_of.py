@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger import Record
-from ledger._record import record_of
+from ledger._record import record_from_fields, record_of
 
 _text = st.one_of(st.none(), st.text(max_size=6))
 _scalar = st.one_of(
@@ -75,3 +75,50 @@ def test_a_record_of_is_frozen_like_any_record() -> None:
         built.kind = "other"  # type: ignore[misc]
     assert attrs.evolve(built, arguments="bye") == Record("prompt", "r", ("a",), "x",
                                                           arguments="bye")
+
+
+def test_a_record_of_is_a_record_in_every_way_a_record_is() -> None:
+    # record_of fills a writable subclass with Record's slots, then sets its class to
+    # Record: what comes out is a Record (type, repr, copy, evolve, frozen, unhashable
+    # as any Record holding a mapping is), and no instance of the subclass escapes.
+    import copy
+
+    import attrs
+
+    built = record_of("gate_decision", "r", ("a", "b"), "x", tool="t", verdict="allow",
+                      data={"n": 1})
+    made = Record("gate_decision", "r", ("a", "b"), "x", tool="t", verdict="allow",
+                  data={"n": 1})
+    assert type(built) is Record
+    assert repr(built) == repr(made)
+    assert copy.copy(built) == made
+    with pytest.raises(TypeError, match=r"^unhashable type: 'mappingproxy'$"):
+        hash(built)
+    with pytest.raises(TypeError, match=r"^unhashable type: 'mappingproxy'$"):
+        hash(made)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        del built.kind
+    assert built.kind == "gate_decision"
+
+
+@given(
+    kind=st.text(max_size=6), run_id=st.text(max_size=6), agent_id=st.text(max_size=6),
+    path=st.lists(st.text(max_size=3), max_size=3).map(tuple),
+    tool=_text, call_id=_text, arguments=_text, verdict=_text, reason=_text, result=_text,
+    error=_text, duration=st.one_of(st.none(), st.floats(allow_nan=False)),
+    data=st.dictionaries(st.text(max_size=3), _scalar, max_size=4),
+)
+def test_record_from_fields_equals_record(
+    kind: str, run_id: str, agent_id: str, path: tuple[str, ...], tool: str | None,
+    call_id: str | None, arguments: str | None, verdict: str | None, reason: str | None,
+    result: str | None, error: str | None, duration: float | None, data: dict[str, Any],
+) -> None:
+    # What a MemorySink rebuilds from a pending record's fields (data None when empty).
+    built = record_from_fields(kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
+                               reason, result, error, duration, dict(data) or None)
+    assert type(built) is Record
+    assert built == Record(kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
+                           reason, result, error, duration, data)
+    assert isinstance(built.data, types.MappingProxyType)
+    if not data:
+        assert built.data is Record("x").data
