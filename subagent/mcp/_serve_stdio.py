@@ -1,10 +1,11 @@
 """The stdio transport of ``subagent mcp`` (the pool as an MCP server), with a bound on
 what the client writes: one request (one line of stdin) is at most
-:data:`MAX_REQUEST` bytes.
+:data:`MAX_REQUEST` bytes and holds at most :data:`~._framing.MAX_VALUES` JSON values.
 
 The SDK's ``stdio_server`` reads a line however long it grows. Here a longer line is
 answered with a JSON-RPC error (``-32600``, ``id`` null) as soon as it passes the
 bound, and skipped to its end: at most :data:`MAX_REQUEST` bytes of it are ever held.
+A line with more values is answered the same way, without being parsed.
 Like the SDK's transport, it claims the process's stdin and stdout while it serves: fd
 0 reads the null device and fd 1 writes to stderr, so that nothing a tool or a child
 process prints reaches the wire; both are restored when it ends.
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._framing import Lines
+from ._framing import Lines, McpMessageError, check_values
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -38,19 +39,16 @@ MAX_REQUEST = 4 * 1024 * 1024
 #: Seconds the replies already given may take to be written once the server ends.
 FLUSH = 5.0
 
-#: The answer to a line past :data:`MAX_REQUEST`: JSON-RPC's "Invalid Request".
-TOO_LONG = (
-    json.dumps({
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {
-            "code": -32600,
-            "message": f"the request is longer than {MAX_REQUEST} bytes (MAX_REQUEST); "
-            "it was skipped",
-        },
-    }).encode()
-    + b"\n"
-)
+
+
+def _invalid(message: str) -> bytes:
+    # JSON-RPC's "Invalid Request" answer, to no request id (none was read).
+    error = {"code": -32600, "message": f"{message}; it was skipped"}
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode() + b"\n"
+
+
+#: The answer to a line past :data:`MAX_REQUEST`.
+TOO_LONG = _invalid(f"the request is longer than {MAX_REQUEST} bytes (MAX_REQUEST)")
 
 
 def lowlevel_run(server: Any) -> Callable[[Any, Any], Awaitable[None]]:
@@ -124,7 +122,8 @@ async def bounded_stdio_server(
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's (read, write) message streams over the file descriptors ``stdin``
     and ``stdout``; a request line past :data:`MAX_REQUEST` is answered
-    :data:`TOO_LONG` and skipped. A checkpoint.
+    :data:`TOO_LONG` and skipped, one with more than ``MAX_VALUES`` JSON values
+    likewise. A checkpoint.
 
     When the block ends, the replies already given are written (within
     :data:`FLUSH` seconds) and reading stops.
@@ -161,6 +160,11 @@ async def bounded_stdio_server(
                 for line in lines.feed(chunk):
                     if line is None:
                         await send(TOO_LONG)
+                        continue
+                    try:
+                        check_values(line)
+                    except McpMessageError as exc:
+                        await send(_invalid(str(exc).replace("a message", "the request")))
                         continue
                     try:
                         item: SessionMessage | Exception = SessionMessage(

@@ -1,6 +1,7 @@
 """``subagent mcp``'s own stdio transport (a real subprocess, driven by raw lines): a
-request line past MAX_REQUEST is answered -32600 and skipped, and the next one is
-served; and the SDK's private call it runs the server through is checked first."""
+request line past MAX_REQUEST, or with more than MAX_VALUES values, is answered
+-32600 and skipped, and the next one is served; and the SDK's private call it runs
+the server through is checked first."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import trio
 from mcp_types import LATEST_PROTOCOL_VERSION
 
-from subagent.mcp._framing import Lines
+from subagent.mcp._framing import MAX_VALUES, Lines
 from subagent.mcp._serve_stdio import MAX_REQUEST, lowlevel_run
 
 from .helpers import PATIENCE
@@ -24,7 +25,7 @@ def line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
-async def test_an_over_long_request_is_answered_and_skipped(tmp_path: Path) -> None:
+async def test_an_over_long_or_too_many_valued_request_is_skipped(tmp_path: Path) -> None:
     (tmp_path / "specs.toml").write_text(
         '[agents.greeter]\ndescription = "Greets."\nmodel = "scripted:greeter.json"\n'
     )
@@ -41,6 +42,7 @@ async def test_an_over_long_request_is_answered_and_skipped(tmp_path: Path) -> N
     requests = (
         # Past the bound by one byte, and a JSON request at that: it is never read.
         line({"jsonrpc": "2.0", "id": 7, "method": "ping", "pad": "x" * MAX_REQUEST})
+        + b"[" + b"{}," * MAX_VALUES + b"{}]\n"
         + line(initialize)
         + line({"jsonrpc": "2.0", "method": "notifications/initialized"})
         + line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
@@ -49,7 +51,7 @@ async def test_an_over_long_request_is_answered_and_skipped(tmp_path: Path) -> N
     lines = Lines(MAX_REQUEST)
     with trio.fail_after(PATIENCE):
         await process.stdin.send_all(requests)
-        while len(answers) < 3:
+        while len(answers) < 4:
             chunk = await process.stdout.receive_some(65536)
             assert chunk, answers
             answers += [json.loads(x) for x in lines.feed(chunk) if x is not None]
@@ -58,9 +60,12 @@ async def test_an_over_long_request_is_answered_and_skipped(tmp_path: Path) -> N
     assert answers[0] == {"jsonrpc": "2.0", "id": None, "error": {
         "code": -32600,
         "message": "the request is longer than 4194304 bytes (MAX_REQUEST); it was skipped"}}
-    assert answers[1]["id"] == 1 and "result" in answers[1]
-    assert answers[2]["id"] == 2
-    assert [t["name"] for t in answers[2]["result"]["tools"]] == ["greeter"]
+    assert answers[1] == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": "the request holds more than 65536 JSON values (MAX_VALUES); "
+        "it was skipped"}}
+    assert answers[2]["id"] == 1 and "result" in answers[2]
+    assert answers[3]["id"] == 2
+    assert [t["name"] for t in answers[3]["result"]["tools"]] == ["greeter"]
 
 
 def test_the_sdks_private_run_is_checked_before_serving() -> None:
