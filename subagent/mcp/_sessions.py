@@ -5,9 +5,9 @@ initialize, list the tools) within the server's ``start_timeout``, then watches 
 connection: its transport's end (a stdio server's stdout or process), or a ping not
 answered within :data:`PING_TIMEOUT` (one every :data:`PING_INTERVAL`), ends it. A
 call answered "connection closed" (JSON-RPC ``-32000``) while the transport runs fails
-alone, and the server is pinged at once: a server cannot force its own restart. A server that cannot
-start or whose connection ended is started again after a backoff (1s, doubling, at
-most :data:`MAX_BACKOFF`), for as long as the pool is open. Meanwhile its tools'
+alone, and the server is pinged at once: that answer cannot force a restart. A server
+that cannot start or whose connection ended is started again after a backoff (1s,
+doubling, at most :data:`MAX_BACKOFF`), for as long as the pool is open. Meanwhile its tools'
 calls fail at once with :class:`McpServerError` naming the server (an error result the
 model sees): no failure of a server ends a run or the pool.
 

@@ -9,7 +9,8 @@ server in a new session (its own process group) with only the environment the SD
 passes on (``HOME``, ``PATH``, ...) plus the configured ``env``, and stops it when the
 block ends: stdin closed, then SIGTERM and SIGKILL to the group, each after a grace of
 :data:`GRACE` seconds, then reaped; whatever is left in the group then gets SIGKILL.
-The stop is shielded and bounded.
+The stop is shielded and bounded. Its stderr goes through a pipe into a bounded tail
+(:mod:`._stderr`), never to this process's stderr.
 """
 
 from __future__ import annotations
