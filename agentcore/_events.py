@@ -88,5 +88,20 @@ class Event:
     time: float = attrs.field(factory=wall_clock, eq=False)
 
 
-#: Where a run sends its events; awaiting it may block (backpressure).
+#: Where a run sends its events; awaiting it may block (backpressure). A sink may also
+#: offer a synchronous ``emit_nowait(event) -> bool`` (see :func:`taken_now`).
 EventSink = Callable[[Event], Awaitable[None]]
+
+
+def taken_now(sink: EventSink, event: Event) -> bool:
+    """Whether ``sink`` took ``event`` now, without being awaited. Not a checkpoint.
+
+    A sink that can deliver some events synchronously offers ``emit_nowait(event)``:
+    it delivers the event exactly as awaiting the sink would have (order,
+    cancellation, backpressure) and returns True, or does nothing and returns False
+    when delivering would have to wait or check in with the scheduler (a full
+    buffer, a cancelled task). False, having done nothing, for a sink without it: the
+    caller then awaits ``sink(event)``.
+    """
+    nowait = getattr(sink, "emit_nowait", None)
+    return nowait is not None and nowait(event) is True

@@ -37,7 +37,8 @@ async def complete(run: RunPort, tools: tuple[ToolSpec, ...]) -> ModelResponse:
         if agent.hookset.before_model:
             request = await _before_model(run, request)
         try:
-            await run.emit(EventKind.model_request)
+            if not run.emit_now(EventKind.model_request):
+                await run.emit(EventKind.model_request)
             if agent.streams:
                 response = await _stream(run, request)
             else:
@@ -153,7 +154,8 @@ async def _record_response(run: RunPort, response: ModelResponse) -> None:
     message = response.message
     run.add_usage(response.usage)
     run.add_message(message)
-    await run.emit(EventKind.model_response, message=message, usage=response.usage)
+    if not run.emit_now(EventKind.model_response, message=message, usage=response.usage):
+        await run.emit(EventKind.model_response, message=message, usage=response.usage)
     entry = run.audit_sync(
         "model_response",
         result=message.content,

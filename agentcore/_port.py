@@ -132,6 +132,12 @@ class RunPort(Protocol):
         """Send one event of the run to its destination and observers."""
         ...
 
+    def emit_now(self, kind: EventKind, **fields: Any) -> bool:
+        """Send one event of the run now if nothing must be awaited (not a checkpoint):
+        True when sent (or there is nowhere to send it); False, having sent nothing,
+        when the caller must await :meth:`emit` instead."""
+        ...
+
     async def audit(self, kind: str, **fields: Any) -> None:
         """Record one audit entry of the run; raises ``AuditError`` if it cannot."""
         ...

@@ -206,7 +206,8 @@ class Run(RunPortMethods, RunHandle):
                         await at_turn(state, agent.checkpoint)
                     injected = state.read_inbox()
                     state.begin_turn()
-                    await self.emit(EventKind.turn_start)
+                    if not self.emit_now(EventKind.turn_start):
+                        await self.emit(EventKind.turn_start)
                     if injected:
                         await self._announce(injected)
                     if state.reported < len(state.follow_ups):

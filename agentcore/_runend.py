@@ -55,7 +55,9 @@ class RunEnd:
         run's ``agent_start`` was ``announced``: its events are bracketed by
         agent_start and agent_end). Shielded; a checkpoint, except that entries taken
         by a sink without waiting (``record_nowait``) are recorded before and outside
-        the shielded scope, which is then entered only for the end events (if any).
+        the shielded scope, which is then entered only for the end events (if any),
+        and that a lone ``agent_end`` its destination takes now (``emit_now``) is sent
+        without one.
 
         Afterwards ``summary`` and ``error`` say how the run ended: ``error``, or
         the AuditError of a ``run_end`` entry that could not be recorded.
@@ -76,6 +78,11 @@ class RunEnd:
             except AuditError as exc:
                 self._entry_failed(exc)
             step += 1
+        if step == _END_EVENTS and last == _DONE and self._lone_end() and self.run.emit_now(
+            EventKind.agent_end, summary=self.summary
+        ):
+            # A lone agent_end its destination takes now: no scope to enter.
+            return
         timeout = self.run.agent.end_timeout
         while step < last:
             with trio.CancelScope(shield=True, deadline=trio.current_time() + timeout) as scope:
@@ -143,6 +150,15 @@ class RunEnd:
             )
             self.run.end_as(self.summary)
             self.error = failure
+
+    def _lone_end(self) -> bool:
+        # Whether agent_end is the only end event (see _end_events).
+        summary = self.summary
+        return (
+            not self._failures and not self.follow_ups
+            and summary.end_reason is not EndReason.error
+            and (summary.end_reason is not EndReason.aborted or self.error is not None)
+        )
 
     async def _end_events(self, no_error: bool) -> None:
         summary = self.summary

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ledger._record import record_of
 
 from ._audit import record, record_now, record_sync
-from ._events import Event, EventKind, EventSink
+from ._events import Event, EventKind, EventSink, taken_now
 from ._hookcall import call_hook
 
 if TYPE_CHECKING:
@@ -57,10 +57,22 @@ class RunPortMethods:
         if self._emit_to is None and not self._observers:
             return
         event = Event(kind, self.run_id, self.agent.agent_id, self._state.turn, **fields)
-        if self._emit_to is not None:
+        if self._emit_to is not None and not taken_now(self._emit_to, event):
             await self._emit_to(event)
         for hook in self._observers:
             await call_hook(self, hook, event)  # type: ignore[arg-type]
+
+    def emit_now(self, kind: EventKind, **fields: Any) -> bool:
+        """Send one event of this run now, if that needs no await: no observer hooks,
+        and a destination that takes it synchronously (:func:`taken_now`). Not a
+        checkpoint. True when sent (or there is nowhere to send it); False, having
+        sent nothing, when the caller must await :meth:`emit` instead."""
+        if self._observers:
+            return False
+        sink = self._emit_to
+        return sink is None or taken_now(
+            sink, Event(kind, self.run_id, self.agent.agent_id, self._state.turn, **fields)
+        )
 
     async def _emit_start(self) -> None:
         # agent_start, with ordinary backpressure in the caller's context: a run
@@ -69,7 +81,7 @@ class RunPortMethods:
         # observers then see it as any other event.
         event = Event(EventKind.agent_start, self.run_id, self.agent.agent_id,
                       self._state.turn, text=self.input)
-        if self._emit_to is not None:
+        if self._emit_to is not None and not taken_now(self._emit_to, event):
             await self._emit_to(event)
         self._state.start_delivered = True
         for hook in self._observers:

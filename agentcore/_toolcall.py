@@ -129,7 +129,8 @@ async def call_tool(
     a tool that raises or times out) becomes an error outcome.
     """
     run.count_calls(1)
-    await run.emit(EventKind.tool_start, call=call)
+    if not run.emit_now(EventKind.tool_start, call=call):
+        await run.emit(EventKind.tool_start, call=call)
     entry = run.audit_sync(
         "tool_request", tool=call.name, call_id=call.id, arguments=call.arguments
     )
@@ -216,9 +217,12 @@ async def _end_call(
     if hooks.after_tool:
         outcome, _ = await intercept(run, hooks.after_tool, (run, effective), outcome, ToolOutcome)
     run.count_outcome(outcome)
-    await run.emit(
+    if not run.emit_now(
         EventKind.tool_end, call=effective, text=outcome.text, is_error=outcome.is_error
-    )
+    ):
+        await run.emit(
+            EventKind.tool_end, call=effective, text=outcome.text, is_error=outcome.is_error
+        )
     entry = run.audit_sync(
         "tool_result",
         tool=effective.name,
@@ -255,7 +259,8 @@ async def _gated_execute(run: RunPort, call: ToolCall) -> ToolOutcome:
 async def _record_decision(run: RunPort, call: ToolCall, decision: GateDecision) -> None:
     # The gate_decision event, then its audit entry (raises AuditError: the call
     # must not go on).
-    await run.emit(EventKind.gate_decision, call=call, decision=decision)
+    if not run.emit_now(EventKind.gate_decision, call=call, decision=decision):
+        await run.emit(EventKind.gate_decision, call=call, decision=decision)
     entry = run.audit_sync(
         "gate_decision",
         tool=call.name,
