@@ -5,6 +5,7 @@ pushed back at most once per PUSH_RESOLUTION, at exact virtual times."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,7 +14,7 @@ import trio
 import trio.testing
 
 import agentcore
-from agentcore.testing import Blocked, ScriptedModel
+from agentcore.testing import Blocked, ScriptedModel, tool_call_reply
 from subagent import Pool, Spec, Stream, Task, open_pool
 from subagent._emitter import PUSH_RESOLUTION, Emitter, emitter
 
@@ -142,3 +143,38 @@ async def test_emitter_is_none_only_without_stream_observer_or_watchdog(
         await trio.testing.wait_all_tasks_blocked()
         assert (emitter(task) is None) == (idle_timeout is None)
         task.cancel()
+
+
+@agentcore.tool
+async def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+@pytest.mark.parametrize("buffer", [0, 1, 3, 64])
+async def test_a_run_through_a_small_stream_delivers_every_event_in_order(buffer: int) -> None:
+    # A slow consumer: each event waits for the consumer to take it (taken now only
+    # when the stream has room).
+    stream = Stream(buffer)
+    got: list[str] = []
+
+    async def consume() -> None:
+        async for event in stream:
+            got.append(str(event.kind))
+            await trio.lowlevel.checkpoint()
+
+    model = ScriptedModel([tool_call_reply("echo", json.dumps({"text": "a"})), "done"])
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consume)
+        async with open_pool(events=stream) as pool:
+            pool.register(Spec("w", model=model, tools=(echo,)))
+            task = await pool.submit("w", "go")
+            assert (await task.wait()).output == "done"
+        stream.close()
+    assert got == [
+        "task_queued", "task_started", "agent_start", "turn_start", "model_request",
+        "model_response", "tool_start", "gate_decision", "tool_end", "turn_start",
+        "model_request", "model_response", "agent_end", "task_finished",
+    ]
+    statistics = stream.statistics()
+    assert (statistics.sent, statistics.dropped, statistics.dropped_cancelled) == (14, 0, 0)
