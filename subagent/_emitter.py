@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable
 
 import trio
+from trio.abc import Clock
 
 import agentcore
 
@@ -58,17 +59,7 @@ def emitter(task: Task) -> Emitter | None:
     observe = task.pool._observer
     if destination is None and observe is None and not watched:
         return None
-    return Emitter(task, destination, observe, watched)
-
-
-def _cancelled() -> bool:
-    # Whether the current task is cancelled, read as trio.lowlevel.checkpoint_if_cancelled
-    # reads it (trio has no public synchronous form: see agentcore._audit); a trio
-    # without that attribute answers True, and the caller takes the awaited path.
-    try:
-        return bool(trio.lowlevel.current_task()._cancel_status.effectively_cancelled)
-    except AttributeError:  # pragma: no cover - only on a future trio
-        return True
+    return Emitter(task, destination, observe, trio.lowlevel.current_clock() if watched else None)
 
 
 class Emitter:
@@ -80,28 +71,29 @@ class Emitter:
       task: The task whose run emits.
       destination: Its stream, if any.
       observe: The pool's observer, if any.
-      watched: Whether a task on its path has an ``idle_timeout``.
+      clock: trio's clock when a task on its path has an ``idle_timeout`` (read
+        directly: ``trio.current_time()`` is two calls more), else None.
       pushed: When it last pushed the idle watchdogs back (trio's clock).
       start_dropped: Whether ``drop_newest`` dropped the run's ``agent_start`` (its
         ``agent_end`` is then dropped too: start and end pair up).
     """
 
-    __slots__ = ("destination", "observe", "pushed", "start_dropped", "task", "watched")
+    __slots__ = ("clock", "destination", "observe", "pushed", "start_dropped", "task")
 
     def __init__(
         self, task: Task, destination: Stream | None,
-        observe: Callable[[Event], None] | None, watched: bool,
+        observe: Callable[[Event], None] | None, clock: Clock | None,
     ) -> None:
         self.task = task
         self.destination = destination
         self.observe = observe
-        self.watched = watched
+        self.clock = clock
         self.pushed = -math.inf
         self.start_dropped = False
 
-    def _push(self) -> None:
+    def _push(self, clock: Clock) -> None:
         # Push the idle watchdogs above the run back, unless it did within PUSH_RESOLUTION.
-        now = trio.current_time()
+        now = clock.current_time()
         if now - self.pushed >= PUSH_RESOLUTION:
             self.pushed = now
             self.task._progress(now)
@@ -110,15 +102,15 @@ class Emitter:
         """Deliver ``event``: a checkpoint when it goes to a stream (it may wait for
         room within the task's limits); once the run has ended (its summary is set),
         its end never waits: see :class:`Stream`."""
-        if self.watched:
-            self._push()
+        if self.clock is not None:
+            self._push(self.clock)
         destination = self.destination
         observe = self.observe
         if destination is None and observe is None:
             return
         task = self.task
         kind = event.kind
-        wrapped = Event(task.path, kind, event, task.call_id)
+        wrapped = Event(task._path, kind, event, task._call_id, time=event.time)
         if observe is not None:
             observe(wrapped)
         if destination is None:
@@ -138,22 +130,32 @@ class Emitter:
         ``await self(event)`` would have). False, having done nothing, when the stream
         is full (policy ``block``) or the task is cancelled while the run is going:
         the caller then awaits the emitter. Not a checkpoint."""
+        # (The task's private fields are read directly: this runs for every event of
+        # every run. "Cancelled" is read as trio.lowlevel.checkpoint_if_cancelled reads
+        # it: trio has no public synchronous form, see agentcore._audit; a trio without
+        # that attribute takes the awaited path.)
         destination = self.destination
         task = self.task
         if destination is None:
-            if self.watched:
-                self._push()
+            if self.clock is not None:
+                self._push(self.clock)
             if self.observe is not None:
-                self.observe(Event(task.path, event.kind, event, task.call_id))
+                self.observe(Event(task._path, event.kind, event, task._call_id, time=event.time))
             return True
         run = task._run
         ended = run is not None and run.summary is not None
-        if not ended and (not destination._room() or _cancelled()):
-            return False
-        if self.watched:
-            self._push()
+        if not ended:
+            if not destination._room():
+                return False
+            try:
+                if trio.lowlevel.current_task()._cancel_status.effectively_cancelled:
+                    return False
+            except AttributeError:  # pragma: no cover - only on a future trio
+                return False
+        if self.clock is not None:
+            self._push(self.clock)
         kind = event.kind
-        wrapped = Event(task.path, kind, event, task.call_id)
+        wrapped = Event(task._path, kind, event, task._call_id, time=event.time)
         if self.observe is not None:
             self.observe(wrapped)
         if ended:

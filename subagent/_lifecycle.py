@@ -122,16 +122,20 @@ def _new_agent(
     )
 
 
+# (_record, _report_start and _report_end read the task's private fields, not its
+# read-only views: they run for every task.)
+
+
 def _record(task: Task, kind: EventKind, summary: RunSummary | None, error: str | None) -> Record:
-    data: dict[str, str | int | float | bool | None] = {"agent": task.name}
+    data: dict[str, str | int | float | bool | None] = {"agent": task._name}
     if summary is not None:
         data["end_reason"] = str(summary.end_reason)
-    if task.history:
+    if task._history:
         # The run starts from earlier messages (submit's history), not in its own entries.
-        data["history_messages"] = len(task.history)
+        data["history_messages"] = len(task._history)
     return record_of(
-        str(kind), "/".join(task.path), task.path, task.spec.agent_id,
-        call_id=task.call_id, error=error, data=data,
+        str(kind), "/".join(task._path), task._path, task._spec.agent_id,
+        call_id=task._call_id, error=error, data=data,
     )
 
 
@@ -141,7 +145,7 @@ async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
     # returned and nothing is announced: a start that cannot be audited does not run.
     # The entry is recorded without awaiting when the sink can take it so
     # (record_sync: record_nowait, and the task is not cancelled); else awaited.
-    sink = task.spec.audit
+    sink = task._spec.audit
     if sink is not None:
         entry = _record(task, kind, None, None)
         try:
@@ -152,13 +156,13 @@ async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
             failure = await _audit(sink, entry)
             if failure is not None:
                 return failure
-    observe = task.pool._observer
-    if task.events is not None or observe is not None:
-        tagged = Event(task.path, kind, None, task.call_id)
+    observe = task._pool._observer
+    if task._events is not None or observe is not None:
+        tagged = Event(task._path, kind, None, task._call_id)
         if observe is not None:
             observe(tagged)
-        if task.events is not None:
-            task.events._send_reserved(tagged)
+        if task._events is not None:
+            task._events._send_reserved(tagged)
     return None
 
 
@@ -167,7 +171,7 @@ async def _report_end(task: Task, kind: EventKind) -> None:
     # sink cannot hold back the event (no scope with a sink that never blocks: see
     # record_within), then its event (with the sink's failure as its error when it
     # has none), which never waits (see Stream).
-    sink = task.spec.audit
+    sink = task._spec.audit
     error = task._error
     if sink is not None:
         entry = _record(task, kind, task._summary, error)
@@ -175,15 +179,15 @@ async def _report_end(task: Task, kind: EventKind) -> None:
             await record_within(sink, entry, END_TIMEOUT, shield=True)
         except AuditError as failure:
             error = error or f"AuditError: {failure}"
-    observe = task.pool._observer
-    if task.events is not None or observe is not None:
+    observe = task._pool._observer
+    if task._events is not None or observe is not None:
         summary = task._summary
         usage = task.tree_usage if summary is not None else None
-        tagged = Event(task.path, kind, None, task.call_id, summary, error, tree_usage=usage)
+        tagged = Event(task._path, kind, None, task._call_id, summary, error, tree_usage=usage)
         if observe is not None:
             observe(tagged)
-        if task.events is not None:
-            task.events._send_reserved(tagged)
+        if task._events is not None:
+            task._events._send_reserved(tagged)
 
 
 async def _audit(sink: Sink, entry: Record) -> AuditError | None:

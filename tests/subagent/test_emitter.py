@@ -127,7 +127,7 @@ async def test_idle_push_at_most_once_per_resolution(autojump_clock: Clock) -> N
 
 async def test_no_idle_timeout_pushes_nothing() -> None:
     async with parked(Stream(100), idle_timeout=None) as (_, task, sink):
-        assert not sink.watched
+        assert sink.clock is None
         assert sink.emit_nowait(ev())
         assert task._scope.deadline == float("inf")
 
