@@ -70,9 +70,14 @@ class RunPortMethods:
         if self._observers:
             return False
         sink = self._emit_to
-        return sink is None or taken_now(
-            sink, Event(kind, self.run_id, self.agent.agent_id, self._state.turn, **fields)
-        )
+        if sink is None:
+            return True
+        # taken_now inline (a call fewer per event), and no Event for a sink without
+        # emit_nowait.
+        nowait = getattr(sink, "emit_nowait", None)
+        return nowait is not None and nowait(
+            Event(kind, self.run_id, self.agent.agent_id, self._state.turn, **fields)
+        ) is True
 
     async def _emit_start(self) -> None:
         # agent_start, with ordinary backpressure in the caller's context: a run

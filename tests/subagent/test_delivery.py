@@ -61,6 +61,13 @@ class CountingStream(Stream):
         self.produced.append(event)
         await super().send(event)
 
+    def send_nowait(self, event: Event) -> None:
+        # The emitter's synchronous path (Emitter.emit_nowait) sends here directly;
+        # send() does too, after recording the event.
+        if not self.produced or self.produced[-1] is not event:
+            self.produced.append(event)
+        super().send_nowait(event)
+
     def _send_reserved(self, event: Event) -> None:
         self.produced.append(event)
         super()._send_reserved(event)

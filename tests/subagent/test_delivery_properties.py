@@ -48,6 +48,13 @@ class Recorder(Stream):
             self.cancelled.add(id(event))
             raise
 
+    def send_nowait(self, event: Event) -> None:
+        # The emitter's synchronous path (Emitter.emit_nowait) sends here directly;
+        # send() does too, after recording the event.
+        if not self.produced or self.produced[-1][1] is not event:
+            self.produced.append((trio.current_time(), event))
+        super().send_nowait(event)
+
     def _send_reserved(self, event: Event) -> None:
         self.produced.append((trio.current_time(), event))
         super()._send_reserved(event)
