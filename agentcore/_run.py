@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import itertools
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 import trio
@@ -35,8 +33,19 @@ _run_ids = itertools.count(1)
 # Read once for the way out of a cancelled run: an enum member read goes through
 # EnumType.__getattr__ (about 200 ns on Python 3.11).
 _ABORTED = EndReason.aborted
-# The body's "scope" of a run whose owner's scope is entered already (reusable).
-_OWNED: AbstractContextManager[object] = contextlib.nullcontext()
+
+
+class _OwnScope:
+    """The owner of a run started without one (see ``ScopeOwner``): a scope of its
+    own, which only the run's abort cancels."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self) -> None:
+        self._scope = trio.CancelScope()
+
+    def _cancelled_otherwise(self) -> bool:
+        return False
 
 
 _current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
@@ -147,11 +156,21 @@ class Run(RunPortMethods, RunHandle):
             task, see ``ScopeOwner``): from the end of ``agent_start`` on,
             :meth:`abort` cancels that scope instead of one of the run's own, and a
             Cancelled the owner did not cause (after an abort) ends the run as an
-            abort does. The same ends and events as without.
+            abort does. Without one the run is its own owner (a scope that only its
+            abort cancels, around this call): the same ends and events.
 
         Raises:
           RuntimeError: the run was started before.
         """
+        if owner is None:
+            # A run without an owner is its own: the same steps, in a scope only its
+            # abort cancels (so the owner's path, every pool run's, enters no
+            # context manager of its own).
+            own = _OwnScope()
+            with own._scope:
+                return await self.run(owner=own)
+            # Not reached: the run handles its abort's Cancelled itself.
+            raise AssertionError(f"run {self.run_id}: its own scope caught a Cancelled")
         state = self._state
         if state.phase is not Phase.new:
             raise RuntimeError(f"run {self.run_id} was already started")
@@ -165,78 +184,69 @@ class Run(RunPortMethods, RunHandle):
         output = last_text = ""
         reason = EndReason.stop
         error: BaseException | None = None
-        scope: AbstractContextManager[object]
-        if owner is None:
-            scope = self._scope = trio.CancelScope()
-            if state.abort_reason is not None:
-                self._scope.cancel()
-        else:
-            # The owner's scope is entered already; it becomes the run's (for
-            # abort) once agent_start is out, as the run's own scope covers no more.
-            scope = _OWNED
         try:
             if self._emit_to is not None or self._observers:
                 await self._emit_start()
-            if owner is not None:
-                self._scope = owner._scope
+            # The owner's scope is entered already; it becomes the run's (for abort)
+            # once agent_start is out.
+            self._scope = owner._scope
+            if state.abort_reason is not None:
+                owner._scope.cancel()
+            if self._resuming:
+                last_text = await self._resume()
+            else:
+                await self.audit("prompt", arguments=self.input)
+            # The turn loop, in this frame: every parked run holds it.
+            while True:
                 if state.abort_reason is not None:
-                    owner._scope.cancel()
-            with scope:
-                if self._resuming:
-                    last_text = await self._resume()
-                else:
-                    await self.audit("prompt", arguments=self.input)
-                # The turn loop, in this frame: every parked run holds it.
-                while True:
-                    if state.abort_reason is not None:
-                        # Stop here even if nothing since the abort was a checkpoint.
-                        await trio.lowlevel.checkpoint()
-                    if state.pausing:
-                        state.close()
-                        output, reason = "", EndReason.paused
-                        break
-                    if state.interrupt_requested:
-                        output, reason = await self._summarise()
-                        break
-                    if state.turn >= agent.max_turns:
-                        state.close()
-                        output, reason = last_text, EndReason.max_turns
-                        break
-                    if agent.checkpoint is not None:
-                        await at_turn(state, agent.checkpoint)
-                    injected = state.read_inbox()
-                    state.begin_turn()
-                    if not self.emit_now(EventKind.turn_start):
-                        await self.emit(EventKind.turn_start)
-                    if injected:
-                        await self._announce(injected)
-                    if state.reported < len(state.follow_ups):
-                        await self._report_follow_ups()
-                    message = (await complete(self, agent.tool_specs)).message
-                    last_text = message.content
-                    if self._output is not None and (
-                        message.tool_calls or not state.interrupt_requested
-                    ):
-                        # Typed output: the answer must be a valid final_result call.
-                        if await self._output.answer(self, message):
-                            state.close()
-                            output, reason = self._output.text, EndReason.stop
-                            break
-                        continue
-                    if message.tool_calls:
-                        await run_tools(self, message.tool_calls)
-                        continue
-                    if state.interrupt_requested:
-                        state.close()
-                        await self.note_interrupt()
-                        output, reason = last_text, EndReason.interrupted
-                        break
-                    if state.inbox and state.turn < agent.max_turns:
-                        continue
+                    # Stop here even if nothing since the abort was a checkpoint.
+                    await trio.lowlevel.checkpoint()
+                if state.pausing:
                     state.close()
-                    output, reason = last_text, EndReason.stop
+                    output, reason = "", EndReason.paused
                     break
-            # (Only abort cancels the run's own scope, and abort sets the reason.)
+                if state.interrupt_requested:
+                    output, reason = await self._summarise()
+                    break
+                if state.turn >= agent.max_turns:
+                    state.close()
+                    output, reason = last_text, EndReason.max_turns
+                    break
+                if agent.checkpoint is not None:
+                    await at_turn(state, agent.checkpoint)
+                injected = state.read_inbox()
+                state.begin_turn()
+                if not self.emit_now(EventKind.turn_start):
+                    await self.emit(EventKind.turn_start)
+                if injected:
+                    await self._announce(injected)
+                if state.reported < len(state.follow_ups):
+                    await self._report_follow_ups()
+                message = (await complete(self, agent.tool_specs)).message
+                last_text = message.content
+                if self._output is not None and (
+                    message.tool_calls or not state.interrupt_requested
+                ):
+                    # Typed output: the answer must be a valid final_result call.
+                    if await self._output.answer(self, message):
+                        state.close()
+                        output, reason = self._output.text, EndReason.stop
+                        break
+                    continue
+                if message.tool_calls:
+                    await run_tools(self, message.tool_calls)
+                    continue
+                if state.interrupt_requested:
+                    state.close()
+                    await self.note_interrupt()
+                    output, reason = last_text, EndReason.interrupted
+                    break
+                if state.inbox and state.turn < agent.max_turns:
+                    continue
+                state.close()
+                output, reason = last_text, EndReason.stop
+                break
+            # An abort the body did not see (no checkpoint since) ends it too.
             if state.abort_reason is not None:
                 output, reason = "", EndReason.aborted
                 state.roll_back()
@@ -244,7 +254,7 @@ class Run(RunPortMethods, RunHandle):
             reason, error = EndReason.error, exc
         except BaseException as exc:
             reason, error = _ABORTED, exc
-            if owner is not None and self._scope is not None and state.abort_reason is not None:
+            if self._scope is not None and state.abort_reason is not None:
                 # What the run's own scope would have caught: the abort's Cancelled,
                 # unless the owner cancelled too (its cancel, its deadline).
                 rest = uncancelled(exc)
@@ -264,14 +274,14 @@ class Run(RunPortMethods, RunHandle):
         if self.agent.checkpoint is not None:
             await at_end(state, self.agent.checkpoint, self.agent.end_timeout)
         if reason is _ABORTED and error is not None:
-            # Re-raised without this frame keeping it (as outcome's unwrap does): the
-            # traceback holds this frame, so a local bound to the exception would be
-            # a reference cycle, left to the garbage collector with every frame of
-            # the cancelled run.
-            try:
-                raise error
-            finally:
-                del error
+            # Re-raised without this frame keeping it: the traceback holds this
+            # frame, so a local bound to the exception would be a reference cycle,
+            # left to the garbage collector with every frame of the cancelled run.
+            # (Not ``try: raise error; finally: del error``: with trio.Cancelled's
+            # ABC metaclass each handler it passes costs a subclass check.)
+            held = [error]
+            del error
+            raise held.pop()
         return self._result(output, summary, error)
 
     # The result of run(), apart (as its end is, ``conclude``): what run()'s frame
