@@ -400,7 +400,7 @@ class Pool(Waits):
 
     def _apply(self, effects: list[Effect[Task]]) -> None:
         # The one place that starts runners, wakes parked tasks and sets events. Its
-        # cancels share one cancel reason (see _scopes).
+        # cancels share one cancel reason (see _scopes); per-task effects checked first.
         canceller: Canceller | None = None
         for effect in effects:
             if isinstance(effect, Grant):
@@ -410,19 +410,19 @@ class Pool(Waits):
                     trio.lowlevel.reschedule(waiter)
                 else:
                     task._grant()
-            elif isinstance(effect, WakeSubmitter | WakeFanout):
-                trio.lowlevel.reschedule(effect.token)  # type: ignore[arg-type]
+            elif isinstance(effect, Resolve):
+                effect.node.handle._resolve()
+            elif isinstance(effect, CancelRun):
+                if canceller is None:
+                    canceller = Canceller()
+                effect.node.handle._cancel_scopes(canceller)
             elif isinstance(effect, StartRunner):
                 task = effect.node.handle
                 self._nursery.start_soon(
                     self._runner, task, name=f"subagent {format_path(task.path)}"
                 )
-            elif isinstance(effect, CancelRun):
-                if canceller is None:
-                    canceller = Canceller()
-                effect.node.handle._cancel_scopes(canceller)
-            elif isinstance(effect, Resolve):
-                effect.node.handle._resolve()
+            elif isinstance(effect, WakeSubmitter | WakeFanout):
+                trio.lowlevel.reschedule(effect.token)  # type: ignore[arg-type]
             else:
                 assert isinstance(effect, Arrived)
                 effect.node.handle._arrived()
