@@ -17,7 +17,7 @@ from ._modelcall import complete
 from ._output import OutputCheck
 from ._result import RunResult
 from ._resume import audit_answers, finish_pending, last_answer
-from ._runend import conclude
+from ._runend import conclude, summarise
 from ._runhandle import RunHandle, ScopeOwner, uncancelled
 from ._runport import RunPortMethods
 from ._state import Phase, RunState
@@ -268,8 +268,11 @@ class Run(RunPortMethods, RunHandle):
                         reason = EndReason.error
         finally:
             _current_run.set(outer)
-            summary, error = await conclude(self, state, reason, error, clock_start,
-                                              self.agent.audit is not None)
+            summary = summarise(state, reason, error, clock_start)
+            if self.agent.audit is not None or state.start_delivered:
+                summary, error = await conclude(
+                    self, state, summary, error, self.agent.audit is not None
+                )
             reason = summary.end_reason
         if self.agent.checkpoint is not None:
             await at_end(state, self.agent.checkpoint, self.agent.end_timeout)

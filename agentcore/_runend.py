@@ -181,16 +181,13 @@ _FAILED = frozenset({EndReason.error, EndReason.timeout})
 _PAUSED = EndReason.paused
 
 
-async def conclude(
-    run: RunPort, state: RunState, reason: EndReason, error: BaseException | None,
-    started: float, audited: bool,
-) -> tuple[RunSummary, BaseException | None]:
-    """The end of ``run``, which stopped for ``reason`` (``error``: the exception
-    that ended it, if any; ``started``: when this stretch of it began): its summary
-    in ``state``, then its end entry and events (:class:`RunEnd`) when there is a sink
-    or a delivered ``agent_start`` (else there is nothing to record or announce).
-    ``audited``: the run has a sink. Returns the summary and error as the end left
-    them. A checkpoint when there is a sink or a delivered ``agent_start``."""
+def summarise(
+    state: RunState, reason: EndReason, error: BaseException | None, started: float
+) -> RunSummary:
+    """Close ``state``'s run, which stopped for ``reason`` (``error``: the exception
+    that ended it, if any; ``started``: when this stretch of it began), and set its
+    summary. Not a checkpoint: a run with a sink or a delivered ``agent_start`` then
+    awaits :func:`conclude` (else there is nothing to record or announce)."""
     state.close()
     # Positional, in RunSummary's field order (keywords cost every run's end more):
     # turns, tool_calls, tool_errors, denied, usage, end_reason, error, duration.
@@ -204,8 +201,16 @@ async def conclude(
     if reason is not _PAUSED:
         state.pending = []
         state.children = []
-    if not audited and not state.start_delivered:
-        return summary, error
+    return summary
+
+
+async def conclude(
+    run: RunPort, state: RunState, summary: RunSummary, error: BaseException | None,
+    audited: bool,
+) -> tuple[RunSummary, BaseException | None]:
+    """The end entry (when ``audited``: the run has a sink) and events
+    (:class:`RunEnd`) of ``run``, summarised already (:func:`summarise`). Returns the
+    summary and error as the end left them. A checkpoint."""
     end = RunEnd(run, summary, error, state.abort_reason, state.follow_ups[state.reported:])
     await end.finish(audited=audited, announced=state.start_delivered)
     return end.summary, end.error
