@@ -73,7 +73,7 @@ def _tree(
         assert row.state is not None
         _check_row(row, row.state, spec)
         children = {}
-        answers: dict[str, str] = {}
+        answers: dict[str, agentcore.RunState] = {}
         for call_id in row.in_flight:
             child = by_call.get((row.run_id, call_id))
             if child is None:
@@ -84,9 +84,7 @@ def _tree(
                 _nest_paused(pool, child.state, by_call, background, depth + 1)
                 children[call_id] = child.state
             elif child.status == "ended" and child.state is not None:
-                mark = _check_kept(child, background=False).background
-                assert mark is not None and mark.result is not None
-                answers[call_id] = mark.result  # the call's answer, kept (_bgrows)
+                answers[call_id] = _check_kept(child, background=False)  # kept (_bgrows)
         repeatable = {t.name for t in spec.tools if agentcore.is_idempotent(t)}
         agentcore.recover_calls(row.state, set(row.in_flight), repeatable, children,
                                 row.checkpoint)
@@ -99,13 +97,32 @@ def _tree(
     return recovered[root.run_id]
 
 
-def _answered(p: agentcore.PendingCall, answers: dict[str, str]) -> agentcore.PendingCall:
+#: The name of the delegation tool (``SubagentTool.name``), whose calls a kept answer
+#: may answer.
+DELEGATION = "subagent"
+
+
+def _answered(
+    p: agentcore.PendingCall, answers: dict[str, agentcore.RunState]
+) -> agentcore.PendingCall:
     # A delegating call in flight at the crash whose child had finished: its kept
-    # answer rather than the interrupted call's error (nothing is run again).
-    answer = answers.get(p.call.id)
-    if answer is None or p.status is not agentcore.CallStatus.done:
+    # answer rather than the interrupted call's error (nothing is run again). Only the
+    # call it was kept for: a delegation that waits, of that agent and that task. A
+    # model may reuse a call id: another call in flight under it (a tool that writes,
+    # another task) stays interrupted.
+    kept = answers.get(p.call.id)
+    if kept is None or p.status is not agentcore.CallStatus.done or p.call.name != DELEGATION:
         return p
-    return agentcore.PendingCall(p.call, agentcore.CallStatus.done, result=answer)
+    mark = kept.background
+    assert mark is not None and mark.result is not None
+    try:
+        value = json.loads(p.call.arguments)
+    except ValueError:
+        return p
+    if not (isinstance(value, dict) and value.get("wait", True) is True
+            and value.get("agent") == mark.name and value.get("task") == kept.input):
+        return p
+    return agentcore.PendingCall(p.call, agentcore.CallStatus.done, result=mark.result)
 
 
 #: The error result of a background child nested in a claimed resume whose own run

@@ -1,0 +1,100 @@
+"""Review 6's holes in crash recovery: a finished delegated child's kept answer
+(``_bgrows``) answers only the delegating call it was kept for, never another call in
+flight that reuses its id (a model's call ids are its own: some reuse ``call_0`` on
+every turn)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agentcore import (
+    BackgroundChild,
+    Checkpoint,
+    CheckpointKind,
+    FunctionTool,
+    Message,
+    ToolCall,
+)
+from agentcore._checkpoint import INTERRUPTED
+from agentcore.testing import ScriptedModel
+from ledger import JsonlSink
+from subagent import Spec, SqliteCheckpoints, SubagentTool, open_pool
+from tests.subagent.test_bg_result_crash import _kept
+from tests.subagent.test_recover_background import register, running_state
+
+WAIT = ToolCall("call_0", "subagent", '{"agent": "bg", "task": "work"}')
+ANSWER = json.dumps({"agent": "bg", "path": ["root/0001", "bg/0002"],
+                     "output": "bg done: worked"})
+
+
+def _root() -> ScriptedModel:
+    # root answers with the last tool result it got.
+    return ScriptedModel(lambda r: Message("assistant", f"root got {r.messages[-1].content}"))
+
+
+async def _recover(tmp_path: Path, root_messages: list[Message]) -> list[str]:
+    # root delegated to bg as call_0 (bg finished: its answer kept), then its next
+    # call, in flight at the crash, has the same id.
+    db, log, writes = tmp_path / "c.db", tmp_path / "log", tmp_path / "writes"
+    root = running_state(root_messages, "root/0001", "root", "go")
+    bg = running_state([Message("user", "work")], "root/0001/bg/0002", "bg", "work")
+    answer = _kept("call_0")
+    answer.background = BackgroundChild("call_0", "bg", ANSWER, "bg done: worked", None)
+    async with SqliteCheckpoints(db) as store:
+        await store.write("bg", "root/0001", "call_0", Checkpoint(CheckpointKind.ended, bg))
+        await store.write_kept("bg", "root/0001", "call_0", answer)
+        await store.write("root", None, None,
+                          Checkpoint(CheckpointKind.call, root, ("call_0",)))
+
+    async def write(arguments: str) -> str:
+        with writes.open("a") as f:
+            f.write("write\n")
+        return "written"
+
+    sink = JsonlSink(tmp_path / "audit.jsonl")
+    async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+        register(pool, sink, log)
+        pool.register(Spec("root", model=_root(), tools=[
+            SubagentTool(pool), FunctionTool("write", "write", {"type": "object"}, write)]))
+        [task] = await pool.recover()
+        result = await task.wait()
+    await sink.aclose()
+    assert not writes.exists() and not log.exists()
+    return [m.content for m in result.messages]
+
+
+async def test_a_kept_answer_does_not_answer_another_tool_call_of_the_same_id(
+    tmp_path: Path,
+) -> None:
+    write = ToolCall("call_0", "write", "{}")
+    messages = [Message("user", "go"), Message("assistant", "", tool_calls=[WAIT]),
+                Message("tool", ANSWER, tool_call_id="call_0"),
+                Message("assistant", "", tool_calls=[write])]
+    contents = await _recover(tmp_path, messages)
+    assert contents[:4] == ["go", "", ANSWER, ""]
+    assert contents[4] != ANSWER and INTERRUPTED in contents[4]
+    assert contents[5] == f"root got {contents[4]}"
+
+
+async def test_a_kept_answer_does_not_answer_a_delegation_of_another_task(
+    tmp_path: Path,
+) -> None:
+    other = ToolCall("call_0", "subagent", '{"agent": "bg", "task": "other work"}')
+    messages = [Message("user", "go"), Message("assistant", "", tool_calls=[WAIT]),
+                Message("tool", ANSWER, tool_call_id="call_0"),
+                Message("assistant", "", tool_calls=[other])]
+    contents = await _recover(tmp_path, messages)
+    assert contents[4] != ANSWER and INTERRUPTED in contents[4]
+
+
+async def test_the_kept_answer_still_answers_its_own_call(tmp_path: Path) -> None:
+    messages = [Message("user", "go"), Message("assistant", "", tool_calls=[WAIT])]
+    contents = await _recover(tmp_path, messages)
+    assert contents == ["go", "", ANSWER, f"root got {ANSWER}"]
+
+
+def test_recovery_knows_the_delegation_tools_name() -> None:
+    from subagent._recovertree import DELEGATION
+
+    assert DELEGATION == SubagentTool.name == "subagent"
