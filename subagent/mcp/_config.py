@@ -92,11 +92,13 @@ class McpServer:
             raise SpecError(f"{where}: start_timeout must be a positive number of seconds")
 
     def masked(self, text: str) -> str:
-        """``text`` (a server's, for a message) with every configured header value,
-        and the credential of an ``Authorization`` value (``Bearer TOKEN``), written
-        ``***``: a server may echo them back. Values shorter than 8 characters are
-        left alone (replacing them would garble text). Not a checkpoint."""
-        secrets = set()
+        """``text`` (a server's, for a message) with every configured ``env`` and
+        header value, and the credential of an ``Authorization`` value (``Bearer
+        TOKEN``), written ``***``: a server may echo them back (a stdio server's
+        credentials are its ``env``, as an HTTP server's are its headers). Values
+        shorter than 8 characters are left alone (replacing them would garble text).
+        Not a checkpoint."""
+        secrets = set(self.env.values())
         for value in self.headers.values():
             secrets.add(value)
             secrets.add(value.partition(" ")[2])

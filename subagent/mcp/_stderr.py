@@ -70,12 +70,7 @@ class StderrTail:
         last part, escaped onto one line, the last :data:`MAX_STDERR_SHOWN`
         characters (``…`` first when cut). Empty when the server wrote nothing."""
         text = self._tail.decode("utf-8", "replace")
-        secrets = {*self._server.env.values(), *self._server.headers.values()}
-        secrets |= {value.partition(" ")[2] for value in self._server.headers.values()}
-        for secret in sorted(secrets, key=len, reverse=True):
-            if len(secret) >= 8:
-                text = text.replace(secret, "***")
-        text = one_line(_FOLDERS.sub("…/", text.strip()))
+        text = one_line(_FOLDERS.sub("…/", self._server.masked(text).strip()))
         if len(text) > MAX_STDERR_SHOWN or self.total > len(self._tail):
             return "…" + text[-(MAX_STDERR_SHOWN - 1):]
         return text

@@ -47,7 +47,7 @@ class McpTool:
     server: str
     read_only: bool
     _sessions: ToolCaller = attrs.field(repr=False)
-    #: Masks the server's configured header values in its text (McpServer.masked).
+    #: Masks the server's configured env and header values in its text (McpServer.masked).
     _masked: Callable[[str], str] = attrs.field(default=str, repr=False)
 
     @classmethod

@@ -8,6 +8,8 @@ JSON-RPC lines, no SDK. ``python hostile_stdio.py MODE [ARG]``:
 - ``fake-closed FILE``: ``tools/call`` answers a JSON-RPC error with code -32000 (the
   SDK's "connection closed") and the message ``Connection closed``; pings are answered,
   and a line written to FILE for each.
+- ``echo-env``: ``tools/call`` echoes the server's ``API_KEY`` environment value: in a
+  JSON-RPC error when the arguments hold ``"refuse"``, else in its text result.
 - ``stderr N``: writes N bytes of noise, a secret and a host path to stderr, then exits
   before answering ``initialize``.
 """
@@ -15,6 +17,7 @@ JSON-RPC lines, no SDK. ``python hostile_stdio.py MODE [ARG]``:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -71,6 +74,15 @@ def main() -> None:
             answer = {"jsonrpc": "2.0", "id": request_id, "error": error}
             sys.stdout.write(json.dumps(answer) + "\n")
             sys.stdout.flush()
+        elif method == "tools/call" and mode == "echo-env":
+            key = os.environ.get("API_KEY", "")
+            if "refuse" in message["params"].get("arguments", {}):
+                error = {"code": -32602, "message": f"bad key {key}"}
+                answer = {"jsonrpc": "2.0", "id": request_id, "error": error}
+                sys.stdout.write(json.dumps(answer) + "\n")
+                sys.stdout.flush()
+            else:
+                reply(request_id, {"content": [{"type": "text", "text": f"key is {key}"}]})
         elif method == "tools/call":
             reply(request_id, {"content": [{"type": "text", "text": "ok"}]})
         else:
