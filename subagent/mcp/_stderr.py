@@ -66,11 +66,32 @@ class StderrTail:
 
     def shown(self) -> str:
         """The kept text as a report shows it: the server's ``env`` and ``headers``
-        values of 8 characters or more written ``***``, absolute paths cut to their
-        last part, escaped onto one line, the last :data:`MAX_STDERR_SHOWN`
-        characters (``…`` first when cut). Empty when the server wrote nothing."""
-        text = self._tail.decode("utf-8", "replace")
-        text = one_line(_FOLDERS.sub("…/", self._server.masked(text).strip()))
+        values of 8 characters or more written ``***`` (``McpServer.masked``), and
+        when the window cut one (the kept text starts with its end) that end dropped,
+        absolute paths cut to their last part, escaped onto one line, the last
+        :data:`MAX_STDERR_SHOWN` characters (``…`` first when cut). Empty when the
+        server wrote nothing."""
+        text = self._server.masked(self._tail.decode("utf-8", "replace"))
+        if self.total > len(self._tail):
+            text = text[_cut_secret(text, self._server):]
+        text = one_line(_FOLDERS.sub("…/", text.strip()))
         if len(text) > MAX_STDERR_SHOWN or self.total > len(self._tail):
             return "…" + text[-(MAX_STDERR_SHOWN - 1):]
         return text
+
+
+def _cut_secret(text: str, server: McpServer) -> int:
+    # How many characters ``text`` (a tail the window cut) starts with that end an
+    # ``env`` or ``headers`` value of 8 characters or more: the most of any.
+    first = text[:1]
+    longest = 0
+    for value in (*server.env.values(), *server.headers.values()):
+        if len(value) < 8 or not first:
+            continue
+        at = value.find(first, 1)
+        while at > 0:  # the value's end from ``at`` on, if text starts with it
+            if len(value) - at > longest and text.startswith(value[at:]):
+                longest = len(value) - at
+                break
+            at = value.find(first, at + 1)
+    return longest

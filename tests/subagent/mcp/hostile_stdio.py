@@ -10,6 +10,8 @@ JSON-RPC lines, no SDK. ``python hostile_stdio.py MODE [ARG]``:
   and a line written to FILE for each.
 - ``echo-env``: ``tools/call`` echoes the server's ``API_KEY`` environment value: in a
   JSON-RPC error when the arguments hold ``"refuse"``, else in its text result.
+- ``stderr-edge``: writes its ``API_KEY`` environment value to stderr, then a space and
+  a path of 8,179 bytes (deep folders: cut to its last part in a report), and exits.
 - ``stderr N``: writes N bytes of noise, a secret and a host path to stderr, then exits
   before answering ``initialize``.
 """
@@ -47,6 +49,11 @@ def tools(mode: str, arg: str) -> list[dict[str, Any]]:
 def main() -> None:
     mode = sys.argv[1]
     arg = sys.argv[2] if len(sys.argv) > 2 else "0"
+    if mode == "stderr-edge":
+        path = "/" + "d/" * 4085 + "srv.py"
+        sys.stderr.write(f"key {os.environ.get('API_KEY', '')} {path}\n")
+        sys.stderr.flush()
+        sys.exit(3)
     if mode == "stderr":
         where = "/home/someone/secret/project/srv.py"
         sys.stderr.write("x" * int(arg) + f"\nTraceback: {where}: key {SECRET}\n")
