@@ -110,6 +110,8 @@ class Agent:
     read_only_names: frozenset[str]
     self_monitoring_names: frozenset[str]
     budgeted: bool
+    # What system_message() returned last (rebuilt if system_prompt was reassigned).
+    _system_message: Message | None = attrs.field(default=None, repr=False)
 
     def __init__(
         self,
@@ -164,6 +166,7 @@ class Agent:
         self.model = model
         self.tools = tuple(tools)
         self.system_prompt = system_prompt
+        self._system_message = None
         self.agent_id = agent_id
         self.max_turns = max_turns
         self.gate = gate
@@ -195,6 +198,17 @@ class Agent:
         self.read_only_names = frozenset(t.name for t in self.tools if is_read_only(t))
         self.self_monitoring_names = frozenset(monitoring)
         self.budgeted = max_messages is not None or history_limit is not None
+
+    def system_message(self) -> Message | None:
+        """The system message every run of this Agent starts with (one value, shared
+        by its runs: a Message is frozen), or None without a system prompt. Not a
+        checkpoint."""
+        if not self.system_prompt:
+            return None
+        message = self._system_message
+        if message is None or message.content is not self.system_prompt:
+            message = self._system_message = Message("system", self.system_prompt)
+        return message
 
     def new_run(
         self,

@@ -81,14 +81,24 @@ class Checkpoint:
 Checkpointer = Callable[[Checkpoint], Awaitable[None]]
 
 
-def opening(system_prompt: str, history: Sequence[Message], input: str) -> list[Message]:
-    """The conversation a run starts on: the system prompt (if any), ``history``,
-    then ``input`` as the user message. Not a checkpoint."""
-    messages: list[Message] = []
-    if system_prompt:
-        messages.append(Message("system", system_prompt))
+def opening(
+    system_prompt: str | Message, history: Sequence[Message], input: str
+) -> list[Message]:
+    """The conversation a run starts on: the system prompt (if any; given as its
+    message, that message itself: see ``Agent.system_message``), ``history``, then
+    ``input`` as the user message. Not a checkpoint."""
+    user = Message("user", input)
+    system = (
+        system_prompt if not isinstance(system_prompt, str)
+        else Message("system", system_prompt) if system_prompt else None
+    )
+    if not history:
+        # The common opening, as a list with no room to grow yet (every parked run
+        # holds it).
+        return [user] if system is None else [system, user]
+    messages = [] if system is None else [system]
     messages.extend(history)
-    messages.append(Message("user", input))
+    messages.append(user)
     return messages
 
 
@@ -118,7 +128,8 @@ def snapshot(state: RunState) -> RunState:
     copy.denied = state.denied
     copy.usage = state.usage
     copy.follow_ups = list(state.follow_ups)
-    copy.inbox = list(state.inbox)  # its steering is stored (Pending values are frozen)
+    if state.has_inbox:
+        copy.inbox = list(state.inbox)  # its steering is stored (Pending values are frozen)
     copy.preempting = state.preempting
     copy.reported = state.reported
     copy.elapsed = state.elapsed

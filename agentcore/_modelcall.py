@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING
 
 import attrs
@@ -18,22 +19,27 @@ if TYPE_CHECKING:
     from ._port import RunPort
 
 
-async def complete(run: RunPort, tools: tuple[ToolSpec, ...]) -> ModelResponse:
+async def complete(
+    run: RunPort, tools: tuple[ToolSpec, ...], *, transient: int = 0, context: int = 0,
+    length: int = 0,
+) -> ModelResponse:
     """Get the turn's response and record it (history, usage, events, audit). A checkpoint.
 
     Before each call the history is fitted to the agent's budget. Transient errors,
     context-too-long errors and ``length`` responses are retried as the agent's
     :class:`RetryPolicy` says, each retry announced by a ``retry`` event. Other
     errors, and the last one when retries are exhausted, propagate.
+
+    ``transient``, ``context`` and ``length`` are the retries of each kind made
+    already (by :func:`retry_direct` and :func:`settle`, after a direct call).
     """
     # The rare steps are helpers: this frame is part of every run parked in its
-    # model call, so it keeps few locals and a shallow stack.
+    # model call (unless the call is direct), so it keeps few locals.
     agent = run.agent
-    transient = context = length = 0
     while True:
         if agent.budgeted:
             await _fit(run)
-        request = ModelRequest(tuple(run.messages), tools)
+        request = ModelRequest(_conversation(run), tools)
         if agent.hookset.before_model:
             request = await _before_model(run, request)
         try:
@@ -61,15 +67,79 @@ async def complete(run: RunPort, tools: tuple[ToolSpec, ...]) -> ModelResponse:
         return response
 
 
-async def _fit(run: RunPort) -> None:
-    # Fit the history to the agent's budget before a call.
+def direct(run: RunPort, tools: tuple[ToolSpec, ...]) -> ModelRequest | None:
+    """The request of the turn's model call when the run may await the model in its
+    own frame (``Run.run`` does: a run parked in its model call then holds no frame
+    of this module), else None: the run awaits :func:`complete`. Not a checkpoint.
+
+    Direct when the call is a plain one: no streaming, no ``before_model`` hook,
+    and the history within the agent's budget as it is. The run then emits
+    ``model_request``, awaits the model, and goes on with :func:`settle` (its
+    response) or :func:`retry_direct` (a retried error): the same events, entries
+    and retries as :func:`complete`.
+    """
     agent = run.agent
-    fitted = fit(
+    if agent.streams or agent.hookset.before_model:
+        return None
+    if agent.budgeted and fit_history(run) is not None:
+        return None
+    return ModelRequest(_conversation(run), tools)
+
+
+def _conversation(run: RunPort) -> tuple[Message, ...]:
+    # The conversation as the request's tuple: the turn's snapshot itself while the
+    # conversation is the same messages (a tuple fewer per run parked in its first
+    # call), else a copy. O(length), as the copy is.
+    messages = run.messages
+    snapshot = run.state.snapshot
+    if len(snapshot) == len(messages) and all(map(operator.is_, snapshot, messages)):
+        return snapshot
+    return tuple(messages)
+
+
+async def settle(
+    run: RunPort, tools: tuple[ToolSpec, ...], request: ModelRequest, response: ModelResponse
+) -> ModelResponse:
+    """Go on after a direct call (:func:`direct`) returned ``response``, as
+    :func:`complete` does: ``after_model`` hooks, a ``length`` retry, the record. A
+    checkpoint."""
+    agent = run.agent
+    if agent.hookset.after_model:
+        response = await _after_model(run, request, response)
+    if response.finish_reason == "length" and agent.retry.length_retries > 0:
+        await _retry_length(run, response, 1)
+        return await complete(run, tools, length=1)
+    await _record_response(run, response)
+    return response
+
+
+async def retry_direct(
+    run: RunPort, tools: tuple[ToolSpec, ...], exc: TransientModelError | ContextTooLongError
+) -> ModelResponse:
+    """Go on after a direct call (:func:`direct`) raised ``exc``, as :func:`complete`
+    does: its first retry (or ``exc`` again, when none is allowed). A checkpoint."""
+    if isinstance(exc, TransientModelError):
+        await _retry_transient(run, exc, 1)
+        return await complete(run, tools, transient=1)
+    await _retry_shorter(run, exc, 1)
+    return await complete(run, tools, context=1)
+
+
+def fit_history(run: RunPort) -> list[Message] | None:
+    """The run's history fitted to the agent's budget, or None when it fits as it is.
+    Not a checkpoint."""
+    agent = run.agent
+    return fit(
         run.messages,
         max_messages=agent.max_messages,
         limit=agent.history_limit,
         counter=agent.history_counter,
     )
+
+
+async def _fit(run: RunPort) -> None:
+    # Fit the history to the agent's budget before a call.
+    fitted = fit_history(run)
     if fitted is not None:
         await _compressed(run, fitted)
 

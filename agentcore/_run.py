@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 import trio
 
 from ._checkpoint import at_end, at_turn, opening
+from ._errors import ContextTooLongError, TransientModelError
 from ._events import EventKind, EventSink
 from ._messages import AgentPath, Message
-from ._modelcall import complete
+from ._modelcall import complete, direct, retry_direct, settle
 from ._output import OutputCheck
 from ._result import RunResult
 from ._resume import audit_answers, finish_pending, last_answer
@@ -79,8 +80,7 @@ class Run(RunPortMethods, RunHandle):
     """
 
     # Slotted: a parked run keeps no instance dict (about 100 B each).
-    __slots__ = ("_emit_to", "_observers", "_output", "_resuming", "_scope", "_state",
-                 "agent", "input", "path", "run_id")
+    __slots__ = ("_emit_to", "_output", "_resuming", "_scope", "_state", "agent")
 
     agent: Agent
 
@@ -96,11 +96,7 @@ class Run(RunPortMethods, RunHandle):
         resume: RunState | None = None,
     ) -> None:
         self.agent = agent
-        self.input = input
-        self.path = path
-        self.run_id = run_id if run_id is not None else f"run-{next(_run_ids)}"
         self._emit_to = emit
-        self._observers = agent.hookset.on_event
         self._scope: trio.CancelScope | None = None
         # A typed run's attempts at its answer (not part of RunState: a resumed
         # typed run starts its count of invalid answers again).
@@ -113,15 +109,34 @@ class Run(RunPortMethods, RunHandle):
             resume.reopen()
             self._state = resume
             return
-        messages = opening(agent.system_prompt, history, input)
+        messages = opening(agent.system_message() or "", history, input)
         self._state = RunState.begin(
-            messages, run_id=self.run_id, agent=agent.agent_id, path=path, input=input
+            messages, run_id=run_id if run_id is not None else f"run-{next(_run_ids)}",
+            agent=agent.agent_id, path=path, input=input,
         )
 
     def __repr__(self) -> str:
         state = self._state
         shown = state.summary.end_reason if state.summary else state.phase.value
         return f"<agentcore.Run {self.run_id} path={self.path!r} turn={state.turn} {shown}>"
+
+    # The run's input, path and id are its state's (a resumed run's are the paused
+    # run's): read-only here, and not kept twice.
+
+    @property
+    def input(self) -> str:
+        """The user message the run started on."""
+        return self._state.input
+
+    @property
+    def path(self) -> AgentPath:
+        """The run's AgentPath."""
+        return self._state.path
+
+    @property
+    def run_id(self) -> str:
+        """The id the run's events and audit entries carry."""
+        return self._state.run_id
 
     @property
     def messages(self) -> list[Message]:
@@ -185,7 +200,7 @@ class Run(RunPortMethods, RunHandle):
         reason = EndReason.stop
         error: BaseException | None = None
         try:
-            if self._emit_to is not None or self._observers:
+            if self._emit_to is not None or self.agent.hookset.on_event:
                 await self._emit_start()
             # The owner's scope is entered already; it becomes the run's (for abort)
             # once agent_start is out.
@@ -220,9 +235,23 @@ class Run(RunPortMethods, RunHandle):
                     await self.emit(EventKind.turn_start)
                 if injected:
                     await self._announce(injected)
-                if state.reported < len(state.follow_ups):
+                if state.unreported:
                     await self._report_follow_ups()
-                message = (await complete(self, agent.tool_specs)).message
+                # A plain model call is awaited here, not in complete(): a frame
+                # fewer for every run parked in it (see _modelcall.direct).
+                request = direct(self, agent.tool_specs)
+                if request is None:
+                    response = await complete(self, agent.tool_specs)
+                else:
+                    try:
+                        if not self.emit_now(EventKind.model_request):
+                            await self.emit(EventKind.model_request)
+                        response = await agent.model.complete(request)
+                    except (TransientModelError, ContextTooLongError) as exc:
+                        response = await retry_direct(self, agent.tool_specs, exc)
+                    else:
+                        response = await settle(self, agent.tool_specs, request, response)
+                message = response.message
                 last_text = message.content
                 if self._output is not None and (
                     message.tool_calls or not state.interrupt_requested
@@ -241,7 +270,7 @@ class Run(RunPortMethods, RunHandle):
                     await self.note_interrupt()
                     output, reason = last_text, EndReason.interrupted
                     break
-                if state.inbox and state.turn < agent.max_turns:
+                if state.has_inbox and state.turn < agent.max_turns:
                     continue
                 state.close()
                 output, reason = last_text, EndReason.stop
@@ -253,26 +282,12 @@ class Run(RunPortMethods, RunHandle):
         except Exception as exc:
             reason, error = EndReason.error, exc
         except BaseException as exc:
-            reason, error = _ABORTED, exc
-            if self._scope is not None and state.abort_reason is not None:
-                # What the run's own scope would have caught: the abort's Cancelled,
-                # unless the owner cancelled too (its cancel, its deadline).
-                rest = uncancelled(exc)
-                if rest is None and not owner._cancelled_otherwise():
-                    output, error = "", None
-                    state.roll_back()
-                elif rest is not exc and not owner._cancelled_otherwise():
-                    # What else the body raised with it (the scope lets it through).
-                    error = rest
-                    if isinstance(rest, Exception):
-                        reason = EndReason.error
+            output, reason, error = self._caught(owner, exc, output)
         finally:
             _current_run.set(outer)
-            summary = summarise(state, reason, error, clock_start)
+            summary = self._summary(reason, error, clock_start)
             if self.agent.audit is not None or state.start_delivered:
-                summary, error = await conclude(
-                    self, state, summary, error, self.agent.audit is not None
-                )
+                summary, error = await self._conclude(summary, error)
             reason = summary.end_reason
         if self.agent.checkpoint is not None:
             await at_end(state, self.agent.checkpoint, self.agent.end_timeout)
@@ -287,8 +302,39 @@ class Run(RunPortMethods, RunHandle):
             raise held.pop()
         return self._result(output, summary, error)
 
-    # The result of run(), apart (as its end is, ``conclude``): what run()'s frame
-    # holds while the run is parked is part of every parked run.
+    # What run() does at its end, apart (as ``conclude`` is): what run()'s frame
+    # holds while the run is parked (its locals, its stack) is part of every parked run.
+
+    def _caught(
+        self, owner: ScopeOwner, exc: BaseException, output: str
+    ) -> tuple[str, EndReason, BaseException | None]:
+        # The output, end reason and error of a run whose body raised ``exc``, not an
+        # Exception (a Cancelled, mostly): it ends aborted with it; but after an
+        # abort, the abort's Cancelled is caught as the run's own scope would have
+        # (unless the owner cancelled too: its cancel, its deadline), and what else
+        # the body raised with it goes on.
+        state = self._state
+        if self._scope is not None and state.abort_reason is not None:
+            rest = uncancelled(exc)
+            if rest is None and not owner._cancelled_otherwise():
+                state.roll_back()
+                return "", _ABORTED, None
+            if rest is not exc and not owner._cancelled_otherwise():
+                # What else the body raised with it (the scope lets it through).
+                return output, EndReason.error if isinstance(rest, Exception) else _ABORTED, rest
+        return output, _ABORTED, exc
+
+    def _summary(
+        self, reason: EndReason, error: BaseException | None, started: float
+    ) -> RunSummary:
+        # The run's summary, set in its state (see summarise). Not a checkpoint.
+        return summarise(self._state, reason, error, started)
+
+    async def _conclude(
+        self, summary: RunSummary, error: BaseException | None
+    ) -> tuple[RunSummary, BaseException | None]:
+        # The run's end entries and events (see conclude). A checkpoint.
+        return await conclude(self, self._state, summary, error, self.agent.audit is not None)
 
     def _result(
         self, output: str, summary: RunSummary, error: BaseException | None
@@ -324,7 +370,7 @@ class Run(RunPortMethods, RunHandle):
         await finish_pending(self, pending, children)
         return last_answer(state.messages)
 
-    async def _announce(self, injected: list[Pending]) -> None:
+    async def _announce(self, injected: Sequence[Pending]) -> None:
         # The messages read from the inbox at the top of a turn: their events and
         # on_read callbacks, in order (apart from run(), whose frame every parked run
         # holds).

@@ -37,7 +37,6 @@ class RunHandle:
 
     __slots__ = ()
 
-    run_id: str
     _state: RunState
     # The run's cancel scope while it runs (abort cancels it): its own, or its
     # owner's (see ScopeOwner) from the end of agent_start.
@@ -143,7 +142,7 @@ class RunHandle:
     def _check_open(self, what: str) -> None:
         if self._state.phase is Phase.ended:
             raise RunEndedError(
-                f"cannot {what}: run {self.run_id} has ended; start a new run instead"
+                f"cannot {what}: run {self._state.run_id} has ended; start a new run instead"
             )
 
 

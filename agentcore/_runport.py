@@ -20,8 +20,8 @@ from ._hookcall import call_hook
 if TYPE_CHECKING:
     from ledger import Record, Sink
 
-    from ._hookset import BoundHook
-    from ._messages import AgentPath, Message, Usage
+    from ._hookset import HookSet
+    from ._messages import Message, Usage
     from ._pending import PendingCall
     from ._state import RunState
     from ._summary import RunSummary
@@ -34,6 +34,8 @@ class _PortAgent(Protocol):
     def agent_id(self) -> str: ...
     @property
     def audit(self) -> Sink | None: ...
+    @property
+    def hookset(self) -> HookSet: ...
 
 
 class RunPortMethods:
@@ -42,24 +44,22 @@ class RunPortMethods:
     __slots__ = ()
 
     agent: _PortAgent
-    input: str
-    path: AgentPath
-    run_id: str
     _state: RunState
     _emit_to: EventSink | None
-    _observers: tuple[BoundHook, ...]
 
     async def emit(self, kind: EventKind, **fields: Any) -> None:
         """Send one event of this run to its destination, then to its observer hooks.
 
         A checkpoint when there is either.
         """
-        if self._emit_to is None and not self._observers:
+        observers = self.agent.hookset.on_event
+        if self._emit_to is None and not observers:
             return
-        event = Event(kind, self.run_id, self.agent.agent_id, self._state.turn, **fields)
+        state = self._state
+        event = Event(kind, state.run_id, self.agent.agent_id, state.turn, **fields)
         if self._emit_to is not None and not taken_now(self._emit_to, event):
             await self._emit_to(event)
-        for hook in self._observers:
+        for hook in observers:
             await call_hook(self, hook, event)  # type: ignore[arg-type]
 
     def emit_now(self, kind: EventKind, **fields: Any) -> bool:
@@ -67,7 +67,7 @@ class RunPortMethods:
         and a destination that takes it synchronously (:func:`taken_now`). Not a
         checkpoint. True when sent (or there is nowhere to send it); False, having
         sent nothing, when the caller must await :meth:`emit` instead."""
-        if self._observers:
+        if self.agent.hookset.on_event:
             return False
         sink = self._emit_to
         if sink is None:
@@ -75,8 +75,11 @@ class RunPortMethods:
         # taken_now inline (a call fewer per event), and no Event for a sink without
         # emit_nowait.
         nowait = getattr(sink, "emit_nowait", None)
-        return nowait is not None and nowait(
-            Event(kind, self.run_id, self.agent.agent_id, self._state.turn, **fields)
+        if nowait is None:
+            return False
+        state = self._state
+        return nowait(
+            Event(kind, state.run_id, self.agent.agent_id, state.turn, **fields)
         ) is True
 
     async def _emit_start(self) -> None:
@@ -84,22 +87,24 @@ class RunPortMethods:
         # cancelled (or timed out) while its destination does not take it delivers
         # neither it nor agent_end. Delivered means the destination returned; the
         # observers then see it as any other event.
-        event = Event(EventKind.agent_start, self.run_id, self.agent.agent_id,
-                      self._state.turn, text=self.input)
+        state = self._state
+        event = Event(EventKind.agent_start, state.run_id, self.agent.agent_id,
+                      state.turn, text=state.input)
         if self._emit_to is not None and not taken_now(self._emit_to, event):
             await self._emit_to(event)
         self._state.start_delivered = True
-        for hook in self._observers:
+        for hook in self.agent.hookset.on_event:
             await call_hook(self, hook, event)  # type: ignore[arg-type]
 
     async def hook_error(self, text: str) -> None:
         """Emit the ``error`` event of a failed hook; observers failing on it are not
         reported again. A checkpoint when there is a destination or an observer."""
-        event = Event(EventKind.error, self.run_id, self.agent.agent_id, self._state.turn,
+        state = self._state
+        event = Event(EventKind.error, state.run_id, self.agent.agent_id, state.turn,
                       text=text)
         if self._emit_to is not None:
             await self._emit_to(event)
-        for hook in self._observers:
+        for hook in self.agent.hookset.on_event:
             await call_hook(self, hook, event, report=False)  # type: ignore[arg-type]
 
     async def audit(self, kind: str, **fields: Any) -> None:
@@ -107,7 +112,8 @@ class RunPortMethods:
         checkpoint only when the sink is awaited. Raises ``AuditError`` (chained)."""
         sink = self.agent.audit
         if sink is not None:
-            entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+            state = self._state
+            entry = record_of(kind, state.run_id, state.path, self.agent.agent_id, **fields)
             if not record_sync(sink, entry):
                 await record(sink, entry)
 
@@ -119,7 +125,8 @@ class RunPortMethods:
         sink = self.agent.audit
         if sink is None:
             return None
-        entry = record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+        state = self._state
+        entry = record_of(kind, state.run_id, state.path, self.agent.agent_id, **fields)
         return None if record_sync(sink, entry) else entry
 
     async def audit_entry(self, entry: Record) -> None:
@@ -137,7 +144,8 @@ class RunPortMethods:
         """
         sink = self.agent.audit
         return sink is None or record_now(
-            sink, record_of(kind, self.run_id, self.path, self.agent.agent_id, **fields)
+            sink,
+            record_of(kind, self._state.run_id, self._state.path, self.agent.agent_id, **fields),
         )
 
     async def note_interrupt(self) -> None:

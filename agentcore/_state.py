@@ -18,7 +18,7 @@ end of one run and its resume, the human's answers are its only writes.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import attrs
 
@@ -72,12 +72,12 @@ class RunState:
     tool_errors: int = 0
     denied: int = 0
     usage: Usage = Usage()
-    inbox: list[Pending] = attrs.Factory(list)
-    """Messages waiting for the top of the next iteration; empty once ended."""
+    # The four lists below are created when first used (see the properties of the
+    # same names): most runs never use them, and a parked run holds its state.
+    _inbox: list[Pending] | None = None
     preempting: int = 0
     """How many of ``inbox`` preempt tool calls (``Pending.preempts``)."""
-    follow_ups: list[str] = attrs.Factory(list)
-    """Texts for the caller to run next, in the order received."""
+    _follow_ups: list[str] | None = None
     reported: int = 0
     """How many of ``follow_ups`` were announced with ``follow_up_queued`` (a prefix)."""
     interrupt_requested: bool = False
@@ -97,15 +97,11 @@ class RunState:
     """The run's AgentPath."""
     input: str = ""
     """The user message the run started on."""
-    pending: list[PendingCall] = attrs.Factory(list)
-    """The calls of the paused turn without a result message yet, in call order."""
+    _pending: list[PendingCall] | None = None
     elapsed: float = 0.0
     """Seconds (trio's clock) the run ran before its current start: durations add up
     across pauses."""
-    children: list[RunState] = attrs.Factory(list)
-    """The states of the runs this run's delegated calls left paused: one per
-    ``delegated`` pending call, in the same order (see ``CallPaused``); then those
-    of its background children not yet delivered (each marked ``background``)."""
+    _children: list[RunState] | None = None
     background: BackgroundChild | None = None
     """Set on a child state that is a background child of its parent run, not yet
     delivered (see :class:`BackgroundChild`); None on every other state."""
@@ -114,6 +110,63 @@ class RunState:
     checkpoint: str = ""
     """The name of the checkpoint a crashed run was recovered from, until its resume
     records it in the ``run_resumed`` audit entry (not stored by ``to_json``)."""
+
+    @property
+    def inbox(self) -> list[Pending]:
+        """Messages waiting for the top of the next iteration; empty once ended."""
+        if self._inbox is None:
+            self._inbox = []
+        return self._inbox
+
+    @inbox.setter
+    def inbox(self, value: list[Pending]) -> None:
+        self._inbox = value
+
+    @property
+    def follow_ups(self) -> list[str]:
+        """Texts for the caller to run next, in the order received."""
+        if self._follow_ups is None:
+            self._follow_ups = []
+        return self._follow_ups
+
+    @follow_ups.setter
+    def follow_ups(self, value: list[str]) -> None:
+        self._follow_ups = value
+
+    @property
+    def pending(self) -> list[PendingCall]:
+        """The calls of the paused turn without a result message yet, in call order."""
+        if self._pending is None:
+            self._pending = []
+        return self._pending
+
+    @pending.setter
+    def pending(self, value: list[PendingCall]) -> None:
+        self._pending = value
+
+    @property
+    def children(self) -> list[RunState]:
+        """The states of the runs this run's delegated calls left paused: one per
+        ``delegated`` pending call, in the same order (see ``CallPaused``); then those
+        of its background children not yet delivered (each marked ``background``)."""
+        if self._children is None:
+            self._children = []
+        return self._children
+
+    @children.setter
+    def children(self, value: list[RunState]) -> None:
+        self._children = value
+
+    @property
+    def has_inbox(self) -> bool:
+        """Whether messages wait in the inbox (without creating it). Not a checkpoint."""
+        return bool(self._inbox)
+
+    @property
+    def unreported(self) -> bool:
+        """Whether follow-ups wait to be announced with ``follow_up_queued`` (without
+        creating the list). Not a checkpoint."""
+        return self._follow_ups is not None and self.reported < len(self._follow_ups)
 
     @classmethod
     def begin(
@@ -295,23 +348,28 @@ class RunState:
         """The texts of the steering messages waiting in the inbox, in order: what
         :meth:`to_json` stores of it (a checkpoint of a running run may hold some;
         other kinds of inbox entries are not stored). Not a checkpoint."""
-        return [p.message.content for p in self.inbox
+        return [p.message.content for p in self._inbox or ()
                 if p.event is EventKind.steering_injected and p.on_read is None]
 
     def put(self, pending: Pending) -> None:
         """Add ``pending`` to the inbox (the caller checked the run has not ended)."""
         assert self.phase is not Phase.ended
-        self.inbox.append(pending)
+        if self._inbox is None:
+            self._inbox = [pending]
+        else:
+            self._inbox.append(pending)
         if pending.preempts:
             self.preempting += 1
 
-    def read_inbox(self) -> list[Pending]:
-        """Move the waiting messages into the conversation; returns them, in order."""
-        injected = self.inbox
-        if injected:
-            self.inbox = []
-            self.preempting = 0
-            self.messages.extend(p.message for p in injected)
+    def read_inbox(self) -> Sequence[Pending]:
+        """Move the waiting messages into the conversation; returns them, in order
+        (an empty tuple when none waited: no list is created for an empty inbox)."""
+        injected = self._inbox
+        if not injected:
+            return ()
+        self._inbox = None
+        self.preempting = 0
+        self.messages.extend(p.message for p in injected)
         return injected
 
     def begin_turn(self) -> None:
@@ -329,7 +387,7 @@ class RunState:
         if self.phase is _ENDED:
             return
         self.phase = _ENDED
-        if self.inbox:
-            self.follow_ups.extend(p.follow_up for p in self.inbox if p.follow_up is not None)
-            self.inbox.clear()
+        if self._inbox:
+            self.follow_ups.extend(p.follow_up for p in self._inbox if p.follow_up is not None)
+            self._inbox = None
         self.preempting = 0
