@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol, cast
 
 import agentcore
@@ -129,12 +129,13 @@ def kept_count(task: Task) -> int:
     return len(_kept.get(task, ())) if _kept else 0
 
 
-def take_background(task: Task) -> list[RunState]:
+def take_background(task: Task) -> Sequence[RunState]:
     """Take the background children out of the state ``task`` resumes (the pool starts
-    them again: the run resumes the rest). Not a checkpoint."""
+    them again: the run resumes the rest); an empty tuple when there are none (the
+    task's runner holds it while its run is parked). Not a checkpoint."""
     state = task._resume
     if state is None or not any(c.background is not None for c in state.children):
-        return []
+        return ()
     taken = [c for c in state.children if c.background is not None]
     state.children = [c for c in state.children if c.background is None]
     return taken
@@ -149,7 +150,7 @@ def _tree(state: RunState) -> Iterator[RunState]:
 
 
 async def start_background(
-    task: Task, run: agentcore.Run, taken: list[RunState], start_child: StartChild
+    task: Task, run: agentcore.Run, taken: Sequence[RunState], start_child: StartChild
 ) -> None:
     """Before ``task``'s run runs: apply a pause asked for before it was made, offer
     the kept results ``taken`` to its inbox, and resume the paused ones as background

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import weakref
 from typing import Any
 
@@ -256,10 +257,14 @@ async def run_task(task: Task) -> None:
     failure: AuditError | CheckpointError | None = None
     agent: Agent | None = None
     started: agentcore.Checkpoint | None = None
-    ran = False
+    # The run, once prepared (its limits set, current_task set to the task).
+    run: agentcore.Run | None = None
     outer: Task | None = None
     try:
-        with task._scope:
+        # The task's scope, entered and exited as a with-block would, by hand: a
+        # with-block holds its manager's bound __exit__ (64 B of every parked task).
+        task._scope.__enter__()
+        try:
             if task._scope.cancel_called:
                 # A task cancelled before its runner ran still reports that it was queued.
                 with trio.move_on_after(END_TIMEOUT, shield=True):
@@ -268,10 +273,7 @@ async def run_task(task: Task) -> None:
                 if task.pool.checkpoints is not None and task._resume is None:
                     # Durable before it is announced: recover() restarts it from its input.
                     agent = build_agent(task)
-                    try:
-                        started = await commit_start(task, agent)
-                    except CheckpointError as exc:
-                        failure = exc
+                    started, failure = await _commit_start(task, agent)
                 failure = await _report_start(task, EventKind.task_queued) or failure
             await task._wait_granted()
             if failure is None:
@@ -283,39 +285,74 @@ async def run_task(task: Task) -> None:
                 # The outer value is restored (a Token would be 64 B of every parked run).
                 outer = current_task.get()
                 current_task.set(task)
-                ran = True
                 if taken or pause_asked(task):
                     await start_background(task, run, taken, start_child)
                 # One cancel scope for the task and its run: the run aborts by
                 # cancelling the task's (see agentcore's ScopeOwner).
-                result = await run.run(owner=task)
-                task._conclude_run(result)
-                status = settle_budget(task, end_status(result.summary.end_reason))
+                status = _ran(task, await run.run(owner=task))
             else:
-                # Fail closed: a task whose queueing or start cannot be audited (or
-                # checkpointed) does not run.
-                task._conclude("", None, failure, f"{type(failure).__name__}: {failure}")
-                status = TaskStatus.failed
+                status = _failed(task, failure)
+        except BaseException:
+            if not _scope_exit(task):
+                raise
+        else:
+            task._scope.__exit__(None, None, None)
         if task._scope.cancelled_caught and not task._node.cancel_called and task._run is not None:
             # Not cancelled: the scope caught its deadline, one of the run's limits.
             status = _timed_out(task, task._run)
     finally:
         # (The run's limits and current_task are undone here, not in a try of their
         # own: an exception unwinding a cancelled run then passes one handler less.)
-        if ran:
+        if run is not None:
             task._unlimit()
             current_task.set(outer)
         if started is not None and task._run is None:
             await end_unstarted(task, started, END_TIMEOUT)
-        # Through the pool's _apply, like Task.cancel.
-        core = task._core
-        node = task._node
-        effects = core.run_ended(node, status)
-        if effects:
-            task._apply(effects)
-        if not _end_at_once(task, status):
-            await end_task(task, status)
-        task._apply(core.resolve(node))
+        await _resolve(task, status)
+
+
+# The steps of run_task apart from it: its frame is part of every parked run, so
+# it keeps few locals (and a shallow stack).
+
+async def _commit_start(
+    task: Task, agent: Agent
+) -> tuple[agentcore.Checkpoint | None, CheckpointError | None]:
+    # The task's start checkpoint, or the error that refused it.
+    try:
+        return await commit_start(task, agent), None
+    except CheckpointError as exc:
+        return None, exc
+
+
+def _scope_exit(task: Task) -> bool:
+    # The task's scope's __exit__ for the exception being handled, as a with-block
+    # calls it: True when the scope caught it (it may raise what is left of it).
+    return task._scope.__exit__(*sys.exc_info())
+
+
+def _ran(task: Task, result: agentcore.RunResult) -> TaskStatus:
+    task._conclude_run(result)
+    return settle_budget(task, end_status(result.summary.end_reason))
+
+
+def _failed(task: Task, failure: AuditError | CheckpointError) -> TaskStatus:
+    # Fail closed: a task whose queueing or start cannot be audited (or
+    # checkpointed) does not run.
+    task._conclude("", None, failure, f"{type(failure).__name__}: {failure}")
+    return TaskStatus.failed
+
+
+async def _resolve(task: Task, status: TaskStatus) -> None:
+    # Tell the core how the run ended, end the task, resolve it: through the pool's
+    # _apply, like Task.cancel.
+    core = task._core
+    node = task._node
+    effects = core.run_ended(node, status)
+    if effects:
+        task._apply(effects)
+    if not _end_at_once(task, status):
+        await end_task(task, status)
+    task._apply(core.resolve(node))
 
 
 def _end_at_once(task: Task, status: TaskStatus) -> bool:

@@ -105,6 +105,8 @@ class Pool(Waits):
         # on the trio thread before the event goes to its destination, with or without
         # one; it must not block or raise. Read once per task when its run starts.
         self._observer: Callable[[Event], None] | None = None
+        # The bound _apply every task keeps (one, not a bound method per task).
+        self._applier: Callable[[list[Effect[Task]]], None] = self._apply
 
     def __repr__(self) -> str:
         core = self._core
@@ -382,7 +384,7 @@ class Pool(Waits):
             budget = self._budgets.admit(spec, parent, parent_path)
             path = (*parent_path, f"{name}/{next(self._numbers):04d}")
             task = Task(
-                path, name, input, spec, self, parent, events, call_id, core, self._apply,
+                path, name, input, spec, self, parent, events, call_id, core, self._applier,
                 history=history, resume=resume, depth=depth,
             )
             effects = core.accept(task._node, fanout=parent is not None, background=background)
@@ -418,9 +420,8 @@ class Pool(Waits):
                 effect.node.handle._cancel_scopes(canceller)
             elif isinstance(effect, StartRunner):
                 task = effect.node.handle
-                self._nursery.start_soon(
-                    self._runner, task, name=f"subagent {format_path(task.path)}"
-                )
+                # Named by its path alone: a root's is its one segment, no new string.
+                self._nursery.start_soon(self._runner, task, name=format_path(task.path))
             elif isinstance(effect, WakeSubmitter | WakeFanout):
                 trio.lowlevel.reschedule(effect.token)  # type: ignore[arg-type]
             else:
