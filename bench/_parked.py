@@ -1,10 +1,11 @@
 """W6: memory per parked run, measured in a fresh subprocess per case (issue 17).
 
-``python -m bench._parked CASE RUNS [--trace]`` parks ``RUNS`` runs in their
+``python -m bench._parked CASE RUNS [--trace] [--top N]`` parks ``RUNS`` runs in their
 model call (a model that blocks until cancelled) and prints one JSON line: the
 bytes per parked run, as the growth of the process's resident set (``VmRSS``)
 and of the memory Python's allocator handed out (``tracemalloc``'s traced
-size with ``--trace``, with the 12 largest allocation sites per run), between
+size with ``--trace``, with the 12 largest allocation sites per run, or the
+``N`` largest with ``--top N``, which implies ``--trace``), between
 the moment before the first submit and the moment every run is parked. Cases:
 
 - ``pool``: ``open_pool(max_concurrent=RUNS)``, no stream, no audit sink, a
@@ -149,7 +150,10 @@ def main() -> None:
     case, runs = sys.argv[1], int(sys.argv[2])
     if case not in CASES:
         raise SystemExit(f"case must be one of {', '.join(CASES)}")
-    print(json.dumps(measure(case, runs, trace="--trace" in sys.argv[3:])))
+    rest = sys.argv[3:]
+    top = int(rest[rest.index("--top") + 1]) if "--top" in rest else 12
+    trace = "--trace" in rest or "--top" in rest
+    print(json.dumps(measure(case, runs, trace=trace, top=top)))
 
 
 if __name__ == "__main__":
