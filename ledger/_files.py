@@ -92,5 +92,7 @@ def try_lock(fd: int) -> bool:
 
 
 def lock_path(database: str) -> str:
-    """The lock file beside an SQLite ledger."""
-    return f"{database}-lock"
+    """The lock file beside an SQLite database (a ledger, or subagent's checkpoints):
+    beside the file the name resolves to, symbolic links followed, so that two
+    writers naming one database by two paths take the same lock."""
+    return f"{os.path.realpath(database)}-lock"

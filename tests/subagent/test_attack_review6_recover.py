@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from agentcore import (
     BackgroundChild,
     Checkpoint,
@@ -19,7 +21,7 @@ from agentcore import (
 from agentcore._checkpoint import INTERRUPTED
 from agentcore.testing import ScriptedModel
 from ledger import JsonlSink
-from subagent import Spec, SqliteCheckpoints, SubagentTool, open_pool
+from subagent import CheckpointError, Spec, SqliteCheckpoints, SubagentTool, open_pool
 from tests.subagent.test_bg_result_crash import _kept
 from tests.subagent.test_recover_background import register, running_state
 
@@ -98,3 +100,22 @@ def test_recovery_knows_the_delegation_tools_name() -> None:
     from subagent._recovertree import DELEGATION
 
     assert DELEGATION == SubagentTool.name == "subagent"
+
+
+async def test_a_second_recovery_through_a_symlink_to_the_file_is_refused(
+    tmp_path: Path,
+) -> None:
+    # The writer lock is the file's, not its name's: a recovery (or writer) that names
+    # the same database through a symbolic link is refused like one that names it.
+    db, link = tmp_path / "c.db", tmp_path / "link.db"
+    link.symlink_to(db)
+    async with SqliteCheckpoints(db) as first:
+        assert await first.recovering() == []
+        second = SqliteCheckpoints(link)
+        with pytest.raises(CheckpointError) as info:
+            await second.recovering()
+        await second.aclose()
+    assert str(info.value) == (
+        "cannot open the checkpoint database: another SqliteCheckpoints is writing to "
+        "it (here or in another process)")
+
