@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from ._spec import Spec
 
 
+#: The name of the delegation tool (``SubagentTool.name``): only its calls in flight
+#: are tied to the rows of the runs they started (continued, or answered when kept).
+DELEGATION = "subagent"
+
+
 class Pool(Protocol):
     """What the tree building uses of a ``subagent.Pool``: its specs by name."""
 
@@ -34,7 +39,17 @@ def _background_rows(
     row: CheckpointRow, background: dict[str, list[CheckpointRow]]
 ) -> list[CheckpointRow]:
     # The background children of ``row``'s run that were not done at the crash.
-    return [r for r in background.get(row.run_id, []) if r.call_id not in row.in_flight]
+    calls = _delegating(row)
+    return [r for r in background.get(row.run_id, []) if r.call_id not in calls]
+
+
+def _delegating(row: CheckpointRow) -> set[str]:
+    # The calls in flight in ``row`` that start a subagent: only their ids tie a row
+    # to the call (a model may reuse an id: a tool call in flight under the id of a
+    # background child's start is not that child's).
+    assert row.state is not None
+    return {p.call.id for p in row.state.pending
+            if p.call.id in row.in_flight and p.call.name == DELEGATION}
 
 
 _ByCall = dict[tuple[str | None, str | None], CheckpointRow]
@@ -58,7 +73,7 @@ def _tree(
                 f"checkpoint tree of run {root.run_id[:200]!r} deeper than {MAX_STATE_DEPTH}"
             )
         order.append((row, depth))
-        for call_id in row.in_flight:
+        for call_id in _delegating(row):
             child = by_call.get((row.run_id, call_id))
             if child is not None and child.status == "running":
                 stack.append((child, depth + 1))
@@ -74,7 +89,7 @@ def _tree(
         _check_row(row, row.state, spec)
         children = {}
         answers: dict[str, agentcore.RunState] = {}
-        for call_id in row.in_flight:
+        for call_id in _delegating(row):
             child = by_call.get((row.run_id, call_id))
             if child is None:
                 continue
@@ -95,11 +110,6 @@ def _tree(
         _nest(pool, row.state, rows, recovered, by_call, background, depth)
         recovered[row.run_id] = row.state
     return recovered[root.run_id]
-
-
-#: The name of the delegation tool (``SubagentTool.name``), whose calls a kept answer
-#: may answer.
-DELEGATION = "subagent"
 
 
 def _answered(

@@ -16,12 +16,22 @@ from agentcore import (
     CheckpointKind,
     FunctionTool,
     Message,
+    ModelRequest,
     ToolCall,
 )
 from agentcore._checkpoint import INTERRUPTED
 from agentcore.testing import ScriptedModel
 from ledger import JsonlSink
-from subagent import CheckpointError, Spec, SqliteCheckpoints, SubagentTool, open_pool
+from subagent import (
+    CheckpointError,
+    Spec,
+    SqliteCheckpoints,
+    SubagentResultsTool,
+    SubagentTool,
+    open_pool,
+)
+from subagent._background import RESULT_PREFIX
+from tests.subagent._bgparts import START, STARTED
 from tests.subagent.test_bg_result_crash import _kept
 from tests.subagent.test_recover_background import register, running_state
 
@@ -119,3 +129,57 @@ async def test_a_second_recovery_through_a_symlink_to_the_file_is_refused(
         "cannot open the checkpoint database: another SqliteCheckpoints is writing to "
         "it (here or in another process)")
 
+
+
+def _root_after_bg() -> ScriptedModel:
+    # root: answers bg's result when it comes, else says what its last call got.
+    def reply(request: ModelRequest) -> Message:
+        for m in request.messages:
+            if m.role == "user" and m.content.startswith(RESULT_PREFIX):
+                body = json.loads(m.content[len(RESULT_PREFIX):])
+                return Message("assistant", f"root got {body['output']}")
+        return Message("assistant", "", tool_calls=[
+            ToolCall("wait", "subagent_results", "{}")])
+
+    return ScriptedModel(reply)
+
+
+async def test_a_background_child_is_not_taken_for_a_tool_call_of_its_id(
+    tmp_path: Path,
+) -> None:
+    # root started bg in the background as start-bg, then called write under the same
+    # id; the crash came during write, bg still running. write must not run again (a
+    # child recovered for it would make its tool continue it: run it again), and bg is
+    # recovered as root's background child.
+    db, log, writes = tmp_path / "c.db", tmp_path / "log", tmp_path / "writes"
+    write = ToolCall("start-bg", "write", "{}")
+    messages = [Message("user", "go"), Message("assistant", "", tool_calls=[START]),
+                Message("tool", STARTED, tool_call_id="start-bg"),
+                Message("assistant", "", tool_calls=[write])]
+    root = running_state(messages, "root/0001", "root", "go")
+    bg = running_state([Message("user", "work")], "root/0001/bg/0002", "bg", "work")
+    async with SqliteCheckpoints(db) as store:
+        await store.write("bg", "root/0001", "start-bg", Checkpoint(CheckpointKind.turn, bg))
+        await store.write("root", None, None,
+                          Checkpoint(CheckpointKind.call, root, ("start-bg",)))
+
+    async def write_tool(arguments: str) -> str:
+        with writes.open("a") as f:
+            f.write("write\n")
+        return "written"
+
+    sink = JsonlSink(tmp_path / "audit.jsonl")
+    async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+        register(pool, sink, log)
+        pool.register(Spec("root", model=_root_after_bg(), tools=[
+            SubagentTool(pool), SubagentResultsTool(pool),
+            FunctionTool("write", "write", {"type": "object"}, write_tool)]))
+        [task] = await pool.recover()
+        result = await task.wait()
+    await sink.aclose()
+    assert not writes.exists()
+    contents = [m.content for m in result.messages]
+    assert contents[:4] == ["go", "", STARTED, ""]
+    assert INTERRUPTED in contents[4]
+    assert contents[-1] == "root got bg done: worked"
+    assert log.read_text() == "work\n"
