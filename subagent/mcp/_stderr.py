@@ -21,9 +21,11 @@ MAX_STDERR = 8 * 1024
 #: The most characters of that shown in a failure report (the last ones).
 MAX_STDERR_SHOWN = 500
 
-# An absolute path's folders ("/home/someone/project/"): what a report keeps of a
-# path is its last part ("…/server.py").
-_FOLDERS = re.compile(r"(?<![\w.~:/])/(?:[^\s/'\"]+/)+")
+# An absolute path's folders ("/home/someone/project/"), also after a colon
+# ("PATH:/home/...", "C:/Users/...") and in a file URL ("file:///home/..."): what a
+# report keeps of a path is its last part ("…/server.py"). A web URL's path
+# ("https://host/a/b") is kept: a host name comes before it.
+_FOLDERS = re.compile(r"(?:(?<![\w.~/])|(?<=file://))/(?:[^\s/'\"]+/)+")
 
 
 class StderrTail:

@@ -70,3 +70,18 @@ def test_no_part_of_a_secret_is_shown_wherever_the_window_cuts(
         tail.feed(data[at:at + chunk])
     shown = tail.shown()
     assert not re.search("[A-Z0-9]{3}", shown), shown
+
+
+@pytest.mark.parametrize(("written", "shown"), [
+    ("at file:///home/someone/p/x.py", "at file://…/x.py"),
+    ("key:/home/someone/y", "key:…/y"),
+    ("PATH:/usr/bin:/home/someone/bin", "PATH:…/bin"),
+    ("C:/Users/someone/x", "C:…/x"),
+    ("cwd=/home/someone/proj/x", "cwd=…/x"),
+    ("see https://h:80/a/b/c and http://h/a/b", "see https://h:80/a/b/c and http://h/a/b"),
+    ("~/proj/a/b", "~/proj/a/b"),
+])
+def test_host_paths_after_a_colon_or_in_a_file_url_are_cut(written: str, shown: str) -> None:
+    tail = StderrTail(McpServer("h", command="x"))
+    tail.feed(written.encode())
+    assert tail.shown() == shown
