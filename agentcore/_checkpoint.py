@@ -130,7 +130,6 @@ def snapshot(state: RunState) -> RunState:
     copy.follow_ups = list(state.follow_ups)
     if state.has_inbox:
         copy.inbox = list(state.inbox)  # its steering is stored (Pending values are frozen)
-    copy.preempting = state.preempting
     copy.reported = state.reported
     copy.elapsed = state.elapsed
     copy.pending = [PendingCall(c, CallStatus.waiting) for c in unanswered(messages)]

@@ -195,7 +195,6 @@ class Run(RunPortMethods, RunHandle):
         outer = _current_run.get()
         _current_run.set(self)
         clock_start = trio.current_time()
-        agent = self.agent
         output = last_text = ""
         reason = EndReason.stop
         error: BaseException | None = None
@@ -223,12 +222,12 @@ class Run(RunPortMethods, RunHandle):
                 if state.interrupt_requested:
                     output, reason = await self._summarise()
                     break
-                if state.turn >= agent.max_turns:
+                if state.turn >= self.agent.max_turns:
                     state.close()
                     output, reason = last_text, EndReason.max_turns
                     break
-                if agent.checkpoint is not None:
-                    await at_turn(state, agent.checkpoint)
+                if self.agent.checkpoint is not None:
+                    await at_turn(state, self.agent.checkpoint)
                 injected = state.read_inbox()
                 state.begin_turn()
                 if not self.emit_now(EventKind.turn_start):
@@ -239,38 +238,39 @@ class Run(RunPortMethods, RunHandle):
                     await self._report_follow_ups()
                 # A plain model call is awaited here, not in complete(): a frame
                 # fewer for every run parked in it (see _modelcall.direct).
-                request = direct(self, agent.tool_specs)
+                request = direct(self, self.agent.tool_specs)
                 if request is None:
-                    response = await complete(self, agent.tool_specs)
+                    response = await complete(self, self.agent.tool_specs)
                 else:
                     try:
                         if not self.emit_now(EventKind.model_request):
                             await self.emit(EventKind.model_request)
-                        response = await agent.model.complete(request)
+                        response = await self.agent.model.complete(request)
                     except (TransientModelError, ContextTooLongError) as exc:
-                        response = await retry_direct(self, agent.tool_specs, exc)
+                        response = await retry_direct(self, self.agent.tool_specs, exc)
                     else:
-                        response = await settle(self, agent.tool_specs, request, response)
-                message = response.message
-                last_text = message.content
+                        response = await settle(self, self.agent.tool_specs, request, response)
+                # (No local for the agent or the message: each is a slot of every
+                # parked run's frame.)
+                last_text = response.message.content
                 if self._output is not None and (
-                    message.tool_calls or not state.interrupt_requested
+                    response.message.tool_calls or not state.interrupt_requested
                 ):
                     # Typed output: the answer must be a valid final_result call.
-                    if await self._output.answer(self, message):
+                    if await self._output.answer(self, response.message):
                         state.close()
                         output, reason = self._output.text, EndReason.stop
                         break
                     continue
-                if message.tool_calls:
-                    await run_tools(self, message.tool_calls)
+                if response.message.tool_calls:
+                    await run_tools(self, response.message.tool_calls)
                     continue
                 if state.interrupt_requested:
                     state.close()
                     await self.note_interrupt()
                     output, reason = last_text, EndReason.interrupted
                     break
-                if state.has_inbox and state.turn < agent.max_turns:
+                if state.has_inbox and state.turn < self.agent.max_turns:
                     continue
                 state.close()
                 output, reason = last_text, EndReason.stop

@@ -75,8 +75,6 @@ class RunState:
     # The four lists below are created when first used (see the properties of the
     # same names): most runs never use them, and a parked run holds its state.
     _inbox: list[Pending] | None = None
-    preempting: int = 0
-    """How many of ``inbox`` preempt tool calls (``Pending.preempts``)."""
     _follow_ups: list[str] | None = None
     reported: int = 0
     """How many of ``follow_ups`` were announced with ``follow_up_queued`` (a prefix)."""
@@ -156,6 +154,13 @@ class RunState:
     @children.setter
     def children(self, value: list[RunState]) -> None:
         self._children = value
+
+    @property
+    def preempting(self) -> int:
+        """How many of ``inbox`` preempt tool calls (``Pending.preempts``): counted
+        when asked (a field fewer in every run's state). Not a checkpoint."""
+        inbox = self._inbox
+        return sum(1 for p in inbox if p.preempts) if inbox else 0
 
     @property
     def has_inbox(self) -> bool:
@@ -339,7 +344,6 @@ class RunState:
         # Steering that waited in the inbox at a checkpoint: read by the resumed run.
         state.inbox = [Pending(Message("user", t), EventKind.steering_injected, t)
                        for t in d.steering]
-        state.preempting = len(state.inbox)
         state.background = d.background
         return state
 
@@ -358,8 +362,6 @@ class RunState:
             self._inbox = [pending]
         else:
             self._inbox.append(pending)
-        if pending.preempts:
-            self.preempting += 1
 
     def read_inbox(self) -> Sequence[Pending]:
         """Move the waiting messages into the conversation; returns them, in order
@@ -368,7 +370,6 @@ class RunState:
         if not injected:
             return ()
         self._inbox = None
-        self.preempting = 0
         self.messages.extend(p.message for p in injected)
         return injected
 
@@ -390,4 +391,3 @@ class RunState:
         if self._inbox:
             self.follow_ups.extend(p.follow_up for p in self._inbox if p.follow_up is not None)
             self._inbox = None
-        self.preempting = 0

@@ -176,4 +176,4 @@ def test_the_runner_frame_stays_small() -> None:
     code = _lifecycle.run_task.__code__
     assert code.co_nlocals + code.co_stacksize <= 15
     code = agentcore.Run.run.__code__
-    assert code.co_nlocals + code.co_stacksize <= 25
+    assert code.co_nlocals + code.co_stacksize <= 23
