@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from math import isfinite
 from types import MappingProxyType
 from typing import TypeAlias
@@ -31,10 +31,10 @@ _INT_MIN = -_INT_MAX
 
 _Flat: TypeAlias = tuple[
     str, str, tuple[str, ...], str, str | None, str | None, str | None, str | None,
-    str | None, str | None, str | None, float | None, "dict[str, Scalar] | None", str | int,
+    str | None, str | None, str | None, float | None, "Mapping[str, Scalar] | None", str | int,
 ]
-"""A plain pending record: its fields in Record's order (data a plain dict, or
-None when empty), then its time."""
+"""A plain pending record: its fields in Record's order (its read-only data, or None
+when it has none), then its time."""
 
 
 @attrs.frozen
@@ -53,13 +53,14 @@ class MemorySink:
 
     Entries are redacted and chained exactly as the file sinks do it, but
     both are done lazily: :meth:`record` checks that the record can be
-    encoded, takes its time and appends the record, as it is, to a list of
-    pending records; reading :attr:`entries` redacts and chains every pending
-    record, in order, into entries (the same entries, with the same hashes,
-    as redacting and chaining each one when it was recorded: redaction is a
-    pure function of the record), and keeps them. An entry is therefore built
-    only if someone reads it, and a run that records ten entries pays for a
-    type check, a clock reading and two list appends on its hot path.
+    encoded, takes its time and appends the record's fields (with a copy of
+    its data) to a list of pending records; reading :attr:`entries` rebuilds
+    each pending record, redacts and chains it, in order, into entries (the
+    same entries, with the same hashes, as redacting and chaining each one
+    when it was recorded: redaction is a pure function of the record), and
+    keeps them. An entry is therefore built only if someone reads it, and a
+    run that records ten entries pays for one pass of type checks over each
+    record, a clock reading and a list append on its hot path.
     Records of more than 64 KiB of text are the exception: they are redacted
     in a worker thread when recorded, so that a read never redacts a large
     text on the event loop.
@@ -94,13 +95,13 @@ class MemorySink:
     clock: Callable[[], str] = utc_now
     _entries: list[Entry] = attrs.field(factory=list, init=False)
     # Records acknowledged but not chained yet, in order. A plain record (every field
-    # of the exact type the encoder takes without question) is kept flat, as a
-    # tuple of its fields with its time last (time.time_ns() for the default clock,
-    # formatted when chained; a str from a custom clock) and its data as a plain
-    # dict (None when empty): such a tuple holds nothing the garbage collector
-    # tracks, so the collector stops tracking it at its first collection, and a
-    # sink holding many pending entries costs the collector one list. Any other
-    # record is kept as it was given (_Held), and rebuilt records are the same.
+    # of the exact type the encoder takes without question) is kept flat: a tuple
+    # of its fields, its time last (time.time_ns() for the default clock, formatted
+    # when chained; a str from a custom clock). The record itself is dropped: a
+    # tuple of str, numbers and None (a record without data: None, not the shared
+    # empty mapping) is one the garbage collector stops tracking at its first
+    # collection, which a Record never is. Any other record is kept as it was
+    # given (_Held). A record rebuilt from its fields equals the one recorded.
     _pending: list[_Flat | _Held] = attrs.field(factory=list, init=False)
     # The last path checked (a tuple of str: it cannot change), so that the many
     # entries of one run check their shared path once.
@@ -165,7 +166,8 @@ class MemorySink:
         # the fields, for a record whose every field has the exact type the encoder
         # takes without question (str, a tuple of str, a finite float, ints short
         # enough to spell, a read-only dict of those): such a record is kept flat.
-        # Anything else takes check_content and is_large themselves (their errors).
+        # Anything else is held as it is (_hold: check_content and is_large
+        # themselves, their errors).
         r = record
         kind = r.kind
         run_id = r.run_id
@@ -175,64 +177,72 @@ class MemorySink:
         path = r.path
         data = r.data
         if (
-            type(kind) is str and kind
-            and type(run_id) is str
-            and type(agent_id) is str
-            and (verdict is None or type(verdict) is str)
-            and (duration is None or (type(duration) is float and isfinite(duration)))
-            and type(data) is MappingProxyType
-            and (path is self._path or self._plain_path(path))
+            type(kind) is not str or not kind
+            or type(run_id) is not str
+            or type(agent_id) is not str
+            or (verdict is not None and type(verdict) is not str)
+            or (duration is not None and (type(duration) is not float or not isfinite(duration)))
+            or type(data) is not MappingProxyType
+            or (path is not self._path and not self._plain_path(path))
         ):
-            size = 0
-            tool = r.tool
-            call_id = r.call_id
-            arguments = r.arguments
-            reason = r.reason
-            result = r.result
-            error = r.error
-            plain = True
-            if tool is not None:
-                plain = type(tool) is str
-                size += len(tool) if plain else 0
-            if plain and call_id is not None:
-                plain = type(call_id) is str
-                size += len(call_id) if plain else 0
-            if plain and arguments is not None:
-                plain = type(arguments) is str
-                size += len(arguments) if plain else 0
-            if plain and reason is not None:
-                plain = type(reason) is str
-                size += len(reason) if plain else 0
-            if plain and result is not None:
-                plain = type(result) is str
-                size += len(result) if plain else 0
-            if plain and error is not None:
-                plain = type(error) is str
-                size += len(error) if plain else 0
-            values: dict[str, Scalar] | None = None
-            if plain and data:
-                values = data.copy()
-                for value in values.values():
-                    kind_of = type(value)
-                    if kind_of is str:
-                        size += len(value)  # type: ignore[arg-type]
-                    elif kind_of is int:
-                        if not _INT_MIN < value < _INT_MAX:  # type: ignore[operator]
-                            plain = False
-                            break
-                    elif kind_of is not bool and kind_of is not float and value is not None:
-                        plain = False
-                        break
-            if plain:
-                if size > OFFLOAD_CHARS:
-                    raise trio.WouldBlock
-                clock = self.clock
-                self._pending.append((
-                    kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
-                    reason, result, error, duration, values,
-                    time.time_ns() if clock is utc_now else clock(),
-                ))
-                return
+            return self._hold(record)
+        # Each optional text: None, or a str counted (one early exit per type).
+        size = 0
+        tool = r.tool
+        if tool is not None:
+            if type(tool) is not str:
+                return self._hold(record)
+            size = len(tool)
+        call_id = r.call_id
+        if call_id is not None:
+            if type(call_id) is not str:
+                return self._hold(record)
+            size += len(call_id)
+        arguments = r.arguments
+        if arguments is not None:
+            if type(arguments) is not str:
+                return self._hold(record)
+            size += len(arguments)
+        reason = r.reason
+        if reason is not None:
+            if type(reason) is not str:
+                return self._hold(record)
+            size += len(reason)
+        result = r.result
+        if result is not None:
+            if type(result) is not str:
+                return self._hold(record)
+            size += len(result)
+        error = r.error
+        if error is not None:
+            if type(error) is not str:
+                return self._hold(record)
+            size += len(error)
+        held: Mapping[str, Scalar] | None = None
+        if data:
+            held = data
+            for value in data.values():
+                kind_of = type(value)
+                if kind_of is str:
+                    size += len(value)
+                elif kind_of is int:
+                    if not _INT_MIN < value < _INT_MAX:
+                        return self._hold(record)
+                elif kind_of is not bool and kind_of is not float and value is not None:
+                    return self._hold(record)
+        if size > OFFLOAD_CHARS:
+            raise trio.WouldBlock
+        clock = self.clock
+        self._pending.append((
+            kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
+            reason, result, error, duration, held,
+            time.time_ns() if clock is utc_now else clock(),
+        ))
+        return None
+
+    def _hold(self, record: Record) -> None:
+        # record_nowait for a record that is not plain: checked by check_content
+        # and is_large themselves, and held as it is.
         try:
             check_content(record)
         except (TypeError, ValueError):

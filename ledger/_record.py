@@ -113,12 +113,12 @@ def record_from_fields(
     result: str | None,
     error: str | None,
     duration: float | None,
-    data: dict[str, Scalar] | None,
+    data: Mapping[str, Scalar] | None,
 ) -> Record:
-    """The :class:`Record` of these fields, in ``Record``'s order, checked before
-    (a sink keeps its pending records as their fields): ``path`` a tuple of str,
-    ``data`` a dict of scalars that is taken over (held behind a read-only view),
-    or ``None`` for none. Not a checkpoint.
+    """The :class:`Record` of these fields, in ``Record``'s order, taken from a
+    record (a sink keeps its pending records as their fields): ``path`` a tuple
+    of str, ``data`` that record's read-only mapping, or ``None`` for none. Not
+    a checkpoint.
     """
     record: Any = _new(_Open)  # a Record once its class is set below
     record.kind = kind
@@ -133,6 +133,6 @@ def record_from_fields(
     record.result = result
     record.error = error
     record.duration = duration
-    record.data = _proxy(data) if data else _EMPTY
+    record.data = data if data else _EMPTY
     record.__class__ = Record
     return record  # type: ignore[no-any-return]

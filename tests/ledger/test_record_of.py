@@ -113,9 +113,10 @@ def test_record_from_fields_equals_record(
     call_id: str | None, arguments: str | None, verdict: str | None, reason: str | None,
     result: str | None, error: str | None, duration: float | None, data: dict[str, Any],
 ) -> None:
-    # What a MemorySink rebuilds from a pending record's fields (data None when empty).
+    # What a MemorySink rebuilds from a pending record's fields (its data, None for none).
+    view = types.MappingProxyType(data) if data else None
     built = record_from_fields(kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
-                               reason, result, error, duration, dict(data) or None)
+                               reason, result, error, duration, view)
     assert type(built) is Record
     assert built == Record(kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
                            reason, result, error, duration, data)
