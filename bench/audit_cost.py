@@ -14,6 +14,9 @@ fresh ``trio.run`` calls, interleaved:
   and with a ``MemorySink``: the first difference is what the run loop pays
   for auditing, the second what the sink does.
 
+Each line also gives the garbage collector's young and full collections during
+the case (medians): what a sink keeps alive costs collections.
+
 It uses only the public API and :mod:`bench._workloads`, so the same file can
 time another checkout's code (run it by path with that checkout's python). A
 benchmark, not a test: nothing here asserts a time.
@@ -75,17 +78,30 @@ class NullSink:
 Sink = MemorySink | JsonlSink | NullSink
 
 
-def _timed(fn: Callable[[], Awaitable[int]]) -> tuple[float, float]:
-    """Wall and CPU microseconds per operation of one fresh ``trio.run``."""
+Timing = tuple[float, float, int, int]
+"""Wall and CPU microseconds per operation, then the garbage collector's young
+(generation 0) and full (generation 2) collections, of one ``trio.run``."""
+
+
+def _collections() -> tuple[int, int]:
+    stats = gc.get_stats()
+    return stats[0]["collections"], stats[2]["collections"]
+
+
+def _timed(fn: Callable[[], Awaitable[int]]) -> Timing:
+    """Time one fresh ``trio.run`` (see :data:`Timing`)."""
     gc.collect()
+    young, full = _collections()
     wall, cpu = time.perf_counter(), time.process_time()
     count = trio.run(fn)
-    return (time.perf_counter() - wall) / count * 1e6, (time.process_time() - cpu) / count * 1e6
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    young_after, full_after = _collections()
+    return wall / count * 1e6, cpu / count * 1e6, young_after - young, full_after - full
 
 
 def _entries(
     records: list[Record], make: Callable[[str], Sink], tasks: int, *, read: bool = True
-) -> tuple[float, float]:
+) -> Timing:
     with tempfile.TemporaryDirectory() as tmp:
         sink = make(os.path.join(tmp, "audit.jsonl"))
         each = len(records) // tasks
@@ -106,7 +122,7 @@ def _entries(
         return _timed(main)
 
 
-def _w1(runs: int, make: Callable[[], Sink | None]) -> tuple[float, float]:
+def _w1(runs: int, make: Callable[[], Sink | None]) -> Timing:
     async def main() -> int:
         stream: subagent.Stream = subagent.Stream(64)
         counter = Counter()
@@ -125,17 +141,16 @@ def _w1(runs: int, make: Callable[[], Sink | None]) -> tuple[float, float]:
     return _timed(lambda: main())
 
 
-def _report(title: str, unit: str, cases: dict[str, Callable[[], tuple[float, float]]],
-            repeat: int) -> None:
-    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+def _report(title: str, unit: str, cases: dict[str, Callable[[], Timing]], repeat: int) -> None:
+    runs: dict[str, list[Timing]] = {name: [] for name in cases}
     for _ in range(repeat):
         for name, case in cases.items():
             runs[name].append(case())
     print(title)
     for name, values in runs.items():
-        wall = statistics.median(w for w, _ in values)
-        cpu = statistics.median(c for _, c in values)
-        print(f"  {name:<34} wall {wall:8.2f}  cpu {cpu:8.2f} {unit}")
+        wall, cpu, young, full = (statistics.median(v[i] for v in values) for i in range(4))
+        print(f"  {name:<34} wall {wall:8.2f}  cpu {cpu:8.2f} {unit}"
+              f"  gc young {young:g} full {full:g}")
 
 
 def main() -> None:
