@@ -75,6 +75,7 @@ class StderrTail:
         server wrote nothing."""
         text = self._server.masked(self._tail.decode("utf-8", "replace"))
         if self.total > len(self._tail):
+            text = text.lstrip("\ufffd")  # a character the window cut
             text = text[_cut_secret(text, self._server):]
         text = one_line(_FOLDERS.sub("…/", text.strip()))
         if len(text) > MAX_STDERR_SHOWN or self.total > len(self._tail):
