@@ -289,6 +289,8 @@ class Harness:
                 apply(effects)
 
             pool._apply = traced_apply  # type: ignore[method-assign]
+            # (and the bound _apply its tasks keep: one per pool, taken at its start)
+            pool._applier = traced_apply
             self.replay = Replay(pool)
             work = self.work = Workload(self.data, pool, self.streams, self.timeout, self.max_turns)
             await self.check(pool)
