@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import time as _time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import attrs
 
@@ -86,6 +87,64 @@ class Event:
     summary: RunSummary | None = None
     attempt: int = 0
     time: float = attrs.field(factory=wall_clock, eq=False)
+
+
+class _Open(Event):
+    """An :class:`Event` under construction: the same slots (it adds none), set by
+    plain attribute stores. :func:`event_of` fills one and turns it into an
+    ``Event`` (``__class__`` assignment, allowed since the layouts are the same), so
+    no instance of this class is ever seen outside :func:`event_of`.
+
+    Both ``__setattr__`` and ``__delattr__`` are ``object``'s own, so that a store
+    into a slot is a plain slot store (``Event``'s frozen ``__setattr__`` refuses
+    them; with its Python ``__delattr__`` left, every store would go through a
+    Python-level lookup).
+    """
+
+    __slots__ = ()
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+
+
+_new = object.__new__
+
+
+def event_of(
+    kind: EventKind,
+    run_id: str,
+    agent_id: str,
+    turn: int,
+    text: str = "",
+    message: Message | None = None,
+    call: ToolCall | None = None,
+    decision: GateDecision | None = None,
+    is_error: bool = False,
+    usage: Usage | None = None,
+    summary: RunSummary | None = None,
+    attempt: int = 0,
+) -> Event:
+    """The :class:`Event` ``Event(kind, run_id, agent_id, turn, ...)`` would build,
+    equal to it field for field, its ``time`` taken now as :func:`wall_clock` takes
+    it; built by plain slot stores instead of ``Event``'s frozen ``__init__`` (one
+    ``object.__setattr__`` call per field), for a run's own events on its hot path.
+    Not a checkpoint. Not public API: outside code builds events with ``Event(...)``.
+    """
+    event: Any = _new(_Open)  # an Event once its class is set below
+    event.kind = kind
+    event.run_id = run_id
+    event.agent_id = agent_id
+    event.turn = turn
+    event.text = text
+    event.message = message
+    event.call = call
+    event.decision = decision
+    event.is_error = is_error
+    event.usage = usage
+    event.summary = summary
+    event.attempt = attempt
+    event.time = _time.time()  # as wall_clock: looked up on each call
+    event.__class__ = Event
+    return event  # type: ignore[no-any-return]
 
 
 #: Where a run sends its events; awaiting it may block (backpressure). A sink may also

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ledger._record import record_of
 
 from ._audit import record, record_now, record_sync
-from ._events import Event, EventKind, EventSink, taken_now
+from ._events import EventKind, EventSink, event_of, taken_now
 from ._hookcall import call_hook
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class RunPortMethods:
         if self._emit_to is None and not observers:
             return
         state = self._state
-        event = Event(kind, state.run_id, self.agent.agent_id, state.turn, **fields)
+        event = event_of(kind, state.run_id, self.agent.agent_id, state.turn, **fields)
         if self._emit_to is not None and not taken_now(self._emit_to, event):
             await self._emit_to(event)
         for hook in observers:
@@ -79,7 +79,7 @@ class RunPortMethods:
             return False
         state = self._state
         return nowait(
-            Event(kind, state.run_id, self.agent.agent_id, state.turn, **fields)
+            event_of(kind, state.run_id, self.agent.agent_id, state.turn, **fields)
         ) is True
 
     async def _emit_start(self) -> None:
@@ -88,7 +88,7 @@ class RunPortMethods:
         # neither it nor agent_end. Delivered means the destination returned; the
         # observers then see it as any other event.
         state = self._state
-        event = Event(EventKind.agent_start, state.run_id, self.agent.agent_id,
+        event = event_of(EventKind.agent_start, state.run_id, self.agent.agent_id,
                       state.turn, text=state.input)
         if self._emit_to is not None and not taken_now(self._emit_to, event):
             await self._emit_to(event)
@@ -100,7 +100,7 @@ class RunPortMethods:
         """Emit the ``error`` event of a failed hook; observers failing on it are not
         reported again. A checkpoint when there is a destination or an observer."""
         state = self._state
-        event = Event(EventKind.error, state.run_id, self.agent.agent_id, state.turn,
+        event = event_of(EventKind.error, state.run_id, self.agent.agent_id, state.turn,
                       text=text)
         if self._emit_to is not None:
             await self._emit_to(event)
