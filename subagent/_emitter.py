@@ -33,7 +33,7 @@ from trio.abc import Clock
 
 import agentcore
 
-from ._events import Event
+from ._events import Event, tagged_of
 from ._stream import Stream
 from ._task import Task
 
@@ -110,7 +110,7 @@ class Emitter:
             return
         task = self.task
         kind = event.kind
-        wrapped = Event(task._path, kind, event, task._call_id, time=event.time)
+        wrapped = tagged_of(task._path, kind, event, task._call_id)
         if observe is not None:
             observe(wrapped)
         if destination is None:
@@ -140,7 +140,7 @@ class Emitter:
             if self.clock is not None:
                 self._push(self.clock)
             if self.observe is not None:
-                self.observe(Event(task._path, event.kind, event, task._call_id, time=event.time))
+                self.observe(tagged_of(task._path, event.kind, event, task._call_id))
             return True
         run = task._run
         ended = run is not None and run.summary is not None
@@ -155,7 +155,7 @@ class Emitter:
         if self.clock is not None:
             self._push(self.clock)
         kind = event.kind
-        wrapped = Event(task._path, kind, event, task._call_id, time=event.time)
+        wrapped = tagged_of(task._path, kind, event, task._call_id)
         if self.observe is not None:
             self.observe(wrapped)
         if ended:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import attrs
 
@@ -113,3 +114,53 @@ class Event:
     time: float = attrs.field(
         default=attrs.Factory(_event_time, takes_self=True), eq=False
     )
+
+
+class _Open(Event):
+    """An :class:`Event` under construction: the same slots (it adds none), set by
+    plain attribute stores. :func:`tagged_of` fills one and turns it into an
+    ``Event`` (``__class__`` assignment, allowed since the layouts are the same), so
+    no instance of this class is ever seen outside :func:`tagged_of`.
+
+    Both ``__setattr__`` and ``__delattr__`` are ``object``'s own, so that a store
+    into a slot is a plain slot store (see ``ledger._record``).
+    """
+
+    __slots__ = ()
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+
+
+_new = object.__new__
+
+
+def tagged_of(
+    path: AgentPath,
+    kind: agentcore.EventKind | EventKind,
+    event: agentcore.Event | None,
+    call_id: str | None,
+    summary: RunSummary | None = None,
+    error: str | None = None,
+    tree_usage: Usage | None = None,
+) -> Event:
+    """The :class:`Event` ``Event(path, kind, event, call_id, summary, error,
+    tree_usage=tree_usage)`` would build, equal to it field for field (its ``time``
+    ``event``'s, else taken now), built by plain slot stores instead of ``Event``'s
+    frozen ``__init__``: for the pool's own wrapping of a run's events and its task
+    lifecycle events, on the hot path. Not a checkpoint. Not public API.
+    """
+    tagged: Any = _new(_Open)  # an Event once its class is set below
+    tagged.path = path
+    tagged.kind = kind
+    tagged.event = event
+    tagged.call_id = call_id
+    tagged.summary = summary
+    tagged.error = error
+    tagged.child = None
+    tagged.output = None
+    tagged.tree_usage = tree_usage
+    tagged.stall = None
+    tagged.budget = None
+    tagged.time = event.time if event is not None else wall_clock()
+    tagged.__class__ = Event
+    return tagged  # type: ignore[no-any-return]

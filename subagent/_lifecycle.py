@@ -26,7 +26,7 @@ from ._core import TaskStatus
 from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation, start_child
 from ._emitter import emitter
-from ._events import Event, EventKind
+from ._events import EventKind, tagged_of
 from ._recovery import commit_checkpoint, commit_start, end_unstarted
 from ._result import end_status
 from ._results import SubagentResultsTool
@@ -159,7 +159,7 @@ async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
                 return failure
     observe = task._pool._observer
     if task._events is not None or observe is not None:
-        tagged = Event(task._path, kind, None, task._call_id)
+        tagged = tagged_of(task._path, kind, None, task._call_id)
         if observe is not None:
             observe(tagged)
         if task._events is not None:
@@ -184,7 +184,7 @@ async def _report_end(task: Task, kind: EventKind) -> None:
     if task._events is not None or observe is not None:
         summary = task._summary
         usage = task.tree_usage if summary is not None else None
-        tagged = Event(task._path, kind, None, task._call_id, summary, error, tree_usage=usage)
+        tagged = tagged_of(task._path, kind, None, task._call_id, summary, error, usage)
         if observe is not None:
             observe(tagged)
         if task._events is not None:
