@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ledger import Record
+    from ledger._entry import Scalar
 
     from ._checkpoint import Checkpointer
     from ._events import EventKind
@@ -138,11 +139,21 @@ class RunPort(Protocol):
         when the caller must await :meth:`emit` instead."""
         ...
 
-    async def audit(self, kind: str, **fields: Any) -> None:
+    async def audit(
+        self, kind: str, *, tool: str | None = None, call_id: str | None = None,
+        arguments: str | None = None, verdict: str | None = None, reason: str | None = None,
+        result: str | None = None, error: str | None = None, duration: float | None = None,
+        data: dict[str, Scalar] | None = None,
+    ) -> None:
         """Record one audit entry of the run; raises ``AuditError`` if it cannot."""
         ...
 
-    def audit_sync(self, kind: str, **fields: Any) -> Record | None:
+    def audit_sync(
+        self, kind: str, *, tool: str | None = None, call_id: str | None = None,
+        arguments: str | None = None, verdict: str | None = None, reason: str | None = None,
+        result: str | None = None, error: str | None = None, duration: float | None = None,
+        data: dict[str, Scalar] | None = None,
+    ) -> Record | None:
         """Record one audit entry of the run now if it can be done without awaiting
         (not a checkpoint); else return the entry, recorded nothing, for
         :meth:`audit_entry`. Raises ``AuditError`` if the sink failed."""
@@ -153,7 +164,12 @@ class RunPort(Protocol):
         cannot, ``trio.Cancelled`` in a cancelled task."""
         ...
 
-    def audit_now(self, kind: str, **fields: Any) -> bool:
+    def audit_now(
+        self, kind: str, *, tool: str | None = None, call_id: str | None = None,
+        arguments: str | None = None, verdict: str | None = None, reason: str | None = None,
+        result: str | None = None, error: str | None = None, duration: float | None = None,
+        data: dict[str, Scalar] | None = None,
+    ) -> bool:
         """Record one audit entry of the run without waiting if its sink can (not a
         checkpoint, no cancellation check); False when it must be awaited with
         :meth:`audit`. Raises ``AuditError`` if it cannot record."""

@@ -22,6 +22,8 @@ from ._toolcall import answer_call, continue_call, result_message, run_tools
 from ._tools import ToolOutcome
 
 if TYPE_CHECKING:
+    from ledger._entry import Scalar
+
     from ._port import RunPort
 
 
@@ -109,7 +111,7 @@ async def audit_answers(run: RunPort, pending: Sequence[PendingCall]) -> None:
             )
             if entry is not None:
                 await run.audit_entry(entry)
-    data: dict[str, object] = {"answers": answered, "pending": len(pending)}
+    data: dict[str, Scalar] = {"answers": answered, "pending": len(pending)}
     state = run.state
     if state.checkpoint:
         # Recovered after a crash: name the checkpoint, and the calls not repeated.
