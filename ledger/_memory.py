@@ -160,85 +160,139 @@ class MemorySink:
           ValueError: ``record.kind`` is empty, or ``record.duration`` is not finite.
           TypeError: A field of ``record`` cannot be encoded.
         """
+        r = record
+        self.record_fields_nowait(
+            r.kind, r.run_id, r.path, r.agent_id, r.tool, r.call_id, r.arguments,
+            r.verdict, r.reason, r.result, r.error, r.duration, r.data,
+        )
+
+    def record_fields_nowait(
+        self,
+        kind: str,
+        run_id: str,
+        path: tuple[str, ...],
+        agent_id: str,
+        tool: str | None,
+        call_id: str | None,
+        arguments: str | None,
+        verdict: str | None,
+        reason: str | None,
+        result: str | None,
+        error: str | None,
+        duration: float | None,
+        data: Mapping[str, Scalar] | None,
+    ) -> None:
+        """:meth:`record_nowait` of the record of these fields, without the record:
+        ``record_nowait(Record(kind, run_id, path, ...))``, with the same checks,
+        errors and acknowledged entry, but no :class:`Record` built for a plain
+        one (the common case: a recorder's own fields). Not a checkpoint.
+
+        The fields come in ``Record``'s order. ``data`` is a dict the caller gives
+        away (it must not change it afterwards: the sink keeps it, and reads it
+        when the entry is built), a ``Record``'s read-only data, or ``None`` for
+        none. A recorder on a hot path offers its entries this way (``agentcore``
+        does when a sink has this method), so that a run's entry is checked and
+        kept in one call: no ``Record`` is built, and its data is checked once.
+
+        Raises:
+          trio.WouldBlock, SinkClosedError, ValueError, TypeError: as :meth:`record_nowait`.
+        """
         if self._closed:
             raise SinkClosedError("record() on a closed MemorySink")
-        # The checks of check_content and the size is_large counts, in one pass over
-        # the fields, for a record whose every field has the exact type the encoder
-        # takes without question (str, a tuple of str, a finite float, ints short
-        # enough to spell, a read-only dict of those): such a record is kept flat.
-        # Anything else is held as it is (_hold: check_content and is_large
-        # themselves, their errors).
-        r = record
-        kind = r.kind
-        run_id = r.run_id
-        agent_id = r.agent_id
-        verdict = r.verdict
-        duration = r.duration
-        path = r.path
-        data = r.data
-        if (
+        # The checks of check_content (and Record's of data) and the size is_large
+        # counts, in one pass over the fields, for a record whose every field has the
+        # exact type the encoder takes without question (str, a tuple of str, a
+        # finite float, ints short enough to spell, a dict or read-only dict of
+        # those with str keys): such a record is kept flat. Anything else is built
+        # into a Record and held as it is (_hold_fields: Record's converters,
+        # check_content and is_large themselves, their errors).
+        plain = not (
             type(kind) is not str or not kind
             or type(run_id) is not str
             or type(agent_id) is not str
             or (verdict is not None and type(verdict) is not str)
             or (duration is not None and (type(duration) is not float or not isfinite(duration)))
-            or type(data) is not MappingProxyType
             or (path is not self._path and not self._plain_path(path))
-        ):
-            return self._hold(record)
-        # Each optional text: None, or a str counted (one early exit per type).
+        )
+        # Each optional text: None, or a str counted.
         size = 0
-        tool = r.tool
         if tool is not None:
-            if type(tool) is not str:
-                return self._hold(record)
-            size = len(tool)
-        call_id = r.call_id
+            if type(tool) is str:
+                size = len(tool)
+            else:
+                plain = False
         if call_id is not None:
-            if type(call_id) is not str:
-                return self._hold(record)
-            size += len(call_id)
-        arguments = r.arguments
+            if type(call_id) is str:
+                size += len(call_id)
+            else:
+                plain = False
         if arguments is not None:
-            if type(arguments) is not str:
-                return self._hold(record)
-            size += len(arguments)
-        reason = r.reason
+            if type(arguments) is str:
+                size += len(arguments)
+            else:
+                plain = False
         if reason is not None:
-            if type(reason) is not str:
-                return self._hold(record)
-            size += len(reason)
-        result = r.result
+            if type(reason) is str:
+                size += len(reason)
+            else:
+                plain = False
         if result is not None:
-            if type(result) is not str:
-                return self._hold(record)
-            size += len(result)
-        error = r.error
+            if type(result) is str:
+                size += len(result)
+            else:
+                plain = False
         if error is not None:
-            if type(error) is not str:
-                return self._hold(record)
-            size += len(error)
-        held: Mapping[str, Scalar] | None = None
-        if data:
-            held = data
-            for value in data.values():
+            if type(error) is str:
+                size += len(error)
+            else:
+                plain = False
+        if not data:
+            data = None
+        elif type(data) is dict or type(data) is MappingProxyType:
+            for key, value in data.items():
                 kind_of = type(value)
-                if kind_of is str:
+                if type(key) is not str:
+                    plain = False
+                elif kind_of is str:
                     size += len(value)
                 elif kind_of is int:
                     if not _INT_MIN < value < _INT_MAX:
-                        return self._hold(record)
-                elif kind_of is not bool and kind_of is not float and value is not None:
-                    return self._hold(record)
+                        plain = False
+                elif kind_of is float:
+                    if not isfinite(value):
+                        plain = False
+                elif kind_of is not bool and value is not None:
+                    plain = False
+        else:
+            plain = False
+        if not plain:
+            return self._hold_fields(
+                kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
+                result, error, duration, data,
+            )
         if size > OFFLOAD_CHARS:
             raise trio.WouldBlock
         clock = self.clock
         self._pending.append((
             kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
-            reason, result, error, duration, held,
+            reason, result, error, duration, data,
             time.time_ns() if clock is utc_now else clock(),
         ))
         return None
+
+    def _hold_fields(
+        self, kind: str, run_id: str, path: tuple[str, ...], agent_id: str,
+        tool: str | None, call_id: str | None, arguments: str | None, verdict: str | None,
+        reason: str | None, result: str | None, error: str | None,
+        duration: float | None, data: Mapping[str, Scalar] | None,
+    ) -> None:
+        # A record that is not plain: built by Record's own constructor (its
+        # converters copy and check path and data, with Record's errors; for fields
+        # taken from a Record they build an equal one), then held as it is.
+        self._hold(Record(
+            kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
+            result, error, duration, {} if data is None else data,
+        ))
 
     def _hold(self, record: Record) -> None:
         # record_nowait for a record that is not plain: checked by check_content

@@ -117,8 +117,8 @@ def record_from_fields(
 ) -> Record:
     """The :class:`Record` of these fields, in ``Record``'s order, taken from a
     record (a sink keeps its pending records as their fields): ``path`` a tuple
-    of str, ``data`` that record's read-only mapping, or ``None`` for none. Not
-    a checkpoint.
+    of str, ``data`` that record's read-only mapping, a checked dict given away
+    (wrapped read-only here), or ``None`` for none. Not a checkpoint.
     """
     record: Any = _new(_Open)  # a Record once its class is set below
     record.kind = kind
@@ -133,6 +133,6 @@ def record_from_fields(
     record.result = result
     record.error = error
     record.duration = duration
-    record.data = data if data else _EMPTY
+    record.data = _EMPTY if not data else _proxy(data) if type(data) is dict else data
     record.__class__ = Record
     return record  # type: ignore[no-any-return]

@@ -21,6 +21,14 @@ class Sink(Protocol):
     recorders call it when it is there (an audit entry recorded into a sink
     that never blocks need not be a trio checkpoint) and fall back to
     ``await record(...)`` otherwise.
+
+    Such a sink may further offer ``record_fields_nowait(kind, run_id, path,
+    agent_id, tool, call_id, arguments, verdict, reason, result, error,
+    duration, data) -> None`` (:meth:`ledger.MemorySink.record_fields_nowait`):
+    ``record_nowait`` of the record of those fields, without the
+    :class:`Record` (``data`` a dict given away, or ``None``). A run's and a
+    task's own entries are offered this way first, so that no ``Record`` is
+    built on their hot path.
     """
 
     async def record(self, record: Record) -> Entry | None:
