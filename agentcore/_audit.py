@@ -35,10 +35,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ledger._record import record_of
+
 from ._errors import AuditError, describe
 
 if TYPE_CHECKING:
     from ledger import Record, Sink
+    from ledger._entry import Scalar
 
 
 # Read once: trio.lowlevel.current_task through two module attribute reads was a
@@ -93,6 +96,73 @@ def record_sync(sink: Sink, entry: Record) -> bool:
     except Exception as exc:
         raise _failed(entry, exc) from exc
     return True
+
+
+def record_fields_sync(
+    sink: Sink,
+    cancellable: bool,
+    kind: str,
+    run_id: str,
+    path: tuple[str, ...],
+    agent_id: str,
+    tool: str | None = None,
+    call_id: str | None = None,
+    arguments: str | None = None,
+    verdict: str | None = None,
+    reason: str | None = None,
+    result: str | None = None,
+    error: str | None = None,
+    duration: float | None = None,
+    data: dict[str, Scalar] | None = None,
+) -> Record | None:
+    """Record the entry of these fields (in ``Record``'s order) in ``sink`` now, from
+    synchronous code, if it can be; else return its :class:`Record`, unrecorded, for
+    the caller to await :func:`record` (or :func:`record_within`) with. Not a
+    checkpoint. None when recorded.
+
+    A sink offering ``record_fields_nowait`` (:class:`ledger.MemorySink`) is given
+    the fields themselves: no ``Record`` is built on this path, the recorder's hot
+    path (``data`` is given away: the caller must not change it afterwards). Any
+    other sink gets the record :func:`ledger._record.record_of` builds, through
+    :func:`record_sync` (``cancellable``) or :func:`record_now`. With
+    ``cancellable`` (every entry but those of an end) a cancelled task records
+    nothing here: the caller's await of :func:`record` then raises
+    ``trio.Cancelled``; without it (the entries of an end, recorded even while the
+    recorder is cancelled) there is no cancellation check. Either way the entry is
+    returned, unrecorded, when the sink raised ``trio.WouldBlock``.
+
+    Raises:
+      AuditError: the sink raised (its exception chained).
+    """
+    nowait = getattr(sink, "record_fields_nowait", None)
+    if nowait is not None:
+        try:
+            # The check of record_sync (see there), inline.
+            cancelled = cancellable and _current_task()._cancel_status.effectively_cancelled
+        except AttributeError:  # pragma: no cover - only on a future trio
+            cancelled = True
+        if not cancelled:
+            try:
+                nowait(
+                    kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
+                    reason, result, error, duration, data,
+                )
+                return None
+            except trio.WouldBlock:
+                pass
+            except Exception as exc:
+                raise AuditError(
+                    f"the audit sink failed to record {kind!r}: {describe(exc)}"
+                ) from exc
+    entry = record_of(
+        kind, run_id, path, agent_id, tool=tool, call_id=call_id, arguments=arguments,
+        verdict=verdict, reason=reason, result=result, error=error, duration=duration,
+        data=data,
+    )
+    if nowait is not None:
+        return entry
+    recorded = record_sync(sink, entry) if cancellable else record_now(sink, entry)
+    return None if recorded else entry
 
 
 def record_now(sink: Sink, entry: Record) -> bool:

@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ledger._record import record_of
-
-from ._audit import record, record_now, record_sync
+from ._audit import record, record_fields_sync
 from ._events import EventKind, EventSink, event_of, taken_now
 from ._hookcall import call_hook
 
@@ -119,37 +117,36 @@ class RunPortMethods:
         sink = self.agent.audit
         if sink is not None:
             state = self._state
-            entry = record_of(
-                kind, state.run_id, state.path, self.agent.agent_id, tool=tool,
-                call_id=call_id, arguments=arguments, verdict=verdict, reason=reason,
-                result=result, error=error, duration=duration, data=data,
+            entry = record_fields_sync(
+                sink, True, kind, state.run_id, state.path, self.agent.agent_id, tool,
+                call_id, arguments, verdict, reason, result, error, duration, data,
             )
-            if not record_sync(sink, entry):
+            if entry is not None:
                 await record(sink, entry)
 
     # audit_sync and audit_now take the entry's fields as named parameters, not as
     # **fields: a dict built and unpacked again per entry was about a third of the
-    # cost of building its Record.
+    # cost of building its Record. They hand them on positionally to
+    # record_fields_sync, which gives them to a sink that takes fields (no Record built).
     def audit_sync(
         self, kind: str, *, tool: str | None = None, call_id: str | None = None,
         arguments: str | None = None, verdict: str | None = None, reason: str | None = None,
         result: str | None = None, error: str | None = None, duration: float | None = None,
         data: dict[str, Scalar] | None = None,
     ) -> Record | None:
-        """Record one audit entry now if no await is needed (:func:`record_sync`: a
-        sink with ``record_nowait``, a task not cancelled). Not a checkpoint. None
-        when recorded (or no sink); else the entry, unrecorded, which the caller
-        awaits :meth:`audit_entry` with before going on. Raises ``AuditError``."""
+        """Record one audit entry now if no await is needed (:func:`record_fields_sync`:
+        a sink with ``record_fields_nowait`` or ``record_nowait``, a task not
+        cancelled). Not a checkpoint. None when recorded (or no sink); else the
+        entry, unrecorded, which the caller awaits :meth:`audit_entry` with before
+        going on. Raises ``AuditError``."""
         sink = self.agent.audit
         if sink is None:
             return None
         state = self._state
-        entry = record_of(
-            kind, state.run_id, state.path, self.agent.agent_id, tool=tool,
-            call_id=call_id, arguments=arguments, verdict=verdict, reason=reason,
-            result=result, error=error, duration=duration, data=data,
+        return record_fields_sync(
+            sink, True, kind, state.run_id, state.path, self.agent.agent_id, tool,
+            call_id, arguments, verdict, reason, result, error, duration, data,
         )
-        return None if record_sync(sink, entry) else entry
 
     async def audit_entry(self, entry: Record) -> None:
         """Record what :meth:`audit_sync` returned (:func:`record`; raises Cancelled)."""
@@ -163,8 +160,9 @@ class RunPortMethods:
         data: dict[str, Scalar] | None = None,
     ) -> bool:
         """Record one audit entry for this run without waiting, if its sink can (with
-        :func:`record_now`: not a checkpoint, no cancellation check). False, having
-        recorded nothing, when the sink must be awaited (:meth:`audit`).
+        :func:`record_fields_sync`, not cancellable: not a checkpoint, no
+        cancellation check). False, having recorded nothing, when the sink must be
+        awaited (:meth:`audit`).
 
         Raises:
           AuditError: the sink failed (its exception chained).
@@ -173,11 +171,10 @@ class RunPortMethods:
         if sink is None:
             return True
         state = self._state
-        return record_now(sink, record_of(
-            kind, state.run_id, state.path, self.agent.agent_id, tool=tool,
-            call_id=call_id, arguments=arguments, verdict=verdict, reason=reason,
-            result=result, error=error, duration=duration, data=data,
-        ))
+        return record_fields_sync(
+            sink, False, kind, state.run_id, state.path, self.agent.agent_id, tool,
+            call_id, arguments, verdict, reason, result, error, duration, data,
+        ) is None
 
     async def note_interrupt(self) -> None:
         """Emit ``interrupt_received`` for the graceful interrupt, once per run."""

@@ -12,9 +12,8 @@ import trio
 
 import agentcore
 from agentcore import Agent, AuditError, EndReason, RunSummary
-from agentcore._audit import record, record_sync, record_within
+from agentcore._audit import record, record_fields_sync, record_within
 from ledger import Record, Sink
-from ledger._record import record_of
 
 from ._background import end_children, orphan, settle
 from ._bgrows import write_kept
@@ -123,20 +122,27 @@ def _new_agent(
     )
 
 
-# (_record, _report_start and _report_end read the task's private fields, not its
+# (_offer, _report_start and _report_end read the task's private fields, not its
 # read-only views: they run for every task.)
 
 
-def _record(task: Task, kind: EventKind, summary: RunSummary | None, error: str | None) -> Record:
+def _offer(
+    task: Task, sink: Sink, kind: EventKind, summary: RunSummary | None, error: str | None,
+    cancellable: bool,
+) -> Record | None:
+    # The task's lifecycle entry, recorded now if the sink can take it without
+    # waiting (record_fields_sync: cancellable, or not for the entries of an end);
+    # else returned, unrecorded, for the caller to await. Raises AuditError.
     data: dict[str, str | int | float | bool | None] = {"agent": task._name}
     if summary is not None:
         data["end_reason"] = str(summary.end_reason)
     if task._history:
         # The run starts from earlier messages (submit's history), not in its own entries.
         data["history_messages"] = len(task._history)
-    return record_of(
-        str(kind), "/".join(task._path), task._path, task._spec.agent_id,
-        call_id=task._call_id, error=error, data=data,
+    path = task._path
+    return record_fields_sync(
+        sink, cancellable, str(kind), "/".join(path), path, task._spec.agent_id,
+        None, task._call_id, None, None, None, None, error, None, data,
     )
 
 
@@ -145,15 +151,14 @@ async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
     # event, which never waits (see Stream). If the sink fails, the AuditError is
     # returned and nothing is announced: a start that cannot be audited does not run.
     # The entry is recorded without awaiting when the sink can take it so
-    # (record_sync: record_nowait, and the task is not cancelled); else awaited.
+    # (record_fields_sync, and the task is not cancelled); else awaited.
     sink = task._spec.audit
     if sink is not None:
-        entry = _record(task, kind, None, None)
         try:
-            recorded = record_sync(sink, entry)
+            entry = _offer(task, sink, kind, None, None, True)
         except AuditError as exc:
             return exc
-        if not recorded:
+        if entry is not None:
             failure = await _audit(sink, entry)
             if failure is not None:
                 return failure
@@ -175,9 +180,10 @@ async def _report_end(task: Task, kind: EventKind) -> None:
     sink = task._spec.audit
     error = task._error
     if sink is not None:
-        entry = _record(task, kind, task._summary, error)
         try:
-            await record_within(sink, entry, END_TIMEOUT, shield=True)
+            entry = _offer(task, sink, kind, task._summary, error, False)
+            if entry is not None:
+                await record_within(sink, entry, END_TIMEOUT, shield=True)
         except AuditError as failure:
             error = error or f"AuditError: {failure}"
     observe = task._pool._observer
