@@ -38,6 +38,7 @@ from typing import Final
 
 import attrs
 
+from ._encoding import check_content
 from ._entry import Record, Scalar
 from ._keys import KEYISH, NONE, is_kept, key_class, pair_spans
 from ._shapes import Span, looks_secret, shape_spans
@@ -294,8 +295,15 @@ def redact_record(record: Record) -> Record:
     Returns ``record`` itself when it holds nothing to redact. O(n) in the
     record's size; not a checkpoint (the sinks redact records of more than
     64 KiB in a worker thread).
+
+    Raises:
+      TypeError: A text field, the tool name or the call id is not a str (the
+        error :func:`ledger.check_content` gives for it, which names the field).
     """
     r = record
+    for text in (r.tool, r.call_id, r.arguments, r.result, r.error, r.reason):
+        if text is not None and not isinstance(text, str):
+            check_content(r)  # raises the encoder's TypeError, naming the field
     tool = r.tool if r.tool is None else _redact_name(r.tool)
     call_id = r.call_id if r.call_id is None else _redact_name(r.call_id)
     arguments, result, error, reason = r.arguments, r.result, r.error, r.reason
