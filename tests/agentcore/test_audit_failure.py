@@ -26,17 +26,19 @@ async def run_with(kind: str) -> tuple[Any, RecordingTool, FailingSink, list[Eve
     return await agent.run("go", emit=emit), tool, sink, events
 
 
-@pytest.mark.parametrize(
-    ("kind", "tool_ran", "recorded"),
-    [
-        ("prompt", False, ["run_end"]),
-        ("model_response", False, ["prompt", "run_end"]),
-        ("tool_request", False, ["prompt", "model_response", "run_end"]),
-        ("gate_decision", False, ["prompt", "model_response", "tool_request", "run_end"]),
-        ("tool_result", True,
-         ["prompt", "model_response", "tool_request", "gate_decision", "run_end"]),
-    ],
-)
+#: Each entry of a run with one tool call that the sink fails on: whether the tool
+#: ran, and the entries recorded (the run ends with its run_end entry).
+FAILURES = [
+    ("prompt", False, ["run_end"]),
+    ("model_response", False, ["prompt", "run_end"]),
+    ("tool_request", False, ["prompt", "model_response", "run_end"]),
+    ("gate_decision", False, ["prompt", "model_response", "tool_request", "run_end"]),
+    ("tool_result", True,
+     ["prompt", "model_response", "tool_request", "gate_decision", "run_end"]),
+]
+
+
+@pytest.mark.parametrize(("kind", "tool_ran", "recorded"), FAILURES)
 async def test_an_entry_that_cannot_be_recorded_ends_the_run_error(
     kind: str, tool_ran: bool, recorded: list[str]
 ) -> None:

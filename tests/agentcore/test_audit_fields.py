@@ -17,6 +17,7 @@ from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
 from ledger import MemorySink, Record
 from ledger._offload import OFFLOAD_CHARS
 from tests._failing_sink import DISK_FULL, FieldsFailingSink
+from tests.agentcore.test_audit_failure import FAILURES
 from tests.agentcore.test_audit_nowait import NowaitFailingSink
 from tests.agentcore.test_audit_sync import AwaitedOnly
 
@@ -108,20 +109,11 @@ async def test_a_failing_sink_is_an_audit_error(cancellable: bool) -> None:
         assert sink.kinds == []
 
 
-@pytest.mark.parametrize(
-    ("kind", "tool_ran", "recorded"),
-    [
-        ("prompt", False, ["run_end"]),
-        ("model_response", False, ["prompt", "run_end"]),
-        ("tool_request", False, ["prompt", "model_response", "run_end"]),
-        ("gate_decision", False, ["prompt", "model_response", "tool_request", "run_end"]),
-        ("tool_result", True,
-         ["prompt", "model_response", "tool_request", "gate_decision", "run_end"]),
-        ("run_end", True,
-         ["prompt", "model_response", "tool_request", "gate_decision", "tool_result",
-          "model_response"]),
-    ],
-)
+@pytest.mark.parametrize(("kind", "tool_ran", "recorded"), [
+    *FAILURES,
+    ("run_end", True, ["prompt", "model_response", "tool_request", "gate_decision",
+                       "tool_result", "model_response"]),
+])
 async def test_a_run_fails_closed_through_its_fields(
     kind: str, tool_ran: bool, recorded: list[str]
 ) -> None:

@@ -20,6 +20,7 @@ from ledger import MemorySink, Record
 from ledger._offload import OFFLOAD_CHARS
 from tests._failing_sink import DISK_FULL
 from tests.agentcore._support import Recorder
+from tests.agentcore.test_audit_failure import FAILURES
 
 
 class NowaitFailingSink:
@@ -131,17 +132,7 @@ async def run_with(kind: str) -> tuple[Any, RecordingTool, NowaitFailingSink, Re
     return await agent.run("go", emit=emit), tool, sink, emit
 
 
-@pytest.mark.parametrize(
-    ("kind", "tool_ran", "recorded"),
-    [
-        ("prompt", False, ["run_end"]),
-        ("model_response", False, ["prompt", "run_end"]),
-        ("tool_request", False, ["prompt", "model_response", "run_end"]),
-        ("gate_decision", False, ["prompt", "model_response", "tool_request", "run_end"]),
-        ("tool_result", True,
-         ["prompt", "model_response", "tool_request", "gate_decision", "run_end"]),
-    ],
-)
+@pytest.mark.parametrize(("kind", "tool_ran", "recorded"), FAILURES)
 async def test_a_run_fails_closed_through_record_nowait(
     kind: str, tool_ran: bool, recorded: list[str]
 ) -> None:
