@@ -172,15 +172,15 @@ class Task:
         return [child.handle for child in self._node.children]
 
     # Read-only views of the private fields (setting one raises FrozenAttributeError).
-    path = _ReadOnly[AgentPath]()
-    name = _ReadOnly[str]()
-    input = _ReadOnly[str]()
-    history = _ReadOnly[tuple[Message, ...]]()
-    spec = _ReadOnly[Spec]()
-    pool = _ReadOnly["Pool"]()
-    parent = _ReadOnly["Task | None"]()
-    events = _ReadOnly["Stream | None"]()
-    call_id = _ReadOnly["str | None"]()
+    path = _ReadOnly[AgentPath]("_path")
+    name = _ReadOnly[str]("_name")
+    input = _ReadOnly[str]("_input")
+    history = _ReadOnly[tuple[Message, ...]]("_history")
+    spec = _ReadOnly[Spec]("_spec")
+    pool = _ReadOnly["Pool"]("_pool")
+    parent = _ReadOnly["Task | None"]("_parent")
+    events = _ReadOnly["Stream | None"]("_events")
+    call_id = _ReadOnly["str | None"]("_call_id")
 
     def __repr__(self) -> str:
         return f"<subagent.Task {format_path(self.path)} {self.status}>"
