@@ -91,8 +91,20 @@ class Emitter:
         self.pushed = -math.inf
         self.start_dropped = False
 
+    def limited(self, now: float) -> None:
+        """The task's limits were set at ``now`` (``Task._limit``): a push of its own
+        idle watchdog. Push the ones above it too, as a push at ``now`` would; the
+        run's events within :data:`PUSH_RESOLUTION` of it then push nothing. Not a
+        checkpoint."""
+        if self.clock is not None:
+            self.pushed = now
+            parent = self.task._parent
+            if parent is not None:
+                parent._progress(now)
+
     def _push(self, clock: Clock) -> None:
-        # Push the idle watchdogs above the run back, unless it did within PUSH_RESOLUTION.
+        # Push the idle watchdogs above the run back, unless it did within PUSH_RESOLUTION
+        # (inline in emit_nowait).
         now = clock.current_time()
         if now - self.pushed >= PUSH_RESOLUTION:
             self.pushed = now
@@ -136,9 +148,10 @@ class Emitter:
         # that attribute takes the awaited path.)
         destination = self.destination
         task = self.task
+        clock = self.clock
         if destination is None:
-            if self.clock is not None:
-                self._push(self.clock)
+            if clock is not None:
+                self._push(clock)
             if self.observe is not None:
                 self.observe(tagged_of(task._path, event.kind, event, task._call_id))
             return True
@@ -152,8 +165,12 @@ class Emitter:
                     return False
             except AttributeError:  # pragma: no cover - only on a future trio
                 return False
-        if self.clock is not None:
-            self._push(self.clock)
+        if clock is not None:
+            # _push, inline (a call fewer per event).
+            now = clock.current_time()
+            if now - self.pushed >= PUSH_RESOLUTION:
+                self.pushed = now
+                task._progress(now)
         kind = event.kind
         wrapped = tagged_of(task._path, kind, event, task._call_id)
         if self.observe is not None:

@@ -209,27 +209,31 @@ async def _audit(sink: Sink, entry: Record) -> AuditError | None:
 def _prepare(task: Task, agent: Agent | None = None) -> agentcore.Run:
     # The task's run (on ``agent``, built already, or built here), and its limits
     # (the deadline of task._scope; none without limits).
-    spec = task.spec
+    spec = task._spec
     if agent is None:
         agent = build_agent(task)
+    sink = emitter(task)
     if task._resume is not None:
         # Pool.resume checked the state against the spec.
-        run = agent.new_run_from(task._resume, emit=emitter(task))
+        run = agent.new_run_from(task._resume, emit=sink)
     else:
+        path = task._path
         run = agent.new_run(
-            task.input, path=task.path, emit=emitter(task), run_id="/".join(task.path),
-            history=task.history,
+            task._input, path=path, emit=sink, run_id="/".join(path), history=task._history,
         )
     task._attach(run)
     # One scope for both limits: its deadline is the earlier of the wall deadline and
     # the idle one (Task._progress pushes the latter back); which fired is told by
-    # the wall deadline. A run with neither limit runs without one.
+    # the wall deadline. A run with neither limit runs without one. Setting them is
+    # the run's first push of its idle watchdog (Emitter.limited).
     if spec.timeout is not None or spec.idle_timeout is not None:
         now = trio.current_time()
         wall = now + spec.timeout if spec.timeout is not None else math.inf
         task._limit(
             wall if spec.idle_timeout is None else min(wall, now + spec.idle_timeout), wall
         )
+        if sink is not None:
+            sink.limited(now)
     return run
 
 

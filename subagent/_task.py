@@ -295,9 +295,9 @@ class Task:
         return scope
 
     def _unlimit(self) -> None:
-        if self._limits is not None:
-            self._limits = None
-            self._scope.deadline = math.inf
+        # The run has ended, its scope exited (run_task): nothing pushes its deadline now,
+        # and it is left as it is (trio no longer registers it; a set costs a deadline).
+        self._limits = None
 
     def _conclude(
         self,
@@ -442,8 +442,8 @@ class Task:
         task: Task | None = self
         while task is not None:
             scope = task._limits
-            idle = task.spec.idle_timeout
+            idle = task._spec.idle_timeout
             if scope is not None and idle is not None:
                 scope.deadline = min(task._wall_deadline, now + idle)
-            task = task.parent
+            task = task._parent
 

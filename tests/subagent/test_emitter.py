@@ -14,8 +14,8 @@ import trio
 import trio.testing
 
 import agentcore
-from agentcore.testing import Blocked, ScriptedModel, tool_call_reply
-from subagent import Pool, Spec, Stream, Task, open_pool
+from agentcore.testing import Blocked, Delayed, ScriptedModel, tool_call_reply
+from subagent import Pool, Spec, Stream, SubagentTool, Task, open_pool
 from subagent._emitter import PUSH_RESOLUTION, Emitter, emitter
 
 from .helpers import drain, kinds
@@ -123,6 +123,46 @@ async def test_idle_push_at_most_once_per_resolution(autojump_clock: Clock) -> N
         await trio.sleep(1 / 128)
         assert sink.emit_nowait(ev())
         assert task._scope.deadline == start + 5 + 1 / 64 + 30
+
+
+async def test_setting_the_limits_is_the_runs_first_push(autojump_clock: Clock) -> None:
+    # The limits set at the run's start push its watchdog (Emitter.limited): its
+    # events at that instant, and within PUSH_RESOLUTION of it, push nothing more.
+    async with parked(Stream(100), idle_timeout=30.0) as (_, task, sink):
+        start = trio.current_time()
+        assert sink.pushed == start
+        assert task._scope.deadline == start + 30
+        await trio.sleep(1 / 128)
+        assert sink.emit_nowait(ev())
+        assert sink.pushed == start
+        assert task._scope.deadline == start + 30
+
+
+async def test_a_childs_limits_push_the_watchdogs_above_it(autojump_clock: Clock) -> None:
+    # A delegated child's start is a push of every idle watchdog on its path: its
+    # own (its limits) and its parent's, at the instant its limits are set.
+    parent = ScriptedModel([
+        Delayed(7, tool_call_reply("subagent", '{"agent": "c", "task": "x"}')), "done",
+    ])
+    child = ScriptedModel([Blocked("child done")])
+    async with open_pool(events=Stream(1000)) as pool:
+        pool.register(Spec("c", model=child, idle_timeout=20))
+        pool.register(Spec("p", model=parent, tools=(SubagentTool(pool),), idle_timeout=30))
+        task = await pool.submit("p", "go")
+        await trio.sleep(7)
+        await trio.testing.wait_all_tasks_blocked()
+        assert trio.current_time() == 7
+        (kid,) = task.children
+        assert kid._run is not None
+        sink = kid._run._emit_to
+        assert isinstance(sink, Emitter)
+        assert sink.pushed == 7
+        assert kid._scope.deadline == 7 + 20
+        assert task._scope.deadline == 7 + 30
+        child.release()
+        assert (await task.wait()).output == "done"
+    # The run has ended: its limits are off, so nothing pushes its (exited) scope.
+    assert task._limits is None and kid._limits is None
 
 
 async def test_no_idle_timeout_pushes_nothing() -> None:
