@@ -16,6 +16,7 @@ from ._messages import AgentPath, Message, ToolSpec
 from ._models import ChatModel
 from ._output import DEFAULT_OUTPUT_RETRIES, FINAL_RESULT, OutputSchema, output_schema
 from ._retry import DEFAULT_RETRY, RetryPolicy
+from ._run import Run
 from ._tools import Liveness, Tool, check_liveness, is_read_only, tool_spec
 
 if TYPE_CHECKING:
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 
     from ._checkpoint import Checkpointer
     from ._result import RunResult
-    from ._run import Run
     from ._state import RunState
 
 
@@ -231,8 +231,6 @@ class Agent:
           run_id: The id events and audit entries carry; a fresh one by default.
           history: Messages placed between the system prompt and the input.
         """
-        from ._run import Run
-
         return Run(self, input, path=path, emit=emit, run_id=run_id, history=history)
 
     async def run(
@@ -269,7 +267,6 @@ class Agent:
             answered, or an approved call of a tool this Agent does not have.
         """
         from ._resume import check_resumable
-        from ._run import Run
 
         check_resumable(self, state)
         return Run(self, state.input, path=state.path, emit=emit, run_id=state.run_id,
