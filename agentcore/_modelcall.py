@@ -81,8 +81,12 @@ def direct(run: RunPort, tools: tuple[ToolSpec, ...]) -> ModelRequest | None:
     agent = run.agent
     if agent.streams or agent.hookset.before_model:
         return None
-    if agent.budgeted and fit_history(run) is not None:
-        return None
+    if agent.budgeted:
+        # Within a budget of max_messages alone, a count says so as fit_history would.
+        limit = agent.max_messages
+        fits = agent.history_limit is None and limit is not None and len(run.messages) <= limit
+        if not fits and fit_history(run) is not None:
+            return None
     return ModelRequest(_conversation(run), tools)
 
 

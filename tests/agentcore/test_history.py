@@ -127,6 +127,21 @@ async def test_history_limit_with_a_token_counter(autojump_clock: Clock) -> None
     )
 
 
+async def test_a_count_within_max_messages_still_fits_the_history_limit(
+    autojump_clock: Clock,
+) -> None:
+    # Both bounds: the messages are fewer than max_messages, the size is over the limit.
+    model = ScriptedModel([tool_call_reply("t", id="c"), "second"])
+    agent = Agent(
+        model=model, tools=[RecordingTool("t")], max_messages=100, history_limit=12,
+        history_counter=estimate_tokens,
+    )
+    await agent.run("x" * 8)
+    assert model.requests[1].messages == (
+        tool_call_reply("t", id="c"), Message("tool", "ok", tool_call_id="c")
+    )
+
+
 def test_limits_must_be_positive() -> None:
     model = ScriptedModel([])
     with pytest.raises(ConfigurationError, match=r"^Agent max_messages must be positive, not 0$"):
