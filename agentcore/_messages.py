@@ -157,14 +157,41 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            model=_sum_model(self.model, other.model),
-            cost=_sum_cost(self, other),
-        )
+        cost = _sum_cost(self, other)
+        if cost is not None and not cost < math.inf:
+            # Costs whose sum overflows: refused by the constructor, as the sum of
+            # two usages always was.
+            return Usage(
+                self.input_tokens + other.input_tokens,
+                self.output_tokens + other.output_tokens,
+                cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+                cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+                model=_sum_model(self.model, other.model),
+                cost=cost,
+            )
+        # Sums of valid usages are valid (non-negative int counts, cache parts within
+        # the input, a finite non-negative cost): built by slot stores, without the
+        # validators (a run adds one per model call).
+        total: Any = _new(_OpenUsage)  # a Usage once its class is set below
+        total.input_tokens = self.input_tokens + other.input_tokens
+        total.output_tokens = self.output_tokens + other.output_tokens
+        total.cache_read_tokens = self.cache_read_tokens + other.cache_read_tokens
+        total.cache_write_tokens = self.cache_write_tokens + other.cache_write_tokens
+        total.model = _sum_model(self.model, other.model)
+        total.cost = cost
+        total.__class__ = Usage
+        return total  # type: ignore[no-any-return]
+
+
+class _OpenUsage(Usage):
+    # A Usage under construction (Usage.__add__): the same slots, set by plain stores,
+    # then turned into a Usage by __class__ assignment (as agentcore._events._Open).
+    __slots__ = ()
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+
+
+_new = object.__new__
 
 
 @attrs.frozen(slots=True)
