@@ -324,7 +324,9 @@ async def _execute_current(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutc
             # Checked at Agent construction: the tool implements SelfMonitoring.
             monitored = cast(SelfMonitoring, tool)
             return ToolOutcome(await monitored.execute_monitored(call.arguments, timeout))
-        with trio.move_on_after(timeout):
+        # move_on_after(timeout), without its argument checks (Agent checked the
+        # timeout) and relative deadline: a scope per call is most of a call's cost.
+        with trio.CancelScope(deadline=trio.current_time() + timeout):
             return ToolOutcome(await tool.execute(call.arguments))
     except CallPaused as paused:
         if isinstance(paused.state, RunState):
