@@ -181,8 +181,13 @@ _BIG_INT_BITS: Final = 4096
 ints of more than ``sys.get_int_max_str_digits()`` digits (4,300 by default)."""
 
 
+_INT64_MIN: Final = -(1 << 63)
+_INT64_MAX: Final = (1 << 63) - 1
+
+
 def _check_int(value: int) -> None:
-    if value.bit_length() > _BIG_INT_BITS:
+    # int.bit_length, not value.bit_length: an int subclass may override it.
+    if int.bit_length(value) > _BIG_INT_BITS:
         int.__repr__(value)  # raises ValueError where the encoder would
 
 
@@ -192,11 +197,13 @@ def check_content(content: Content) -> None:
     For sinks that encode later (:class:`ledger.MemorySink` chains on read): a
     record that cannot be encoded is refused when it is recorded, with the
     error the encoder gives, never when its entry is read. Stricter than the
-    encoder in one way: ``duration`` must be an int or a float (a value
-    :func:`entry_from_dict` would not read back is refused here too).
+    encoder in two ways: ``duration`` must be an int (not a bool) or a float (a
+    value :func:`entry_from_dict` would not read back is refused here too), and
+    an int of at most 64 bits (what a SQLite ledger can store).
 
     Raises:
-      ValueError: ``kind`` is empty or ``duration`` is not finite.
+      ValueError: ``kind`` is empty, ``duration`` is not finite or is an int of
+        more than 64 bits, or an int in ``data`` is too wide to spell.
       TypeError: A field has a type the encoding does not allow.
     """
     # The common case in exact types first (about 0.5 us); anything else takes
@@ -251,8 +258,14 @@ def _explain(c: Content) -> None:
         if isinstance(duration, float):
             if not math.isfinite(duration):
                 raise ValueError(f"an entry's duration must be finite, not {duration!r}")
-        elif isinstance(duration, int):
-            _check_int(duration)
+        elif isinstance(duration, int) and not isinstance(duration, bool):
+            # A SQLite ledger stores it as an INTEGER: 64 bits (wider failed the
+            # writer's whole group commit); more than any duration in seconds.
+            if not _INT64_MIN <= int.__int__(duration) <= _INT64_MAX:
+                raise ValueError(
+                    "an entry's duration must be an int of at most 64 bits, not one of"
+                    f" {int.bit_length(duration)} bits"
+                )
         else:
             raise TypeError(
                 f"an entry's duration must be a float, an int or None,"

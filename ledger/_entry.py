@@ -22,9 +22,14 @@ _SCALARS = (str, int, float, bool, type(None))
 def freeze_data(data: Mapping[str, Scalar]) -> Mapping[str, Scalar]:
     """Return a read-only copy of ``data`` (the shared empty mapping when empty).
 
+    Keys and values of a subclass of str, int or float are copied as the value
+    they hold, of the exact type (redaction and the encoder never call a
+    method of theirs).
+
     Raises:
       TypeError: A key is not a str or a value is not str, int, float, bool or None.
-      ValueError: A float value is not finite (JSON cannot hold it).
+      ValueError: A float value is not finite (JSON cannot hold it), or two keys
+        are equal as str (keys of a str subclass whose ``__eq__`` says otherwise).
     """
     if not data:
         return _EMPTY
@@ -40,6 +45,7 @@ def freeze_data(data: Mapping[str, Scalar]) -> Mapping[str, Scalar]:
             break
     else:
         return types.MappingProxyType(copy)
+    exact: dict[str, Scalar] = {}
     for key, value in copy.items():
         if not isinstance(key, str):
             raise TypeError(f"entry data keys must be str, not {type(key).__name__}")
@@ -50,7 +56,26 @@ def freeze_data(data: Mapping[str, Scalar]) -> Mapping[str, Scalar]:
                 f"entry data value for {key!r} must be str, int, float, bool or None,"
                 f" not {type(value).__name__}"
             )
-    return types.MappingProxyType(copy)
+        # A subclass of str, int or float is kept as the value it holds, of the exact
+        # type: redaction, key order and the encoder then read that value, never a
+        # method the subclass overrides (a lower() or __lt__ of its own, a bit_length
+        # that hides an int too wide to spell).
+        name = str.__str__(key)
+        if name in exact:
+            raise ValueError(f"entry data holds two keys equal to {name!r}")
+        exact[name] = _exact_scalar(value)
+    return types.MappingProxyType(exact)
+
+
+def _exact_scalar(value: Scalar) -> Scalar:
+    # value as its exact type (the copy a subclass's own slot makes, not its methods).
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int.__int__(value)
+    return float.__float__(value)
 
 
 def _empty_data() -> Mapping[str, Scalar]:

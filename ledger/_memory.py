@@ -123,6 +123,19 @@ class MemorySink:
 
     def _settle(self) -> None:
         pending, self._pending = self._pending, []
+        entries = self._entries
+        chained = len(entries)
+        try:
+            self._link_all(pending)
+        except BaseException:
+            # Cannot happen (see _link_all) unless a caller broke its word (changed a
+            # dict it gave away): then this read raises, and every record not chained
+            # stays pending, in order, before any recorded since. None is lost.
+            self._pending[:0] = pending[len(entries) - chained :]
+            raise
+
+    def _link_all(self, pending: list[_Flat | _Held]) -> None:
+        # Chain pending into entries, in order (an entry appended per record chained).
         link = self._chain.link
         append = self._entries.append
         for item in pending:

@@ -17,14 +17,17 @@ thread; smaller ones inline (a thread hop costs more than their redaction)."""
 def is_large(record: Record) -> bool:
     """Whether ``record`` holds more than :data:`OFFLOAD_CHARS` characters of text.
 
-    Counts only fields that are str: a field of another type is refused by
+    Counts only fields that are str (a str subclass by the length of the str it
+    holds, not by its own ``__len__``): a field of another type is refused by
     redaction (:func:`ledger.redact_record`) with the encoder's error, not here.
     """
     r = record
     size = 0
     for text in (r.arguments, r.result, r.error, r.reason, r.tool, r.call_id):
-        if isinstance(text, str):
+        if type(text) is str:
             size += len(text)
+        elif isinstance(text, str):
+            size += str.__len__(text)
     if r.data and size <= OFFLOAD_CHARS:
         size += sum(len(v) for v in r.data.values() if type(v) is str)
     return size > OFFLOAD_CHARS

@@ -34,7 +34,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -294,7 +294,9 @@ def redact_record(record: Record) -> Record:
 
     Returns ``record`` itself when it holds nothing to redact. O(n) in the
     record's size; not a checkpoint (the sinks redact records of more than
-    64 KiB in a worker thread).
+    64 KiB in a worker thread). A text field of a str subclass is redacted as
+    the str it holds, and kept as that str: the redactor never calls a method
+    of the subclass (a ``lower()`` or ``__len__`` of its own could hide a secret).
 
     Raises:
       TypeError: A text field, the tool name or the call id is not a str (the
@@ -302,8 +304,8 @@ def redact_record(record: Record) -> Record:
     """
     r = record
     for text in (r.tool, r.call_id, r.arguments, r.result, r.error, r.reason):
-        if text is not None and not isinstance(text, str):
-            check_content(r)  # raises the encoder's TypeError, naming the field
+        if text is not None and type(text) is not str:
+            return redact_record(_exact_texts(r))
     tool = r.tool if r.tool is None else _redact_name(r.tool)
     call_id = r.call_id if r.call_id is None else _redact_name(r.call_id)
     arguments, result, error, reason = r.arguments, r.result, r.error, r.reason
@@ -336,3 +338,20 @@ def redact_record(record: Record) -> Record:
         reason=reason,
         data=r.data if data is None else data,
     )
+
+
+def _exact_texts(record: Record) -> Record:
+    # record with every text field, tool name and call id of a str subclass copied
+    # as the str it holds (str.__str__ of a subclass makes that copy without
+    # calling the subclass). Raises the encoder's TypeError for one that is no str.
+    r = record
+    texts: dict[str, Any] = {}
+    for name, text in (
+        ("tool", r.tool), ("call_id", r.call_id), ("arguments", r.arguments),
+        ("result", r.result), ("error", r.error), ("reason", r.reason),
+    ):
+        if text is not None and type(text) is not str:
+            if not isinstance(text, str):
+                check_content(r)  # raises the encoder's TypeError, naming the field
+            texts[name] = str.__str__(text)
+    return attrs.evolve(r, **texts)
