@@ -132,7 +132,9 @@ def record_fields_sync(
     returned, unrecorded, when the sink raised ``trio.WouldBlock``.
 
     Raises:
-      AuditError: the sink raised (its exception chained).
+      AuditError: the sink raised, or ``data`` holds a key or value no record
+        takes (the TypeError or ValueError of ``Record(...)`` chained), whatever
+        the sink.
     """
     nowait = getattr(sink, "record_fields_nowait", None)
     if nowait is not None:
@@ -154,11 +156,18 @@ def record_fields_sync(
                 raise AuditError(
                     f"the audit sink failed to record {kind!r}: {describe(exc)}"
                 ) from exc
-    entry = record_of(
-        kind, run_id, path, agent_id, tool=tool, call_id=call_id, arguments=arguments,
-        verdict=verdict, reason=reason, result=result, error=error, duration=duration,
-        data=data,
-    )
+    try:
+        entry = record_of(
+            kind, run_id, path, agent_id, tool=tool, call_id=call_id, arguments=arguments,
+            verdict=verdict, reason=reason, result=result, error=error, duration=duration,
+            data=data,
+        )
+    except (TypeError, ValueError) as exc:
+        # data the record refuses: the AuditError a MemorySink's refusal of it gives
+        # (above), whatever the sink, as for any field the sink cannot encode.
+        raise AuditError(
+            f"the audit sink failed to record {kind!r}: {describe(exc)}"
+        ) from exc
     if nowait is not None:
         return entry
     recorded = record_sync(sink, entry) if cancellable else record_now(sink, entry)

@@ -1,0 +1,73 @@
+"""Review 7 (attacker): an entry whose data no record takes is the same AuditError
+whatever the sink. A MemorySink (``record_fields_nowait``) refused it as an
+AuditError; every other sink got a raw TypeError or ValueError from building the
+record, so a hostile model reply (a ``finish_reason`` that is not a str) ended a run
+with a different error depending on where its audit went."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from agentcore import Agent, AuditError, EndReason, Message, ModelResponse, Usage
+from agentcore._audit import record_fields_sync
+from agentcore.testing import ScriptedModel
+from ledger import JsonlSink, MemorySink, Sink
+from tests.agentcore.test_audit_nowait import NowaitFailingSink
+from tests.agentcore.test_audit_sync import AwaitedOnly
+
+_PATH = ("w/0001",)
+
+_REFUSED = [
+    ({"finish_reason": ["stop"]}, "TypeError: entry data value for 'finish_reason' must be"
+                                  " str, int, float, bool or None, not list"),
+    ({"n": float("nan")}, "ValueError: entry data value for 'n' must be finite, not nan"),
+    ({1: "a"}, "TypeError: entry data keys must be str, not int"),
+]
+
+
+def _sinks(folder: Path) -> list[Sink]:
+    return [MemorySink(), NowaitFailingSink(), AwaitedOnly(), JsonlSink(folder / "a.jsonl")]
+
+
+@pytest.mark.parametrize("cancellable", [True, False])
+@pytest.mark.parametrize(("data", "why"), _REFUSED)
+async def test_data_no_record_takes_is_an_audit_error_whatever_the_sink(
+    tmp_path: Path, cancellable: bool, data: dict[Any, Any], why: str
+) -> None:
+    for sink in _sinks(tmp_path):
+        with pytest.raises(AuditError) as caught:
+            record_fields_sync(sink, cancellable, "model_response", "r", _PATH, "a",
+                               data=dict(data))
+        assert str(caught.value) == f"the audit sink failed to record 'model_response': {why}"
+        assert type(caught.value.__cause__) is (TypeError if why[0] == "T" else ValueError)
+        await sink.aclose()
+
+
+async def test_a_hostile_finish_reason_ends_a_run_alike_whatever_the_sink(
+    tmp_path: Path,
+) -> None:
+    errors = set()
+    for sink in _sinks(tmp_path):
+        reply = ModelResponse(Message("assistant", "hi"), ["stop"], Usage())  # type: ignore[arg-type]
+        result = await Agent(model=ScriptedModel([reply]), audit=sink).run("go")
+        assert result.summary.end_reason is EndReason.error
+        errors.add(result.summary.error)
+        await sink.aclose()
+    assert errors == {
+        "AuditError: the audit sink failed to record 'model_response': " + _REFUSED[0][1]
+    }
+
+
+def test_no_checkpoint_is_added() -> None:
+    # The refusal is raised synchronously, as before: nothing awaited.
+    async def main() -> None:
+        with trio.testing.assert_no_checkpoints(), pytest.raises(AuditError):
+            bad: dict[str, Any] = {"x": [1]}
+            record_fields_sync(AwaitedOnly(), True, "k", "r", _PATH, "a", data=bad)
+
+    trio.run(main)
