@@ -30,6 +30,7 @@ KeyboardInterrupt to the main task: that waits for the next checkpoint.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -49,18 +50,32 @@ if TYPE_CHECKING:
 _current_task = trio.lowlevel.current_task
 
 
-def _failed(entry: Record, exc: Exception) -> AuditError:
-    return AuditError(f"the audit sink failed to record {entry.kind!r}: {describe(exc)}")
+def _failed(sink: Sink, kind: str, exc: Exception) -> AuditError:
+    """The AuditError of ``sink``'s failure ``exc`` to record an entry of ``kind``.
+
+    Its text never holds a host path (it reaches events, summaries and a parent's
+    model; the exception itself is chained for the program): an OSError is told by
+    its errno and strerror, without its file names, and a file sink's own ``path``
+    (in a ``SinkError`` or ``SinkClosedError`` of ``ledger``) by its last part.
+    """
+    if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
+        text = f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}"
+    else:
+        text = describe(exc)
+        where = getattr(sink, "path", None)
+        if isinstance(where, str) and where:
+            text = text.replace(where, os.path.basename(where) or "ledger")
+    return AuditError(f"the audit sink failed to record {kind!r}: {text}")
 
 
-def _nowait(record_nowait: Callable[[Record], object], entry: Record) -> bool:
+def _nowait(sink: Sink, record_nowait: Callable[[Record], object], entry: Record) -> bool:
     # One record_nowait call: True when recorded, False on trio.WouldBlock.
     try:
         record_nowait(entry)
     except trio.WouldBlock:
         return False
     except Exception as exc:
-        raise _failed(entry, exc) from exc
+        raise _failed(sink, entry.kind, exc) from exc
     return True
 
 
@@ -94,7 +109,7 @@ def record_sync(sink: Sink, entry: Record) -> bool:
     except trio.WouldBlock:
         return False
     except Exception as exc:
-        raise _failed(entry, exc) from exc
+        raise _failed(sink, entry.kind, exc) from exc
     return True
 
 
@@ -153,9 +168,7 @@ def record_fields_sync(
             except trio.WouldBlock:
                 pass
             except Exception as exc:
-                raise AuditError(
-                    f"the audit sink failed to record {kind!r}: {describe(exc)}"
-                ) from exc
+                raise _failed(sink, kind, exc) from exc
     try:
         entry = record_of(
             kind, run_id, path, agent_id, tool=tool, call_id=call_id, arguments=arguments,
@@ -187,7 +200,7 @@ def record_now(sink: Sink, entry: Record) -> bool:
       AuditError: the sink raised (its exception chained).
     """
     nowait = getattr(sink, "record_nowait", None)
-    return nowait is not None and _nowait(nowait, entry)
+    return nowait is not None and _nowait(sink, nowait, entry)
 
 
 async def record(sink: Sink, entry: Record) -> None:
@@ -208,11 +221,11 @@ async def record(sink: Sink, entry: Record) -> None:
         except trio.WouldBlock:
             pass
         except Exception as exc:
-            raise _failed(entry, exc) from exc
+            raise _failed(sink, entry.kind, exc) from exc
     try:
         await sink.record(entry)
     except Exception as exc:
-        raise _failed(entry, exc) from exc
+        raise _failed(sink, entry.kind, exc) from exc
 
 
 def overrun(kind: str, bound: float) -> AuditError:
@@ -234,7 +247,7 @@ async def record_within(sink: Sink, entry: Record, bound: float, *, shield: bool
     if nowait is not None:
         if not shield:
             await trio.lowlevel.checkpoint_if_cancelled()
-        if _nowait(nowait, entry):
+        if _nowait(sink, nowait, entry):
             return
     with trio.move_on_after(bound, shield=shield):
         await record(sink, entry)

@@ -14,9 +14,9 @@ import trio
 import trio.testing
 
 from agentcore import Agent, AuditError, EndReason, Message, ModelResponse, Usage
-from agentcore._audit import record_fields_sync
+from agentcore._audit import record, record_fields_sync
 from agentcore.testing import ScriptedModel
-from ledger import JsonlSink, MemorySink, Sink
+from ledger import JsonlSink, MemorySink, Sink, SqliteSink
 from tests.agentcore.test_audit_nowait import NowaitFailingSink
 from tests.agentcore.test_audit_sync import AwaitedOnly
 
@@ -71,3 +71,55 @@ def test_no_checkpoint_is_added() -> None:
             record_fields_sync(AwaitedOnly(), True, "k", "r", _PATH, "a", data=bad)
 
     trio.run(main)
+
+
+# A file sink's failure named its ledger's host path in the AuditError's text, which
+# reaches the run's summary, its events and a parent's model.
+
+
+class _OpenFails:
+    """A sink whose recording fails with an OSError naming a file."""
+
+    path = "/srv/secret-tenant/ledger.jsonl"
+
+    def record_nowait(self, entry: object) -> None:
+        raise FileNotFoundError(2, "No such file or directory", self.path)
+
+    async def record(self, entry: object) -> None:
+        raise FileNotFoundError(2, "No such file or directory", self.path)
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_file_sink_failure_names_no_host_path(tmp_path: Path) -> None:
+    folder = tmp_path / "tenant-7"
+    errors = []
+    for sink in (JsonlSink(folder / "a.jsonl"), SqliteSink(folder / "a.db"), _OpenFails()):
+        result = await Agent(model=ScriptedModel(["hi"]), audit=sink).run("go")
+        assert result.summary.end_reason is EndReason.error
+        errors.append(result.summary.error)
+    assert errors == [
+        "AuditError: the audit sink failed to record 'prompt': SinkError: cannot record to"
+        " ledger a.jsonl: [Errno 2] No such file or directory",
+        "AuditError: the audit sink failed to record 'prompt': SinkError: cannot record to"
+        " ledger a.db: [Errno 2] No such file or directory",
+        "AuditError: the audit sink failed to record 'prompt': FileNotFoundError: [Errno 2]"
+        " No such file or directory",
+    ]
+
+
+async def test_a_closed_file_sink_names_no_host_path(tmp_path: Path) -> None:
+    for sink, name in ((JsonlSink(tmp_path / "a.jsonl"), "JsonlSink (a.jsonl)"),
+                       (SqliteSink(tmp_path / "a.db"), "SqliteSink (a.db)")):
+        await sink.aclose()
+        with pytest.raises(AuditError) as caught:
+            for cancellable in (True, False):
+                entry = record_fields_sync(sink, cancellable, "prompt", "r", _PATH, "a")
+                assert entry is not None
+                await record(sink, entry)
+        assert str(caught.value) == (
+            f"the audit sink failed to record 'prompt': SinkClosedError: record() on a"
+            f" closed {name}"
+        )
+        assert str(tmp_path) not in str(caught.value)
