@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 _cache: tuple[int, str] = (-1, "")
 
@@ -29,3 +30,19 @@ def utc_now() -> str:
         prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
         _cache = (sec, prefix)
     return f"{prefix}.{frac:06d}Z"
+
+
+def read_clock(clock: Callable[[], str]) -> str:
+    """Return ``clock()``, the time of an entry a sink records now: a str (one of a
+    str subclass copied as the str it holds). Not a checkpoint.
+
+    Raises:
+      TypeError: ``clock`` returned anything else (refused when recorded: an
+        entry's time is encoded as a JSON string).
+    """
+    when = clock()
+    if type(when) is str:
+        return when
+    if isinstance(when, str):
+        return str.__str__(when)
+    raise TypeError(f"a sink's clock must return a str, not {type(when).__name__}")

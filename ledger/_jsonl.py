@@ -10,7 +10,7 @@ import trio
 
 from ._canonical import line_flaw
 from ._chain import Chain
-from ._clock import utc_now
+from ._clock import read_clock, utc_now
 from ._encoding import check_content, decode_line, entry_hash, line_from_body
 from ._entry import Entry, Record
 from ._errors import SinkClosedError, SinkError
@@ -181,7 +181,8 @@ class JsonlSink:
             recorded.
           SinkClosedError: The sink was closed.
           ValueError: ``record.kind`` is empty, or ``record.duration`` is not finite.
-          TypeError: A field of ``record`` cannot be encoded.
+          TypeError: A field of ``record`` cannot be encoded, or the clock returned
+            no str.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         record = await redact_in_thread(record) if is_large(record) else redact_record(record)
@@ -193,7 +194,7 @@ class JsonlSink:
         if self._broken is not None:
             raise SinkError(self.path, self._broken)
         check_content(record)  # chained in the group write: refuse now what cannot be
-        item = (record, self.clock())
+        item = (record, read_clock(self.clock))
         batch = self._batch
         if batch is None:
             batch = self._batch = _Batch(item)

@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from ._chain import Chain
-from ._clock import utc_from_ns, utc_now
+from ._clock import read_clock, utc_from_ns, utc_now
 from ._encoding import _BIG_INT_BITS, check_content
 from ._entry import Entry, Record, Scalar
 from ._errors import SinkClosedError
@@ -171,7 +171,8 @@ class MemorySink:
             Nothing was recorded; call :meth:`record`.
           SinkClosedError: The sink was closed.
           ValueError: ``record.kind`` is empty, or ``record.duration`` is not finite.
-          TypeError: A field of ``record`` cannot be encoded.
+          TypeError: A field of ``record`` cannot be encoded, or the clock returned
+            no str.
         """
         r = record
         self.record_fields_nowait(
@@ -289,7 +290,7 @@ class MemorySink:
         self._pending.append((
             kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
             reason, result, error, duration, data,
-            time.time_ns() if clock is utc_now else clock(),
+            time.time_ns() if clock is utc_now else read_clock(clock),
         ))
         return None
 
@@ -319,7 +320,8 @@ class MemorySink:
         if is_large(record):
             raise trio.WouldBlock
         clock = self.clock
-        self._pending.append(_Held(time.time_ns() if clock is utc_now else clock(), record, False))
+        when = time.time_ns() if clock is utc_now else read_clock(clock)
+        self._pending.append(_Held(when, record, False))
 
     def _plain_path(self, path: object) -> bool:
         # Whether path is a tuple of str; remembered (as the last path) when it is.
@@ -350,7 +352,8 @@ class MemorySink:
         Raises:
           SinkClosedError: The sink was closed.
           ValueError: ``record.kind`` is empty, or ``record.duration`` is not finite.
-          TypeError: A field of ``record`` cannot be encoded.
+          TypeError: A field of ``record`` cannot be encoded, or the clock returned
+            no str.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         try:
@@ -364,7 +367,7 @@ class MemorySink:
                 raise SinkClosedError("record() on a closed MemorySink")
             clock = self.clock
             self._pending.append(
-                _Held(time.time_ns() if clock is utc_now else clock(), redacted, True)
+                _Held(time.time_ns() if clock is utc_now else read_clock(clock), redacted, True)
             )
         self._unyielded += 1
         if self._unyielded >= RECORD_BATCH:

@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from ._chain import Chain
-from ._clock import utc_now
+from ._clock import read_clock, utc_now
 from ._encoding import GENESIS, check_content, entry_hash
 from ._entry import Entry, Record
 from ._errors import SinkClosedError, SinkError
@@ -135,7 +135,8 @@ class SqliteSink:
             recorded.
           SinkClosedError: The sink was closed.
           ValueError: ``record.kind`` is empty, or ``record.duration`` is not finite.
-          TypeError: A field of ``record`` cannot be encoded.
+          TypeError: A field of ``record`` cannot be encoded, or the clock returned
+            no str.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         record = await redact_in_thread(record) if is_large(record) else redact_record(record)
@@ -144,7 +145,7 @@ class SqliteSink:
         if self._closed:
             raise SinkClosedError(f"record() on a closed SqliteSink ({self.path})")
         check_content(record)  # the writer thread links it: refuse now what cannot be
-        when = self.clock()
+        when = read_clock(self.clock)
         with self._lock:
             batch = self._pending
             if batch is None:

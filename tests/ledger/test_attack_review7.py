@@ -89,13 +89,14 @@ def _fields(record: Record, data: dict[str, Any] | None = None) -> tuple[Any, ..
 
 
 async def _every_sink(
-    folder: Path, record: Record, data: dict[str, Any] | None = None
+    folder: Path, record: Record, data: dict[str, Any] | None = None,
+    clock: Callable[[], str] = fixed_clock,
 ) -> list[list[Any]]:
     """The entries each sink (MemorySink's three ways in, JSON Lines, SQLite) makes of
     ``record`` then a plain one, with a fixed clock; the files verified."""
     out = []
     for way in ("record", "record_nowait", "record_fields_nowait"):
-        memory = MemorySink(clock=fixed_clock)
+        memory = MemorySink(clock=clock)
         if way == "record":
             await memory.record(record)
         else:
@@ -111,7 +112,7 @@ async def _every_sink(
     for name, make in (("a.jsonl", JsonlSink), ("a.db", SqliteSink)):
         path = folder / name
         path.unlink(missing_ok=True)
-        sink = make(path, clock=fixed_clock)
+        sink = make(path, clock=clock)
         entries = [await sink.record(record), await sink.record(Record("run_end"))]
         await sink.aclose()
         report = verify(path)
@@ -341,3 +342,52 @@ def test_odd_but_valid_records_chain_alike_in_every_sink(
 def test_redact_of_a_secret_is_what_a_subclass_gets() -> None:
     # The expected values above: redact_record of the plain text.
     assert redact_record(Record("k", arguments=Blind(SECRET))).arguments == redact(SECRET)
+
+
+@pytest.mark.parametrize("bad", [None, b"2025-01-02", 12.5, 7], ids=repr)
+def test_a_clock_that_returns_no_str_is_refused_when_recorded(bad: object) -> None:
+    # A MemorySink took it and its read raised (or, for an int, read it as
+    # nanoseconds: a time the file sinks never write); SQLite failed its whole group
+    # commit with a SinkError.
+    message = f"a sink's clock must return a str, not {type(bad).__name__}"
+
+    def clock() -> Any:
+        return bad
+
+    async def main(folder: Path) -> None:
+        memory = MemorySink(clock=clock)
+        attempts: list[Callable[[], Any]] = [
+            lambda: memory.record_nowait(Record("k")),
+            lambda: memory.record_fields_nowait(*_fields(Record("k"))),
+            lambda: memory.record_nowait(Record("k", data={"n": Narrow(1)})),
+        ]
+        for attempt in attempts:
+            with pytest.raises(TypeError) as caught:
+                attempt()
+            assert str(caught.value) == message
+        with pytest.raises(TypeError) as caught:
+            await memory.record(Record("k", result="x" * (OFFLOAD_CHARS + 1)))
+        assert str(caught.value) == message
+        assert memory.entries == []
+        for sink in (JsonlSink(folder / "a.jsonl", clock=clock),
+                     SqliteSink(folder / "a.db", clock=clock)):
+            with pytest.raises(TypeError) as caught:
+                await sink.record(Record("k"))
+            assert str(caught.value) == message
+            await sink.aclose()
+
+    _run(main)
+
+
+def test_a_clock_of_a_str_subclass_gives_a_str_time() -> None:
+    def clock() -> str:
+        return Backwards(TIME)
+
+    async def main(folder: Path) -> None:
+        results = await _every_sink(folder, Record("k"), clock=clock)
+        assert len({entries[0].hash for entries in results}) == 1
+        assert {(entries[0].time, type(entries[0].time)) for entries in results} == {
+            (TIME, str)
+        }
+
+    _run(main)
