@@ -22,7 +22,7 @@ from ._oserror import describe
 from ._query import query
 from ._redact import redact_record
 from ._sink import SinkStatistics, to_path
-from ._sqlite_store import INSERT, connect, last_entry, to_row
+from ._sqlite_store import INSERT, check_storable, connect, last_entry, to_row
 
 
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
@@ -137,6 +137,8 @@ class SqliteSink:
           ValueError: ``record.kind`` is empty, or ``record.duration`` is not finite.
           TypeError: A field of ``record`` cannot be encoded, or the clock returned
             no str.
+          UnicodeEncodeError: A text of ``record`` is not valid UTF-8 (a lone
+            surrogate), which SQLite cannot store.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         record = await redact_in_thread(record) if is_large(record) else redact_record(record)
@@ -146,6 +148,7 @@ class SqliteSink:
             raise SinkClosedError(f"record() on a closed SqliteSink ({self.path})")
         check_content(record)  # the writer thread links it: refuse now what cannot be
         when = read_clock(self.clock)
+        check_storable(record, when)  # alone, now: not the batch's commit
         with self._lock:
             batch = self._pending
             if batch is None:

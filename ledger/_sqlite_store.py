@@ -9,7 +9,7 @@ from typing import Final, overload
 from ._canonical import json_flaw
 from ._check import NOT_CANONICAL, Flaw, Item
 from ._encoding import entry_from_dict, parse_json, sorted_json
-from ._entry import Entry
+from ._entry import Entry, Record
 
 MAGIC: Final = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file."""
@@ -149,6 +149,31 @@ def to_row(entry: Entry) -> Row:
         e.prev_hash,
         e.hash,
     )
+
+
+def check_storable(record: Record, when: str) -> None:
+    """Raise now the error SQLite's driver raises for ``record`` stored at ``when``:
+    a text, path segment or data key or value that is not valid UTF-8 (a lone
+    surrogate, from a ``\\ud800`` escape in a model's JSON: a JSON Lines ledger
+    keeps it), so that the sink refuses that record alone, when it is recorded,
+    rather than failing the group commit of every record it shares. O(n) only in
+    the text that is not ASCII; not a checkpoint.
+
+    Raises:
+      UnicodeEncodeError: The UTF-8 encoder's error for the first such text.
+    """
+    r = record
+    # str's own methods: a str subclass may override isascii and encode.
+    ascii_, encode = str.isascii, str.encode
+    for text in (when, r.kind, r.run_id, r.agent_id, r.tool, r.call_id, r.arguments,
+                 r.verdict, r.reason, r.result, r.error, *r.path):
+        if text is not None and not ascii_(text):
+            encode(text)
+    for key, value in r.data.items():
+        if not ascii_(key):
+            encode(key)
+        if isinstance(value, str) and not ascii_(value):
+            encode(value)
 
 
 def from_row(row: Sequence[object]) -> Entry:

@@ -391,3 +391,61 @@ def test_a_clock_of_a_str_subclass_gives_a_str_time() -> None:
         }
 
     _run(main)
+
+
+# A lone surrogate (a model's JSON may hold "\ud800") is valid in a str and in a JSON
+# Lines ledger, but SQLite's driver cannot encode it: the writer failed the group
+# commit of every record sharing it, so one task's hostile reply failed the entries
+# of the others.
+_WHERE = ("result", "arguments", "tool", "run_id", "agent_id", "path", "data key",
+          "data value")
+
+
+def _with_text(where: str, text: str) -> Record:
+    if where == "path":
+        return Record("k", path=("w", text))
+    if where == "data key":
+        return Record("k", data={text: 1})
+    if where == "data value":
+        return Record("k", data={"note": text})
+    fields: dict[str, Any] = {where: text}
+    return Record("k", **fields)
+
+
+@_cases
+@given(where=st.sampled_from(_WHERE), lone=st.integers(0xD800, 0xDFFF), before=_around,
+       cls=st.sampled_from((str, Plain)))
+def test_a_lone_surrogate_is_refused_alone_by_a_sqlite_sink(
+    where: str, lone: int, before: str, cls: type[str]
+) -> None:
+    text = cls(before + chr(lone) + "x")
+    record = _with_text(where, text)
+
+    async def main(folder: Path) -> None:
+        path = folder / "a.db"
+        path.unlink(missing_ok=True)
+        sink = SqliteSink(path, clock=fixed_clock)
+        outcomes: dict[str, str] = {}
+
+        async def attempt(name: str, record: Record) -> None:
+            try:
+                await sink.record(record)
+                outcomes[name] = "ok"
+            except Exception as exc:  # the outcome is what is checked
+                outcomes[name] = type(exc).__name__
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(attempt, "hostile", record)
+            nursery.start_soon(attempt, "innocent", Record("run_end"))
+            nursery.start_soon(attempt, "another", Record("prompt", result="é"))
+        await sink.aclose()
+        assert outcomes == {"hostile": "UnicodeEncodeError", "innocent": "ok", "another": "ok"}
+        report = verify(path)
+        assert (report.ok, report.entries) == (True, 2)
+        # A JSON Lines ledger keeps it, and verifies.
+        jsonl = JsonlSink(folder / f"{lone}.jsonl", clock=fixed_clock)
+        await jsonl.record(record)
+        await jsonl.aclose()
+        assert verify(folder / f"{lone}.jsonl").ok
+
+    _run(main)
