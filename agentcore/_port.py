@@ -19,10 +19,10 @@ if TYPE_CHECKING:
 
     from ._checkpoint import Checkpointer
     from ._events import EventKind
-    from ._gate import ToolGate
+    from ._gate import GateDecision, ToolGate
     from ._history import MessageCounter
     from ._hookset import HookSet
-    from ._messages import AgentPath, Message, Usage
+    from ._messages import AgentPath, Message, ToolCall, Usage
     from ._models import ChatModel
     from ._pending import PendingCall
     from ._retry import RetryPolicy
@@ -133,7 +133,12 @@ class RunPort(Protocol):
         """Send one event of the run to its destination and observers."""
         ...
 
-    def emit_now(self, kind: EventKind, **fields: Any) -> bool:
+    def emit_now(
+        self, kind: EventKind, *, text: str = "", message: Message | None = None,
+        call: ToolCall | None = None, decision: GateDecision | None = None,
+        is_error: bool = False, usage: Usage | None = None, summary: RunSummary | None = None,
+        attempt: int = 0,
+    ) -> bool:
         """Send one event of the run now if nothing must be awaited (not a checkpoint):
         True when sent (or there is nowhere to send it); False, having sent nothing,
         when the caller must await :meth:`emit` instead."""

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from ledger import Record, Sink
     from ledger._entry import Scalar
 
+    from ._gate import GateDecision
     from ._hookset import HookSet
-    from ._messages import Message, Usage
+    from ._messages import Message, ToolCall, Usage
     from ._pending import PendingCall
     from ._state import RunState
     from ._summary import RunSummary
@@ -61,7 +62,14 @@ class RunPortMethods:
         for hook in observers:
             await call_hook(self, hook, event)  # type: ignore[arg-type]
 
-    def emit_now(self, kind: EventKind, **fields: Any) -> bool:
+    # emit_now takes the event's fields as named parameters, not as **fields: a dict
+    # built and unpacked again into event_of for each of a run's events.
+    def emit_now(
+        self, kind: EventKind, *, text: str = "", message: Message | None = None,
+        call: ToolCall | None = None, decision: GateDecision | None = None,
+        is_error: bool = False, usage: Usage | None = None, summary: RunSummary | None = None,
+        attempt: int = 0,
+    ) -> bool:
         """Send one event of this run now, if that needs no await: no observer hooks,
         and a destination that takes it synchronously (:func:`taken_now`). Not a
         checkpoint. True when sent (or there is nowhere to send it); False, having
@@ -77,9 +85,10 @@ class RunPortMethods:
         if nowait is None:
             return False
         state = self._state
-        return nowait(
-            event_of(kind, state.run_id, self.agent.agent_id, state.turn, **fields)
-        ) is True
+        return nowait(event_of(
+            kind, state.run_id, self.agent.agent_id, state.turn, text, message, call,
+            decision, is_error, usage, summary, attempt,
+        )) is True
 
     async def _emit_start(self) -> None:
         # agent_start, with ordinary backpressure in the caller's context: a run
