@@ -53,9 +53,15 @@ async def run_tools(run: RunPort, calls: Sequence[ToolCall]) -> None:
             while j < n and calls[j].name in read_only:
                 j += 1
         if j == i + 1:
-            outcomes = [await call_tool(run, calls[i])]
-        else:
-            outcomes = await _batch(run, calls[i:j])
+            outcome = await call_tool(run, calls[i])
+            if run.pausing:
+                # A gate deferred the call: keep it and the rest.
+                run.pause_calls(*pending_of(calls[i:], [outcome]))
+                return
+            run.add_message(result_message(calls[i], outcome))
+            i += 1
+            continue
+        outcomes = await _batch(run, calls[i:j])
         if run.pausing:
             # A gate deferred a call: the started calls have finished; keep the rest.
             run.pause_calls(*pending_of(calls[i:], outcomes))
@@ -245,7 +251,8 @@ async def _gated_execute(run: RunPort, call: ToolCall) -> ToolOutcome:
     problem = _argument_problem(call)
     if problem is not None:
         return ToolOutcome(problem, True)
-    decision = await _decide(run, tool, call)
+    # (No gate: allowed, without _decide's coroutine.)
+    decision = ALLOW if agent.gate is None else await _decide(run, tool, call)
     await _record_decision(run, call, decision)
     if decision.deferred:
         run.note_deferral()
@@ -310,15 +317,9 @@ async def _execute(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
     if run.abort_requested:
         # This task may have been runnable already when the run was aborted.
         await trio.lowlevel.checkpoint()
-    token = _current_call.set(call)
-    try:
-        return await _execute_current(run, tool, call)
-    finally:
-        _current_call.reset(token)
-
-
-async def _execute_current(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
     timeout = run.agent.tool_timeout
+    # The tool runs in this frame (no coroutine of its own), the call current around it.
+    token = _current_call.set(call)
     try:
         if call.name in run.agent.self_monitoring_names:
             # Checked at Agent construction: the tool implements SelfMonitoring.
@@ -335,6 +336,8 @@ async def _execute_current(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutc
         return ToolOutcome(f"tool {call.name!r} failed: {describe(paused)}", True)
     except Exception as exc:
         return ToolOutcome(f"tool {call.name!r} failed: {describe(exc)}", True)
+    finally:
+        _current_call.reset(token)
     return ToolOutcome(f"tool {call.name!r} timed out after {timeout:g}s", True)
 
 
