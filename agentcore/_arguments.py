@@ -11,6 +11,7 @@ on).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ._errors import AgentCoreError
@@ -50,7 +51,7 @@ def load_arguments(text: str) -> Any:
     # and json.loads then needs no guard. Counting is one pass in C.
     shallow = text.count("[") + text.count("{") <= MAX_ARGUMENT_DEPTH
     try:
-        value = json.loads(text)
+        value = _loads(text)
     except RecursionError:
         # json's C scanner stops cleanly at the interpreter's recursion limit (far
         # deeper than the bound): refused like any other input past the bound.
@@ -58,6 +59,24 @@ def load_arguments(text: str) -> Any:
     if not shallow and _depth_exceeds(value, MAX_ARGUMENT_DEPTH):
         raise _too_deep()
     return value
+
+
+# json's scanner (C), as json.loads calls it through two Python frames (the default
+# decoder's scan_once: set by JSONDecoder.__init__, not in the type stubs).
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _loads(text: str) -> Any:
+    # json.loads(text): the scanner at once when the value spans the whole text (no
+    # surrounding whitespace), the usual argument text; else json.loads itself, which
+    # decides (its value, or its error for text that is not JSON).
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        end = -1
+    if end == len(text):
+        return value
+    return json.loads(text)
 
 
 def _too_deep() -> ArgumentsError:

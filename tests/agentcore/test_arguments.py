@@ -24,6 +24,7 @@ from agentcore import (
     ToolCall,
     load_arguments,
 )
+from agentcore._arguments import _loads
 from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
 from ledger import MemorySink
 from tests.agentcore._support import Recorder
@@ -207,3 +208,31 @@ def test_any_arguments_give_a_result_and_the_run_answers(arguments: str, audited
             ), answer.content
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def _outcome(text: str) -> object:
+    # A parse's value, or its exception's type and message.
+    try:
+        return ("value", json.loads(text))
+    except (ValueError, TypeError, RecursionError) as exc:
+        return (type(exc), str(exc))
+
+
+@given(st.one_of(
+    argument_texts(),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda inner: st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+        max_leaves=8,
+    ).map(json.dumps),
+    st.text(alphabet=' \t\n{}[]":,0123456789.-eEnulltruefalse\ufeffx', max_size=12),
+))
+def test_the_scanner_at_once_parses_as_json_loads(text: str) -> None:
+    # load_arguments scans the text at once when the value spans all of it, and
+    # falls back to json.loads otherwise: the same values, the same errors.
+    try:
+        got: object = ("value", _loads(text))
+    except (ValueError, TypeError, RecursionError) as exc:
+        got = (type(exc), str(exc))
+    assert repr(got) == repr(_outcome(text))
