@@ -241,8 +241,11 @@ def redact(value: str) -> str:
     Pure, O(n), idempotent, and never raises for any str; returns ``value``
     itself when nothing was redacted. JSON text (an object, an array or a
     string) is redacted after decoding and re-encoded only when something was
-    redacted.
+    redacted. A str subclass is redacted as the str it holds, and returned as
+    a str (its own ``lower()`` or ``__len__`` could hide a secret).
     """
+    if type(value) is not str and isinstance(value, str):
+        value = str.__str__(value)
     return _settled(value)
 
 

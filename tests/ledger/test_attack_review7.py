@@ -449,3 +449,12 @@ def test_a_lone_surrogate_is_refused_alone_by_a_sqlite_sink(
         assert verify(folder / f"{lone}.jsonl").ok
 
     _run(main)
+
+
+@pytest.mark.parametrize("cls", _STR_CLASSES)
+def test_redact_sees_what_a_str_subclass_holds(cls: type[str]) -> None:
+    # ledger.redact is what the OpenTelemetry export runs a tool's result through.
+    text = "key: " + SECRET
+    redacted = redact(cls(text))
+    assert (redacted, type(redacted)) == (redact(text), str)
+    assert SECRET not in redacted
