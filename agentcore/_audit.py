@@ -62,7 +62,11 @@ def _failed(sink: Sink, kind: str, exc: Exception) -> AuditError:
         text = f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}"
     else:
         text = describe(exc)
-        where = getattr(sink, "path", None)
+        try:
+            where = getattr(sink, "path", None)
+            where = os.fspath(where) if isinstance(where, os.PathLike) else where
+        except Exception:  # a sink's own property failing: no path to hide
+            where = None
         if isinstance(where, str) and where:
             text = text.replace(where, os.path.basename(where) or "ledger")
     return AuditError(f"the audit sink failed to record {kind!r}: {text}")

@@ -123,3 +123,38 @@ async def test_a_closed_file_sink_names_no_host_path(tmp_path: Path) -> None:
             f" closed {name}"
         )
         assert str(tmp_path) not in str(caught.value)
+
+
+class _NamedFails:
+    """A sink whose failure's text names its path (a Path), or whose path fails."""
+
+    def __init__(self, path: object) -> None:
+        self._path = path
+
+    @property
+    def path(self) -> object:
+        if isinstance(self._path, Exception):
+            raise self._path
+        return self._path
+
+    def record_nowait(self, entry: object) -> None:
+        raise RuntimeError("cannot write /srv/tenant-9/audit.log")
+
+    async def record(self, entry: object) -> None:
+        raise AssertionError("awaited")
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("path", "text"), [
+    (Path("/srv/tenant-9/audit.log"), "RuntimeError: cannot write audit.log"),
+    (LookupError("no path"), "RuntimeError: cannot write /srv/tenant-9/audit.log"),
+])
+async def test_a_custom_sink_path_is_cut_or_left_alone(path: object, text: str) -> None:
+    # A Path is cut to its last part as a str path is; a path property that fails
+    # still gives the AuditError (not its own error).
+    with pytest.raises(AuditError) as caught:
+        record_fields_sync(_NamedFails(path), True, "prompt", "r", _PATH, "a")
+    assert str(caught.value) == f"the audit sink failed to record 'prompt': {text}"
+    assert type(caught.value.__cause__) is RuntimeError
