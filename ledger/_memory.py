@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Mapping
 from math import isfinite
 from types import MappingProxyType
-from typing import TypeAlias
+from typing import Any
 
 import attrs
 import trio
@@ -29,12 +29,10 @@ RECORD_BATCH = 64
 _INT_MAX = 1 << _BIG_INT_BITS
 _INT_MIN = -_INT_MAX
 
-_Flat: TypeAlias = tuple[
-    str, str, tuple[str, ...], str, str | None, str | None, str | None, str | None,
-    str | None, str | None, str | None, float | None, "Mapping[str, Scalar] | None", str | int,
-]
-"""A plain pending record: its fields in Record's order (its read-only data, or None
-when it has none), then its time."""
+# A plain pending record takes _FIELDS + 2 * n consecutive items of the pending list:
+# its fields in Record's order up to duration, its time, n (the number of its data
+# items), then its data's n keys and n values. Its kind (an exact str) starts it.
+_FIELDS = 14
 
 
 @attrs.frozen
@@ -94,15 +92,19 @@ class MemorySink:
 
     clock: Callable[[], str] = utc_now
     _entries: list[Entry] = attrs.field(factory=list, init=False)
-    # Records acknowledged but not chained yet, in order. A plain record (every field
-    # of the exact type the encoder takes without question) is kept flat: a tuple
-    # of its fields, its time last (time.time_ns() for the default clock, formatted
-    # when chained; a str from a custom clock). The record itself is dropped: a
-    # tuple of str, numbers and None (a record without data: None, not the shared
-    # empty mapping) is one the garbage collector stops tracking at its first
-    # collection, which a Record never is. Any other record is kept as it was
-    # given (_Held). A record rebuilt from its fields equals the one recorded.
-    _pending: list[_Flat | _Held] = attrs.field(factory=list, init=False)
+    # Records acknowledged but not chained yet, in order, in one flat list. A plain
+    # record (every field of the exact type the encoder takes without question) is
+    # kept as a run of items (_FIELDS): its fields, its time (time.time_ns() for the
+    # default clock, formatted when chained; a str from a custom clock), then its
+    # data's keys and values, copied. Neither the record nor its data is kept: a
+    # run of str, numbers and None in a list adds no object the garbage collector
+    # tracks (a tuple or a dict per entry kept alive made a W1 run collect twice as
+    # often), and the caller's dict may change afterwards without changing the
+    # entry. Any other record is one _Held item, kept as it was given. A record
+    # rebuilt from its items equals the one recorded.
+    _pending: list[object] = attrs.field(factory=list, init=False)
+    # How many records _pending holds.
+    _waiting: int = attrs.field(default=0, init=False)
     # The last path checked (a tuple of str: it cannot change), so that the many
     # entries of one run check their shared path once.
     _path: tuple[str, ...] = attrs.field(default=(), init=False)
@@ -122,34 +124,39 @@ class MemorySink:
         return self._entries
 
     def _settle(self) -> None:
-        pending, self._pending = self._pending, []
+        # Chain the pending records into entries, in order.
+        pending: list[Any] = self._pending
+        self._pending = []
+        waiting, self._waiting = self._waiting, 0
         entries = self._entries
         chained = len(entries)
-        try:
-            self._link_all(pending)
-        except BaseException:
-            # Cannot happen (see _link_all) unless a caller broke its word (changed a
-            # dict it gave away): then this read raises, and every record not chained
-            # stays pending, in order, before any recorded since. None is lost.
-            self._pending[:0] = pending[len(entries) - chained :]
-            raise
-
-    def _link_all(self, pending: list[_Flat | _Held]) -> None:
-        # Chain pending into entries, in order (an entry appended per record chained).
         link = self._chain.link
-        append = self._entries.append
-        for item in pending:
-            if type(item) is tuple:
-                when = item[13]
-                record = redact_record(record_from_fields(*item[:13]))
-            elif item.redacted:  # type: ignore[union-attr]
-                when, record = item.when, item.record  # type: ignore[union-attr]
-            else:
-                when, record = item.when, redact_record(item.record)  # type: ignore[union-attr]
-            # Cannot fail: recording checked each record (check_content, or the
-            # same checks inline), and redaction only replaces text with text.
-            entry, _ = link(record, when if isinstance(when, str) else utc_from_ns(when))
-            append(entry)
+        i, n = 0, len(pending)
+        try:
+            while i < n:
+                item = pending[i]
+                if type(item) is str:
+                    when, count = pending[i + 12], pending[i + 13]
+                    end = i + _FIELDS + 2 * count
+                    data = dict(zip(
+                        pending[i + _FIELDS:end - count], pending[end - count:end], strict=True
+                    )) if count else None
+                    record = redact_record(record_from_fields(*pending[i:i + 12], data))  # type: ignore[call-arg]
+                else:
+                    held: _Held = item
+                    when, end = held.when, i + 1
+                    record = held.record if held.redacted else redact_record(held.record)
+                # Cannot fail: recording checked each record (check_content, or the
+                # same checks inline), and redaction only replaces text with text.
+                entry, _ = link(record, when if isinstance(when, str) else utc_from_ns(when))
+                entries.append(entry)
+                i = end
+        except BaseException:
+            # Should it fail all the same, this read raises, and every record not
+            # chained stays pending, in order, before any recorded since: none is lost.
+            self._pending[:0] = pending[i:]
+            self._waiting += waiting - (len(entries) - chained)
+            raise
 
     def record_nowait(self, record: Record) -> None:
         """Check ``record`` and append it to the pending records, without waiting.
@@ -201,12 +208,12 @@ class MemorySink:
         errors and acknowledged entry, but no :class:`Record` built for a plain
         one (the common case: a recorder's own fields). Not a checkpoint.
 
-        The fields come in ``Record``'s order. ``data`` is a dict the caller gives
-        away (it must not change it afterwards: the sink keeps it, and reads it
-        when the entry is built), a ``Record``'s read-only data, or ``None`` for
-        none. A recorder on a hot path offers its entries this way (``agentcore``
-        does when a sink has this method), so that a run's entry is checked and
-        kept in one call: no ``Record`` is built, and its data is checked once.
+        The fields come in ``Record``'s order. ``data`` is a dict, a ``Record``'s
+        read-only data, or ``None`` for none; its items are copied (a change to
+        the dict afterwards does not change the entry). A recorder on a hot path
+        offers its entries this way (``agentcore`` does when a sink has this
+        method), so that a run's entry is checked and kept in one call: no
+        ``Record`` is built, and its data is checked once.
 
         Raises:
           trio.WouldBlock, SinkClosedError, ValueError, TypeError: as :meth:`record_nowait`.
@@ -287,11 +294,18 @@ class MemorySink:
         if size > OFFLOAD_CHARS:
             raise trio.WouldBlock
         clock = self.clock
-        self._pending.append((
-            kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
-            reason, result, error, duration, data,
-            time.time_ns() if clock is utc_now else read_clock(clock),
-        ))
+        when = time.time_ns() if clock is utc_now else read_clock(clock)
+        if data is None:
+            self._pending += (
+                kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
+                result, error, duration, when, 0,
+            )
+        else:
+            self._pending += (
+                kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
+                result, error, duration, when, len(data), *data, *data.values(),
+            )
+        self._waiting += 1
         return None
 
     def _hold_fields(
@@ -322,6 +336,7 @@ class MemorySink:
         clock = self.clock
         when = time.time_ns() if clock is utc_now else read_clock(clock)
         self._pending.append(_Held(when, record, False))
+        self._waiting += 1
 
     def _plain_path(self, path: object) -> bool:
         # Whether path is a tuple of str; remembered (as the last path) when it is.
@@ -369,6 +384,7 @@ class MemorySink:
             self._pending.append(
                 _Held(time.time_ns() if clock is utc_now else read_clock(clock), redacted, True)
             )
+            self._waiting += 1
         self._unyielded += 1
         if self._unyielded >= RECORD_BATCH:
             self._unyielded = 0
@@ -384,12 +400,12 @@ class MemorySink:
 
     def statistics(self) -> SinkStatistics:
         """Return a snapshot of the sink's counters (chains nothing)."""
-        recorded = len(self._entries) + len(self._pending)
+        recorded = len(self._entries) + self._waiting
         return SinkStatistics(
-            recorded=recorded, last_seq=self._chain.seq + len(self._pending), closed=self._closed
+            recorded=recorded, last_seq=self._chain.seq + self._waiting, closed=self._closed
         )
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        count = len(self._entries) + len(self._pending)
+        count = len(self._entries) + self._waiting
         return f"<ledger.MemorySink {count} entries {state}>"

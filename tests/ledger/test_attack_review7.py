@@ -22,6 +22,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import ledger._memory
 from ledger import JsonlSink, MemorySink, Record, SqliteSink, redact, redact_record, verify
 from ledger._offload import OFFLOAD_CHARS, is_large
 from tests.ledger._helpers import TIME, fixed_clock
@@ -286,24 +287,44 @@ def test_data_keys_equal_only_by_their_own_eq_are_refused() -> None:
     assert str(caught.value) == "entry data holds two keys equal to 'a'"
 
 
-def test_a_read_that_fails_loses_no_entry() -> None:
-    # A caller that changes a dict it gave away breaks its word; the read that meets it
-    # raises, but no entry, before or after it, is dropped.
+def test_a_dict_changed_after_it_was_recorded_does_not_change_the_entry() -> None:
+    # record_fields_nowait copies the data's items: what the caller does with its dict
+    # afterwards (here: a value no entry takes) changes nothing, and reads do not fail.
     sink = MemorySink(clock=fixed_clock)
-    sink.record_nowait(Record("prompt"))
     data: dict[str, Any] = {"n": 1}
     sink.record_fields_nowait("k", "", (), "", None, None, None, None, None, None, None,
                               None, data)
-    sink.record_nowait(Record("run_end"))
     data["n"] = object()
-    with pytest.raises(TypeError):
+    data["m"] = 2
+    [entry] = sink.entries
+    assert entry.data == {"n": 1}
+
+
+def test_a_read_that_fails_loses_no_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Should chaining a pending record fail all the same (it cannot: recording checked
+    # it), the read raises, and no entry, before or after it, is dropped.
+    sink = MemorySink(clock=fixed_clock)
+    sink.record_nowait(Record("prompt"))
+    sink.record_fields_nowait("k", "", (), "", None, None, None, None, None, None, None,
+                              None, {"n": 1})
+    sink.record_nowait(Record("run_end", tool=Plain("x")))  # held: not plain
+    real = redact_record
+
+    def failing(record: Record) -> Record:
+        if record.kind == "k":
+            raise RuntimeError("chaining failed")
+        return real(record)
+
+    monkeypatch.setattr(ledger._memory, "redact_record", failing)
+    with pytest.raises(RuntimeError, match=r"^chaining failed$"):
         sink.entries  # noqa: B018
+    assert sink.statistics().recorded == 3
     sink.record_nowait(Record("later"))
-    data["n"] = 2
-    assert [(e.seq, e.kind) for e in sink.entries] == [
-        (1, "prompt"), (2, "k"), (3, "run_end"), (4, "later")
+    monkeypatch.setattr(ledger._memory, "redact_record", real)
+    assert [(e.seq, e.kind, dict(e.data)) for e in sink.entries] == [
+        (1, "prompt", {}), (2, "k", {"n": 1}), (3, "run_end", {}), (4, "later", {})
     ]
-    assert sink.entries[1].data == {"n": 2}
+    assert sink.statistics().recorded == 4
 
 
 _odd_scalars = st.one_of(

@@ -55,13 +55,12 @@ async def test_fields_and_records_make_one_chain_in_call_order() -> None:
     assert sink.statistics() == SinkStatistics(recorded=4, last_seq=4)
 
 
-async def test_the_data_given_is_kept_without_a_copy_and_read_only_in_its_entry() -> None:
+async def test_the_data_given_is_copied_and_read_only_in_its_entry() -> None:
     sink = MemorySink(clock=fixed_clock)
     data: dict[str, Any] = {"agent": "w", "turns": 2}
     sink.record_fields_nowait(*_fields(kind="task_end", data=data))
-    [flat] = sink._pending
-    assert type(flat) is tuple
-    assert flat[12] is data  # given away: kept as it is until the entry is built
+    assert data not in sink._pending  # its items are, not the dict
+    data["turns"] = 5
     [entry] = sink.entries
     assert type(entry.data) is MappingProxyType
     assert dict(entry.data) == {"agent": "w", "turns": 2}
@@ -173,13 +172,11 @@ def test_fields_give_what_their_record_gives(
         st.floats(allow_nan=False, allow_infinity=False)), max_size=3),
 )
 def test_plain_fields_are_kept_flat(**fields: Any) -> None:
-    # A recorder's plain fields are kept as a flat tuple (its data dict as given,
-    # None for none), rebuilt into an entry equal to its record's when read.
+    # A recorder's plain fields are kept as items of the pending list (no object of
+    # their own: no tuple, no dict), rebuilt into an entry equal to its record's.
     sink = MemorySink(clock=fixed_clock)
-    data = fields["data"] or None
-    sink.record_fields_nowait(*_fields(**{**fields, "data": data}))
-    [flat] = sink._pending
-    assert type(flat) is tuple
-    assert flat[12] is data
+    data = fields["data"]
+    sink.record_fields_nowait(*_fields(**{**fields, "data": data or None}))
+    assert sink._pending == [*_fields(**fields)[:12], TIME, len(data), *data, *data.values()]
     [entry] = sink.entries
     assert entry == Chain().link(redact_record(Record(**fields)), TIME)[0]
