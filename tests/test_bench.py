@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -130,3 +131,27 @@ def test_parked_memory_workload_runs() -> None:
     result = json.loads(traced.stdout)
     assert sorted(result) == ["case", "rss_bytes_per_run", "runs", "top", "traced_bytes_per_run"]
     assert (result["case"], result["runs"], len(result["top"])) == ("pool", 20, 12)
+
+
+def test_audit_parts_runs_and_its_store_is_memory_sinks() -> None:
+    from bench.audit_parts import _store
+    from ledger import MemorySink
+
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.audit_parts", "--repeat", "1", "--runs", "20"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    names = [line.split(" us/run")[0].rsplit(maxsplit=1)[0].strip()
+             for line in out.stdout.splitlines()[1:]]
+    assert names == ["memory", "data check", "store", "append", "nothing", "off"]
+    # The "store" case keeps what MemorySink keeps (bar the time of each entry).
+    fields: tuple[Any, ...] = (
+        "run_end", "r", ("w",), "a", None, "c", None, None, None, "ok", None, 0.5,
+        {"turns": 2, "end_reason": "stop"},
+    )
+    real, stored = MemorySink(), MemorySink()
+    real.record_fields_nowait(*fields)
+    _store(stored, *fields)
+    assert real._pending[:12] + real._pending[13:] == stored._pending[:12] + stored._pending[13:]
+    assert [e.data for e in real.entries] == [e.data for e in stored.entries]
