@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ledger import MemorySink
+from ledger._memory import _INT_MAX, _INT_MIN
 
 from .audit_cost import _w1
 
@@ -54,7 +55,7 @@ class _DataCheck(MemorySink):
                 if kind is str:
                     size += len(value)
                 elif kind is int:
-                    if not -(1 << 4096) < value < 1 << 4096:
+                    if not _INT_MIN < value < _INT_MAX:
                         raise ValueError(value)
                 elif kind is float:
                     if not isfinite(value):
