@@ -324,11 +324,13 @@ async def _execute(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
         if call.name in run.agent.self_monitoring_names:
             # Checked at Agent construction: the tool implements SelfMonitoring.
             monitored = cast(SelfMonitoring, tool)
-            return ToolOutcome(await monitored.execute_monitored(call.arguments, timeout))
+            result = await monitored.execute_monitored(call.arguments, timeout)
+            return ToolOutcome(result) if type(result) is str else _not_text(call, result)
         # move_on_after(timeout), without its argument checks (Agent checked the
         # timeout) and relative deadline: a scope per call is most of a call's cost.
         with trio.CancelScope(deadline=trio.current_time() + timeout):
-            return ToolOutcome(await tool.execute(call.arguments))
+            result = await tool.execute(call.arguments)
+            return ToolOutcome(result) if type(result) is str else _not_text(call, result)
     except CallPaused as paused:
         if isinstance(paused.state, RunState):
             run.note_deferral()
@@ -339,6 +341,18 @@ async def _execute(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
     finally:
         _current_call.reset(token)
     return ToolOutcome(f"tool {call.name!r} timed out after {timeout:g}s", True)
+
+
+def _not_text(call: ToolCall, result: object) -> ToolOutcome:
+    # The outcome of a tool that returned something other than an exact str: a str
+    # subclass is the str it holds (its own methods never run again), anything else
+    # is the tool's failure, said as one (not left to fail the audit entry, the
+    # events or the model's message that would carry it).
+    if isinstance(result, str):
+        return ToolOutcome(str.__str__(result))
+    return ToolOutcome(
+        f"tool {call.name!r} failed: it returned {type(result).__name__}, not str", True
+    )
 
 
 def _argument_problem(call: ToolCall) -> str | None:
