@@ -358,13 +358,10 @@ class Pool(Waits):
         if spec is None:
             raise UnknownAgentError(name, tuple(sorted(self._specs)))
         caller = current_task.get()
+        mine = caller._node if caller is not None and caller.pool is self else None
         core = self._core
         try:
-            parent_node, depth = core.admit(
-                name,
-                parent_path,
-                caller._node if caller is not None and caller.pool is self else None,
-            )
+            parent_node, depth = core.admit(name, parent_path, mine)
         except QueueFull:
             raise trio.WouldBlock from None
         parent = parent_node.handle if parent_node is not None else None
@@ -401,8 +398,8 @@ class Pool(Waits):
     # -- the shell: carrying out the core's effects -----------------------------------
 
     def _apply(self, effects: list[Effect[Task]]) -> None:
-        # The one place that starts runners, wakes parked tasks and sets events. Its
-        # cancels share one cancel reason (see _scopes); per-task effects checked first.
+        # The one place that starts runners, wakes parked tasks and sets events; its
+        # cancels are one batch, made last (see _scopes). Per-task effects checked first.
         canceller: Canceller | None = None
         for effect in effects:
             if isinstance(effect, Grant):
@@ -427,6 +424,8 @@ class Pool(Waits):
             else:
                 assert isinstance(effect, Arrived)
                 effect.node.handle._arrived()
+        if canceller is not None:
+            canceller.flush()
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -7,13 +7,24 @@ on its first cancel, and gives every scope it cancels that same reason: what eac
 ``trio.Cancelled`` says (its source, reason and cancelling task) is what ``cancel()``
 would have made it say.
 
+A Canceller also cancels a batch of scopes from one frame (:meth:`Canceller.add`, then
+:meth:`Canceller.flush`). Each ``trio.Cancelled`` holds, through its traceback's
+first frame and that frame's ``f_back`` chain, every frame of the call that delivered
+it, kept alive (locals included) until the run has unwound: one ``cancel()`` per
+scope kept five frames of that call per run (``Canceller.cancel``, ``_cancel``,
+``recalculate``...); a batch keeps the frames below this loop only, as a nursery's
+cancel does (its ``recalculate`` loop is shared by all its tasks).
+
 The shared reason is trio's private ``CancelReason``, set through the private
 ``CancelScope._cancel``; when this trio has neither (or they changed shape), every
-cancel is the public ``cancel()``. Nothing here is a checkpoint.
+cancel is the public ``cancel()``. A batch takes the steps of ``_cancel`` and of
+``CancelStatus.recalculate`` inline for a scope in the common case (no deadline in
+trio's heap, no nested scope), and calls them otherwise. Nothing here is a checkpoint.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +54,29 @@ def _reason_factory() -> Callable[[str | None], Any] | None:
 
 _make_reason = _reason_factory()
 
+# The private fields the inline steps read and write (trio 0.30 to 0.35 at least).
+_SCOPE_FIELDS = ("_cancel_called", "_cancel_reason", "_registered_deadline", "_cancel_status")
+_STATUS_FIELDS = ("effectively_cancelled", "_children", "_tasks")
+
+
+def _knows_fields() -> bool:
+    # Whether this trio's CancelScope, CancelStatus and Task have the fields and the
+    # method the inline steps use (else every cancel of a batch goes through _cancel).
+    try:
+        from trio._core._run import CancelStatus
+    except ImportError:  # pragma: no cover (a trio without it)
+        return False
+    status = {field.name for field in getattr(CancelStatus, "__attrs_attrs__", ())}
+    scope = {field.name for field in getattr(trio.CancelScope, "__attrs_attrs__", ())}
+    return (
+        all(name in scope for name in _SCOPE_FIELDS)
+        and all(name in status for name in _STATUS_FIELDS)
+        and callable(getattr(trio.lowlevel.Task, "_attempt_delivery_of_any_pending_cancel", None))
+    )
+
+
+_inline = _make_reason is not None and _knows_fields()
+
 
 def _task_repr() -> str | None:
     # What cancel() names the cancelling task by (None outside a trio task).
@@ -54,22 +88,63 @@ def _task_repr() -> str | None:
 
 class Canceller:
     """Cancels scopes as ``scope.cancel()`` does, with one cancel reason shared by
-    all of them (made on the first cancel, in the calling task). Use one per batch of
-    cancels made by one task at one time; not a checkpoint."""
+    all of them (made on the first cancel, in the calling task): at once
+    (:meth:`cancel`), or a batch from one frame (:meth:`add`, then :meth:`flush`). Use
+    one per batch of cancels made by one task at one time; not a checkpoint."""
 
-    __slots__ = ("_reason",)
+    __slots__ = ("_batch", "_reason")
 
     def __init__(self) -> None:
         self._reason: Any = None
+        self._batch: list[trio.CancelScope] = []
+
+    def cancel(self, scope: trio.CancelScope) -> None:
+        """Cancel ``scope`` now (idempotent, like ``CancelScope.cancel``)."""
+        self._batch.append(scope)
+        self.flush()
+
+    def add(self, scope: trio.CancelScope) -> None:
+        """Cancel ``scope`` at the next :meth:`flush`."""
+        self._batch.append(scope)
 
     @trio.lowlevel.enable_ki_protection  # as CancelScope.cancel is
-    def cancel(self, scope: trio.CancelScope) -> None:
-        """Cancel ``scope`` (idempotent, like ``CancelScope.cancel``)."""
-        make = _make_reason
-        if make is None:
-            scope.cancel()
+    def flush(self) -> None:
+        """Cancel the scopes added since the last flush, in order (idempotent, like
+        ``CancelScope.cancel``)."""
+        batch = self._batch
+        if not batch:
+            return
+        self._batch = []
+        if _make_reason is None:
+            for scope in batch:
+                scope.cancel()
             return
         reason = self._reason
         if reason is None:
-            reason = self._reason = make(_task_repr())
-        scope._cancel(reason)
+            reason = self._reason = _make_reason(_task_repr())
+        if not _inline:
+            for scope in batch:
+                scope._cancel(reason)
+            return
+        inf = math.inf
+        for scope in batch:
+            if scope._cancel_called:
+                continue
+            if scope._registered_deadline != inf:
+                # In trio's deadline heap: _cancel takes it out.
+                scope._cancel(reason)
+                continue
+            # CancelScope._cancel (its registered deadline stays inf) ...
+            if scope._cancel_reason is None:
+                scope._cancel_reason = reason
+            scope._cancel_called = True
+            status = scope._cancel_status
+            if status is None or status.effectively_cancelled:
+                continue
+            if status._children:
+                status.recalculate()
+                continue
+            # ... and CancelStatus.recalculate for a status with no child.
+            status.effectively_cancelled = True
+            for task in status._tasks:
+                task._attempt_delivery_of_any_pending_cancel()

@@ -357,11 +357,11 @@ class Task:
         await lot.park()
 
     def _cancel_scopes(self, canceller: Canceller) -> None:
-        # The core's CancelRun: the run's scope, and a shielded take-back in progress
-        # (with the cancel reason shared by the effects of one _apply).
-        canceller.cancel(self._scope)
+        # The core's CancelRun: the run's scope, and a shielded take-back in progress,
+        # added to the batch of cancels of one _apply (see _scopes.Canceller).
+        canceller.add(self._scope)
         if self._reclaim is not None:
-            canceller.cancel(self._reclaim)
+            canceller.add(self._reclaim)
 
     def _cancelled_otherwise(self) -> bool:
         # (agentcore's ScopeOwner: the run aborts by cancelling this task's scope.)

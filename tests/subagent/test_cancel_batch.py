@@ -1,0 +1,148 @@
+"""A batch of cancels (``subagent._scopes.Canceller.add`` then ``flush``, as the pool
+cancels its runs) does what one ``CancelScope.cancel()`` per scope does: each scope
+is cancelled, in order, once; a parked task sees the Cancelled ``cancel()`` would give
+it; a deadline in trio's heap leaves it; a nested scope and an enclosing cancel are
+recalculated as trio does. The same with the inline steps, with trio's ``_cancel``
+alone, and with the public ``cancel()`` (issue 17 item 4)."""
+
+from __future__ import annotations
+
+import math
+import types
+
+import pytest
+import trio
+import trio.testing
+
+from subagent import _scopes
+
+MODES = ["inline", "private", "public"]
+
+
+def _mode(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    if mode == "private":
+        monkeypatch.setattr(_scopes, "_inline", False)
+    elif mode == "public":
+        monkeypatch.setattr(_scopes, "_make_reason", None)
+
+
+async def _parked(scope: trio.CancelScope, seen: list[str], name: str) -> None:
+    with scope:
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled as exc:
+            seen.append(f"{name}: {exc}")
+            raise
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_batch_cancels_as_cancel_would(
+    mode: str, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    _mode(monkeypatch, mode)
+    me = repr(trio.lowlevel.current_task())
+    plain, timed, unentered = trio.CancelScope(), trio.CancelScope(), trio.CancelScope()
+    timed.deadline = trio.current_time() + 10
+    seen: list[str] = []
+
+    async def nested(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        # A task parked in a scope inside the batch's scope (its status has a child).
+        with outer, trio.CancelScope():
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled as exc:
+                seen.append(f"nested: {exc}")
+                raise
+
+    outer = trio.CancelScope()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_parked, plain, seen, "plain")
+        nursery.start_soon(_parked, timed, seen, "timed")
+        await nursery.start(nested)
+        await trio.testing.wait_all_tasks_blocked()
+        assert trio.lowlevel.current_statistics().seconds_to_next_deadline == 10
+        canceller = _scopes.Canceller()
+        for scope in (plain, timed, unentered, outer, plain):
+            canceller.add(scope)
+        assert not plain.cancel_called  # nothing before the flush
+        canceller.flush()
+        canceller.flush()  # an empty batch: nothing
+        assert all(s.cancel_called for s in (plain, timed, unentered, outer))
+        # The deadline left trio's heap: nothing is due any more.
+        assert trio.lowlevel.current_statistics().seconds_to_next_deadline == math.inf
+    text = f"cancelled due to explicit from task {me}"
+    assert sorted(seen) == [f"nested: {text}", f"plain: {text}", f"timed: {text}"]
+    assert trio.current_time() == 0  # no deadline fired
+    assert plain.cancelled_caught and timed.cancelled_caught and outer.cancelled_caught
+    # A scope cancelled by a batch and entered later is cancelled at once.
+    with unentered:
+        await trio.lowlevel.checkpoint()
+    assert unentered.cancelled_caught
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_scope_under_a_cancel_is_cancelled_itself(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A scope effectively cancelled already (its enclosing scope was) is marked
+    # cancelled by the batch: shielded from the enclosing cancel, it still cancels
+    # its task, and it is the one that catches the Cancelled.
+    _mode(monkeypatch, mode)
+    inner = trio.CancelScope()
+    with trio.CancelScope() as outer:
+        outer.cancel()
+        with inner:
+            canceller = _scopes.Canceller()
+            canceller.add(inner)
+            canceller.flush()
+            inner.shield = True
+            await trio.lowlevel.checkpoint()
+        assert inner.cancel_called and inner.cancelled_caught
+    assert not outer.cancelled_caught
+
+
+async def test_one_cancel_now() -> None:
+    # Canceller.cancel: a batch of one, flushed at once.
+    scope = trio.CancelScope()
+    canceller = _scopes.Canceller()
+    canceller.cancel(scope)
+    assert scope.cancel_called
+
+
+async def test_a_delivered_cancel_keeps_no_frame_per_scope() -> None:
+    # The Cancelled a batch delivers holds, through its first frame's f_back chain,
+    # trio's delivery frames and then the flush's loop, shared by the batch: no
+    # frame of a per-scope call (CancelScope._cancel, CancelStatus.recalculate).
+    errors: list[trio.Cancelled] = []
+
+    async def parked(scope: trio.CancelScope) -> None:
+        with scope:
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled as exc:
+                errors.append(exc)
+                raise
+
+    scopes = [trio.CancelScope() for _ in range(2)]
+    async with trio.open_nursery() as nursery:
+        for scope in scopes:
+            nursery.start_soon(parked, scope)
+        await trio.testing.wait_all_tasks_blocked()
+        canceller = _scopes.Canceller()
+        for scope in scopes:
+            canceller.add(scope)
+        canceller.flush()
+    assert len(errors) == 2
+    for error in errors:
+        assert error.__traceback__ is not None
+        tb = error.__traceback__
+        while tb.tb_next is not None:  # the deepest entry: where trio raised it
+            tb = tb.tb_next
+        names = []
+        frame: types.FrameType | None = tb.tb_frame
+        while frame is not None and frame.f_code.co_name != "flush":
+            names.append(frame.f_code.co_name)
+            frame = frame.f_back
+        assert frame is not None, names
+        assert "recalculate" not in names and "_cancel" not in names, names
