@@ -29,6 +29,7 @@ from ._events import EventKind, tagged_of
 from ._recovery import commit_checkpoint, commit_start, end_unstarted
 from ._result import end_status
 from ._results import SubagentResultsTool
+from ._scopes import exit_scope
 from ._spec import Spec, agent_settings
 from ._task import Task
 
@@ -272,7 +273,8 @@ async def run_task(task: Task) -> None:
     outer: Task | None = None
     try:
         # The task's scope, entered and exited as a with-block would, by hand: a
-        # with-block holds its manager's bound __exit__ (64 B of every parked task).
+        # with-block holds its manager's bound __exit__ (64 B of every parked task);
+        # exited by _scopes.exit_scope (__exit__'s steps, without its context manager).
         task._scope.__enter__()
         try:
             if task._scope.cancel_called:
@@ -306,7 +308,7 @@ async def run_task(task: Task) -> None:
             if not _scope_exit(task):
                 raise
         else:
-            task._scope.__exit__(None, None, None)
+            exit_scope(task._scope, None)
         if task._scope.cancelled_caught and not task._node.cancel_called and task._run is not None:
             # Not cancelled: the scope caught its deadline, one of the run's limits.
             status = _timed_out(task, task._run)
@@ -337,7 +339,7 @@ async def _commit_start(
 def _scope_exit(task: Task) -> bool:
     # The task's scope's __exit__ for the exception being handled, as a with-block
     # calls it: True when the scope caught it (it may raise what is left of it).
-    return task._scope.__exit__(*sys.exc_info())
+    return exit_scope(task._scope, sys.exception())
 
 
 def _ran(task: Task, result: agentcore.RunResult) -> TaskStatus:

@@ -56,7 +56,7 @@ _make_reason = _reason_factory()
 
 # The private fields the inline steps read and write (trio 0.30 to 0.35 at least).
 _SCOPE_FIELDS = ("_cancel_called", "_cancel_reason", "_registered_deadline", "_cancel_status")
-_STATUS_FIELDS = ("effectively_cancelled", "_children", "_tasks")
+_STATUS_FIELDS = ("effectively_cancelled", "_children", "_tasks", "_parent")
 
 
 def _knows_fields() -> bool:
@@ -68,10 +68,19 @@ def _knows_fields() -> bool:
         return False
     status = {field.name for field in getattr(CancelStatus, "__attrs_attrs__", ())}
     scope = {field.name for field in getattr(trio.CancelScope, "__attrs_attrs__", ())}
+    task = {field.name for field in getattr(trio.lowlevel.Task, "__attrs_attrs__", ())}
     return (
         all(name in scope for name in _SCOPE_FIELDS)
         and all(name in status for name in _STATUS_FIELDS)
-        and callable(getattr(trio.lowlevel.Task, "_attempt_delivery_of_any_pending_cancel", None))
+        and "_cancel_status" in task
+        and all(
+            callable(getattr(trio.lowlevel.Task, name, None))
+            for name in ("_attempt_delivery_of_any_pending_cancel", "_activate_cancel_status")
+        )
+        and callable(getattr(CancelStatus, "close", None))
+        and isinstance(
+            getattr(CancelStatus, "parent_cancellation_is_visible_to_us", None), property
+        )
     )
 
 
@@ -148,3 +157,45 @@ class Canceller:
             status.effectively_cancelled = True
             for task in status._tasks:
                 task._attempt_delivery_of_any_pending_cancel()
+
+
+@trio.lowlevel.enable_ki_protection  # as CancelScope.__exit__ is
+def exit_scope(scope: trio.CancelScope, exc: BaseException | None) -> bool:
+    """Exit ``scope``, entered by the calling task, with ``exc`` (the exception being
+    handled, or None) as its ``__exit__`` does; True when nothing goes on (it caught
+    ``exc``, or there was none). Raises what ``__exit__`` raises.
+
+    Inline for a scope exited in order, with no deadline in trio's heap and an
+    exception that is not a group (a cancelled run's way out): the steps of
+    ``CancelScope._close`` without its context manager (its deadline stays out of
+    trio's heap). Otherwise ``__exit__`` itself. Not a checkpoint.
+    """
+    status = scope._cancel_status
+    if (
+        not _inline
+        or status is None
+        or scope._registered_deadline != math.inf
+        or isinstance(exc, BaseExceptionGroup)
+    ):
+        return _exit(scope, exc)
+    task = trio.lowlevel.current_task()
+    if task._cancel_status is not status:
+        return _exit(scope, exc)  # misnested: __exit__ says so
+    task._activate_cancel_status(status._parent)
+    if (
+        exc is not None
+        and status.effectively_cancelled
+        and not status.parent_cancellation_is_visible_to_us
+        and isinstance(exc, trio.Cancelled)
+    ):
+        scope.cancelled_caught = True
+        exc = None
+    status.close()
+    scope._cancel_status = None
+    return exc is None
+
+
+def _exit(scope: trio.CancelScope, exc: BaseException | None) -> bool:
+    if exc is None:
+        return bool(scope.__exit__(None, None, None))
+    return bool(scope.__exit__(type(exc), exc, exc.__traceback__))

@@ -1,9 +1,12 @@
-"""A batch of cancels (``subagent._scopes.Canceller.add`` then ``flush``, as the pool
-cancels its runs) does what one ``CancelScope.cancel()`` per scope does: each scope
-is cancelled, in order, once; a parked task sees the Cancelled ``cancel()`` would give
-it; a deadline in trio's heap leaves it; a nested scope and an enclosing cancel are
-recalculated as trio does. The same with the inline steps, with trio's ``_cancel``
-alone, and with the public ``cancel()`` (issue 17 item 4)."""
+"""The pool's fast paths through trio's cancel scopes (``subagent._scopes``, issue 17
+item 4) do what trio's own calls do.
+
+A batch of cancels (``Canceller.add`` then ``flush``, as the pool cancels its runs)
+does what one ``CancelScope.cancel()`` per scope does: each scope is cancelled, in
+order, once; a parked task sees the Cancelled ``cancel()`` would give it; a deadline
+in trio's heap leaves it; a nested scope and an enclosing cancel are recalculated as
+trio does. The same with the inline steps, with trio's ``_cancel`` alone, and with the
+public ``cancel()``. ``exit_scope`` is the scope's ``__exit__``, inline or not."""
 
 from __future__ import annotations
 
@@ -146,3 +149,101 @@ async def test_a_delivered_cancel_keeps_no_frame_per_scope() -> None:
             frame = frame.f_back
         assert frame is not None, names
         assert "recalculate" not in names and "_cancel" not in names, names
+
+
+# -- exit_scope: a scope's __exit__, inline for a cancelled run's way out ---------------
+
+
+def _inline_mode(monkeypatch: pytest.MonkeyPatch, inline: bool) -> None:
+    if not inline:
+        monkeypatch.setattr(_scopes, "_inline", False)
+
+
+async def _raised(scope: trio.CancelScope, what: str) -> BaseException | None:
+    # Enter ``scope`` by hand and return what its body raised: ``what`` says how.
+    scope.__enter__()
+    try:
+        if what == "own-cancel":
+            scope.cancel()
+            await trio.lowlevel.checkpoint()
+        elif what == "error":
+            scope.cancel()
+            raise ValueError("boom")
+        elif what == "group":
+            scope.cancel()
+            try:
+                await trio.lowlevel.checkpoint()
+            except trio.Cancelled as exc:
+                raise BaseExceptionGroup("both", [exc, ValueError("boom")]) from None
+    except BaseException as exc:
+        return exc
+    return None
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "exit"])
+async def test_exit_scope_is_the_scopes_exit(
+    inline: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _inline_mode(monkeypatch, inline)
+    # No exception: nothing goes on, and the task is back in the outer scope.
+    with trio.CancelScope() as outer:
+        scope = trio.CancelScope()
+        assert await _raised(scope, "none") is None
+        assert _scopes.exit_scope(scope, None) is True
+        assert not scope.cancelled_caught
+        outer.cancel()
+        with pytest.raises(trio.Cancelled):
+            await trio.lowlevel.checkpoint()
+    # Its own cancel: caught.
+    scope = trio.CancelScope()
+    exc = await _raised(scope, "own-cancel")
+    assert isinstance(exc, trio.Cancelled)
+    assert _scopes.exit_scope(scope, exc) is True
+    assert scope.cancelled_caught
+    await trio.lowlevel.checkpoint()  # the task is not cancelled any more
+    # Another exception: it goes on (False), not caught.
+    scope = trio.CancelScope()
+    exc = await _raised(scope, "error")
+    assert isinstance(exc, ValueError)
+    assert _scopes.exit_scope(scope, exc) is False
+    assert not scope.cancelled_caught
+    # A group: the Cancelled is caught, the rest raised.
+    scope = trio.CancelScope()
+    exc = await _raised(scope, "group")
+    with pytest.raises(BaseExceptionGroup) as rest:
+        _scopes.exit_scope(scope, exc)
+    assert [repr(e) for e in rest.value.exceptions] == ["ValueError('boom')"]
+    assert scope.cancelled_caught
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "exit"])
+async def test_exit_scope_leaves_an_enclosing_cancel_to_its_scope(
+    inline: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _inline_mode(monkeypatch, inline)
+    with trio.CancelScope() as outer:
+        inner = trio.CancelScope()
+        inner.__enter__()
+        try:
+            outer.cancel()
+            inner.cancel()
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled as exc:
+            assert _scopes.exit_scope(inner, exc) is False
+            assert not inner.cancelled_caught
+            raise
+    assert outer.cancelled_caught
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "exit"])
+async def test_exit_scope_takes_a_deadline_out_of_trios_heap(
+    inline: bool, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    _inline_mode(monkeypatch, inline)
+    scope = trio.CancelScope(deadline=trio.current_time() + 5)
+    exc = await _raised(scope, "none")
+    assert trio.lowlevel.current_statistics().seconds_to_next_deadline == 5
+    assert _scopes.exit_scope(scope, exc) is True
+    assert trio.lowlevel.current_statistics().seconds_to_next_deadline == math.inf
+    await trio.sleep(10)
+    assert not scope.cancelled_caught
