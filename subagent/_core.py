@@ -359,12 +359,13 @@ class PoolCore(FamilyRules[H]):
 
     def resolve(self, node: Node[H]) -> list[Effect[H]]:
         """``node``'s runner is done: the core keeps nothing of it but, while its
-        handle is referenced, the mark of a cancel."""
+        handle is referenced, the mark of a cancel (none once the pool is aborted:
+        nothing is admitted after that, so nothing would read it)."""
         if node.resolved or node.status in TRANSITIONS or node.holds_slot:
             raise IllegalTransition(f"{node!r} cannot resolve")
         del self.live[node.path]
         node.resolved = True
-        if node.cancel_called:
+        if node.cancel_called and not self.aborted:
             self.ended_cancels[node.path] = node
         return [Resolve(node)]
 

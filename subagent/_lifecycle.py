@@ -305,7 +305,7 @@ async def run_task(task: Task) -> None:
             else:
                 status = _failed(task, failure)
         except BaseException:
-            if not _scope_exit(task):
+            if not exit_scope(task._scope, sys.exception()):
                 raise
         else:
             exit_scope(task._scope, None)
@@ -320,7 +320,8 @@ async def run_task(task: Task) -> None:
             current_task.set(outer)
         if started is not None and task._run is None:
             await end_unstarted(task, started, END_TIMEOUT)
-        await _resolve(task, status)
+        if not _resolve_at_once(task, status):
+            await _resolve(task, status)
 
 
 # The steps of run_task apart from it: its frame is part of every parked run, so
@@ -336,12 +337,6 @@ async def _commit_start(
         return None, exc
 
 
-def _scope_exit(task: Task) -> bool:
-    # The task's scope's __exit__ for the exception being handled, as a with-block
-    # calls it: True when the scope caught it (it may raise what is left of it).
-    return exit_scope(task._scope, sys.exception())
-
-
 def _ran(task: Task, result: agentcore.RunResult) -> TaskStatus:
     task._conclude_run(result)
     return settle_budget(task, end_status(result.summary.end_reason))
@@ -354,17 +349,24 @@ def _failed(task: Task, failure: AuditError | CheckpointError) -> TaskStatus:
     return TaskStatus.failed
 
 
-async def _resolve(task: Task, status: TaskStatus) -> None:
-    # Tell the core how the run ended, end the task, resolve it: through the pool's
-    # _apply, like Task.cancel.
-    core = task._core
-    node = task._node
-    effects = core.run_ended(node, status)
+def _resolve_at_once(task: Task, status: TaskStatus) -> bool:
+    # Tell the core how the run ended and, when its end has nothing to wait for
+    # (_end_at_once), end the task and resolve it: through the pool's _apply, like
+    # Task.cancel. False when the end is left to _resolve. Not a checkpoint: no
+    # coroutine for a run's common end.
+    effects = task._core.run_ended(task._node, status)
     if effects:
         task._apply(effects)
     if not _end_at_once(task, status):
-        await end_task(task, status)
-    task._apply(core.resolve(node))
+        return False
+    task._apply(task._core.resolve(task._node))
+    return True
+
+
+async def _resolve(task: Task, status: TaskStatus) -> None:
+    # The rest of _resolve_at_once: end the task (end_task), then resolve it.
+    await end_task(task, status)
+    task._apply(task._core.resolve(task._node))
 
 
 def _end_at_once(task: Task, status: TaskStatus) -> bool:

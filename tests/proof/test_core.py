@@ -454,8 +454,13 @@ class CoreMachine(RuleBasedStateMachine):
         core = self.core
         assert set(core.live) == {n.path for n in self.nodes if not n.resolved}
         for node in self.nodes:
-            if node.resolved and node.cancel_called:
+            if node.resolved and node.cancel_called and not core.aborted:
                 assert core.ended_cancels.get(node.path) is node
+        if core.aborted:
+            # Nothing is admitted after an abort (so resolve() records no mark then:
+            # nothing would read it).
+            with pytest.raises(PoolClosedError):
+                core.admit("late", (), None)
 
 
 TestCore = CoreMachine.TestCase
