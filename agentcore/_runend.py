@@ -20,7 +20,7 @@ import trio
 from ._audit import overrun
 from ._errors import AuditError, describe
 from ._events import EventKind
-from ._summary import EndReason, RunSummary
+from ._summary import EndReason, RunSummary, ended
 
 if TYPE_CHECKING:
     from ._port import RunPort
@@ -189,9 +189,9 @@ def summarise(
     summary. Not a checkpoint: a run with a sink or a delivered ``agent_start`` then
     awaits :func:`conclude` (else there is nothing to record or announce)."""
     state.close()
-    # Positional, in RunSummary's field order (keywords cost every run's end more):
+    # Positional, in RunSummary's field order (see ended: every run's end makes one):
     # turns, tool_calls, tool_errors, denied, usage, end_reason, error, duration.
-    summary = RunSummary(
+    summary = ended(
         state.turn, state.tool_calls, state.tool_errors, state.denied, state.usage, reason,
         describe(error) if reason in _FAILED else None,
         state.elapsed + (trio.current_time() - started),
@@ -199,8 +199,7 @@ def summarise(
     state.summary = summary
     state.elapsed = summary.duration
     if reason is not _PAUSED:
-        state.pending = []
-        state.children = []
+        state.drop_calls()
     return summary
 
 

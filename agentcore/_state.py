@@ -142,6 +142,12 @@ class RunState:
     def pending(self, value: list[PendingCall]) -> None:
         self._pending = value
 
+    def drop_calls(self) -> None:
+        """Forget the paused turn's calls and the children's states (a run that ended
+        without pausing): ``pending`` and ``children`` read empty. Not a checkpoint."""
+        self._pending = None
+        self._children = None
+
     @property
     def children(self) -> list[RunState]:
         """The states of the runs this run's delegated calls left paused: one per

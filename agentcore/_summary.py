@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import attrs
 
@@ -54,3 +55,38 @@ class RunSummary:
     end_reason: EndReason = EndReason.stop
     error: str | None = None
     duration: float = 0.0
+
+
+def _slot_setters() -> tuple[Any, ...]:
+    # The slots' own setters, in field order: RunSummary has no validator, converter
+    # or post-init step that its __init__ would run besides setting them.
+    fields = attrs.fields(RunSummary)
+    assert not any(f.validator or f.converter for f in fields)
+    assert not hasattr(RunSummary, "__attrs_post_init__")
+    return tuple(RunSummary.__dict__[f.name].__set__ for f in fields)
+
+
+(_TURNS, _TOOL_CALLS, _TOOL_ERRORS, _DENIED, _USAGE, _END_REASON, _ERROR, _DURATION) = (
+    _slot_setters()
+)
+_new = object.__new__
+
+
+def ended(
+    turns: int, tool_calls: int, tool_errors: int, denied: int, usage: Usage,
+    end_reason: EndReason, error: str | None, duration: float,
+) -> RunSummary:
+    """The :class:`RunSummary` of these fields, equal to and indistinguishable from
+    ``RunSummary(...)`` of them: every run's end makes one, and this sets its slots
+    directly (the frozen class's ``__init__`` goes through ``object.__setattr__``
+    for each field, about twice the cost). Not a checkpoint."""
+    summary = _new(RunSummary)
+    _TURNS(summary, turns)
+    _TOOL_CALLS(summary, tool_calls)
+    _TOOL_ERRORS(summary, tool_errors)
+    _DENIED(summary, denied)
+    _USAGE(summary, usage)
+    _END_REASON(summary, end_reason)
+    _ERROR(summary, error)
+    _DURATION(summary, duration)
+    return summary

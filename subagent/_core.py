@@ -372,10 +372,10 @@ class PoolCore(FamilyRules[H]):
     def _cancel_one(self, node: Node[H], effects: list[Effect[H]]) -> None:
         node.cancel_called = True
         effects.append(CancelRun(node))
-        if node.status is TaskStatus.queued:
+        if node.status is _QUEUED:
             self.queue.remove(node)
             self._wake_one(effects)
-            node.status = TaskStatus.cancelled
+            node.status = _CANCELLED
             self.cancelled += 1
 
     def _cancel_tree(self, node: Node[H], effects: list[Effect[H]]) -> None:
