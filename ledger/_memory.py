@@ -233,8 +233,20 @@ class MemorySink:
             or type(agent_id) is not str
             or (verdict is not None and type(verdict) is not str)
             or (duration is not None and (type(duration) is not float or not isfinite(duration)))
-            or (path is not self._path and not self._plain_path(path))
         )
+        # The path: a tuple of str, remembered (as the last path checked) when it is.
+        # Inline, not a method: entries of concurrent runs interleave, so about
+        # every third entry of a W1 run checks its path.
+        if path is not self._path:
+            if type(path) is tuple:
+                for seg in path:
+                    if type(seg) is not str:
+                        plain = False
+                        break
+                else:
+                    self._path = path
+            else:
+                plain = False
         # Each optional text: None, or a str counted.
         size = 0
         if tool is not None:
@@ -337,16 +349,6 @@ class MemorySink:
         when = time.time_ns() if clock is utc_now else read_clock(clock)
         self._pending.append(_Held(when, record, False))
         self._waiting += 1
-
-    def _plain_path(self, path: object) -> bool:
-        # Whether path is a tuple of str; remembered (as the last path) when it is.
-        if type(path) is not tuple:
-            return False
-        for seg in path:
-            if type(seg) is not str:
-                return False
-        self._path = path
-        return True
 
     async def record(self, record: Record) -> None:
         """Check ``record`` and append it to the pending records.

@@ -180,3 +180,38 @@ def test_plain_fields_are_kept_flat(**fields: Any) -> None:
     assert sink._pending == [*_fields(**fields)[:12], TIME, len(data), *data, *data.values()]
     [entry] = sink.entries
     assert entry == Chain().link(redact_record(Record(**fields)), TIME)[0]
+
+
+class _Seg(str):
+    pass
+
+
+# A few path objects, given again and again (the sink remembers the last path it
+# checked, by identity): tuples of str, a list, and tuples with a str subclass, an
+# int or bytes in them.
+_PATHS: tuple[Any, ...] = (
+    ("a",), ("a", "b"), (), ["a"], ("a", _Seg("s")), ("a", 1), (b"a",), ("a",) * 3,
+)
+
+
+@given(st.lists(st.integers(0, len(_PATHS) - 1), min_size=1, max_size=12))
+def test_paths_in_a_row_each_give_what_their_record_gives(picks: list[int]) -> None:
+    # Entries of concurrent runs interleave: each one's path gives the entry (or the
+    # refusal) its record gives, whichever paths came before it, the same objects
+    # included.
+    sink = MemorySink(clock=fixed_clock)
+    expected: list[Record] = []
+    for pick in picks:
+        path = _PATHS[pick]
+        try:
+            record = Record("x", "r", path)
+        except (TypeError, ValueError) as exc:
+            want: tuple[str, Any] = ("refused", (type(exc), str(exc)))
+        else:
+            refused = _refusal(record)
+            want = ("refused", (type(refused), str(refused))) if refused else ("recorded", None)
+        got = _outcome(lambda: sink.record_fields_nowait(*_fields(kind="x", run_id="r", path=path)))
+        assert got == want
+        if got[0] == "recorded":
+            expected.append(record)
+    assert sink.entries == chain_of(expected)
