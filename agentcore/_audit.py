@@ -22,9 +22,10 @@ cancelled" is read the way :func:`trio.lowlevel.checkpoint_if_cancelled` reads i
 (the task's cancel status, ``effectively_cancelled``), synchronously: trio has no
 public synchronous form of that check (``trio.current_effective_deadline()``
 answers it too, but walks every enclosing scope: about ten times the cost of the
-check here, measured at a run's depth of seven scopes), so it reads that one
-private attribute, and falls back to the awaited path if a trio without it ever
-runs this. Unlike ``checkpoint_if_cancelled`` it does not deliver a pending
+check here, measured at a run's depth of seven scopes), so it reads trio's private
+run context (the current task, as ``trio.lowlevel.current_task()`` reads it) and
+that task's private cancel status, and falls back to the awaited path if a trio
+without them ever runs this. Unlike ``checkpoint_if_cancelled`` it does not deliver a pending
 KeyboardInterrupt to the main task: that waits for the next checkpoint.
 """
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -45,9 +46,15 @@ if TYPE_CHECKING:
     from ledger._entry import Scalar
 
 
-# Read once: trio.lowlevel.current_task through two module attribute reads was a
-# measurable part of record_sync's cost per entry.
-_current_task = trio.lowlevel.current_task
+# The current task, as trio.lowlevel.current_task() reads it (trio's per-thread run
+# context), without that function's frame: a measurable part of an entry's cost
+# (~300 instructions of ~9,000). Private to trio; a trio without it (or outside a
+# run) raises AttributeError, and the recorder then takes the awaited path.
+_RUN_CONTEXT: Any
+try:
+    from trio._core._run import GLOBAL_RUN_CONTEXT as _RUN_CONTEXT
+except ImportError:  # pragma: no cover - only on a future trio
+    _RUN_CONTEXT = None
 
 
 def _failed(sink: Sink, kind: str, exc: Exception) -> AuditError:
@@ -104,7 +111,7 @@ def record_sync(sink: Sink, entry: Record) -> bool:
     if nowait is None:
         return False
     try:
-        if _current_task()._cancel_status.effectively_cancelled:
+        if _RUN_CONTEXT.task._cancel_status.effectively_cancelled:
             return False
     except AttributeError:  # pragma: no cover - only on a future trio
         return False
@@ -159,7 +166,10 @@ def record_fields_sync(
     if nowait is not None:
         try:
             # The check of record_sync (see there), inline.
-            cancelled = cancellable and _current_task()._cancel_status.effectively_cancelled
+            cancelled = (
+                cancellable
+                and _RUN_CONTEXT.task._cancel_status.effectively_cancelled
+            )
         except AttributeError:  # pragma: no cover - only on a future trio
             cancelled = True
         if not cancelled:
