@@ -134,15 +134,17 @@ def _offer(
     # The task's lifecycle entry, recorded now if the sink can take it without
     # waiting (record_fields_sync: cancellable, or not for the entries of an end);
     # else returned, unrecorded, for the caller to await. Raises AuditError.
+    # (An enum's _value_ is the str it was defined with: str() of a StrEnum member
+    # would copy it into a new str per entry, kept by the sink.)
     data: dict[str, str | int | float | bool | None] = {"agent": task._name}
     if summary is not None:
-        data["end_reason"] = str(summary.end_reason)
+        data["end_reason"] = summary.end_reason._value_
     if task._history:
         # The run starts from earlier messages (submit's history), not in its own entries.
         data["history_messages"] = len(task._history)
     path = task._path
     return record_fields_sync(
-        sink, cancellable, str(kind), "/".join(path), path, task._spec.agent_id,
+        sink, cancellable, kind._value_, "/".join(path), path, task._spec.agent_id,
         None, task._call_id, None, None, None, None, error, None, data,
     )
 
