@@ -1,4 +1,5 @@
-"""One W1 run of N tasks for callgrind: ``python -m bench.cg_w1 N on|off``.
+"""W1 of N runs, run the same way every time, for callgrind:
+``python -m bench.cg_w1 N on|off|nothing``.
 
 Instructions per W1 run = (I(600) - I(200)) / 400, each total from the ``summary:``
 line of callgrind's output file::
@@ -6,28 +7,57 @@ line of callgrind's output file::
     PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=cg.600.on \\
         python -m bench.cg_w1 600 on
 
-and the same with 200 and ``off``. Repeat it: trio shuffles its run queue, so two
-runs of the same code differ by up to ~25,000 instructions per run.
+and the same with 200, and with ``off`` (no sink) or ``nothing`` (a sink that takes
+each entry's fields and keeps nothing: what the recorders cost, without the sink).
+
+The run is the same every time (:func:`run_fixed`): trio's scheduler shuffles its
+run queue with its own random generator, which is seeded here, and the run's clock
+is a :class:`trio.testing.MockClock` that never moves, so that no path depends on
+time (under valgrind, a 10 ms wait passes every few hundred tasks' steps). Two runs
+of the same code then count the same instructions, to the instruction; without
+this they differed by up to ~25,000 per W1 run, more on a loaded machine.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+import trio.testing
 
 from ledger import MemorySink
 
-from .audit_cost import _w1
+from .audit_cost import w1_body
+from .audit_parts import _Nothing
 
 
 def _none() -> None:
     return None
 
 
+#: The sinks of the modes, by name.
+SINKS: dict[str, Callable[[], Any]] = {"on": MemorySink, "off": _none, "nothing": _Nothing}
+
+
+def run_fixed(body: Callable[[], Awaitable[int]]) -> int:
+    """``trio.run(body)`` with trio's scheduler seeded and a clock that never moves.
+
+    The seed is set on trio's private random generator (``trio._core._run._r``);
+    on a trio without it the run is only as repeatable as trio makes it.
+    """
+    shuffler = getattr(getattr(trio, "_core", None), "_run", None)
+    generator = getattr(shuffler, "_r", None)
+    if generator is not None:
+        generator.seed(0)
+    return trio.run(body, clock=trio.testing.MockClock())
+
+
 def main(argv: list[str]) -> None:
-    runs, mode = int(argv[0]), argv[1]
-    if mode not in ("on", "off"):
-        raise SystemExit("usage: python -m bench.cg_w1 N on|off")
-    _w1(runs, MemorySink if mode == "on" else _none)
+    if len(argv) != 2 or argv[1] not in SINKS:
+        raise SystemExit("usage: python -m bench.cg_w1 N on|off|nothing")
+    run_fixed(w1_body(int(argv[0]), SINKS[argv[1]]))
 
 
 if __name__ == "__main__":

@@ -155,3 +155,21 @@ def test_audit_parts_runs_and_its_store_is_memory_sinks() -> None:
     _store(stored, *fields)
     assert real._pending[:12] + real._pending[13:] == stored._pending[:12] + stored._pending[13:]
     assert [e.data for e in real.entries] == [e.data for e in stored.entries]
+
+
+def test_fixed_w1_counts_the_same_bytecodes_every_time() -> None:
+    # bench.cg_w1.run_fixed runs W1 the same way each time (seeded scheduler, a clock
+    # that never moves): two processes count the same bytecodes, case by case.
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-m", "bench.opcodes", "--runs", "3", "--top", "3"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )
+        for _ in range(2)
+    ]
+    for out in outputs:
+        assert out.returncode == 0, out.stderr
+    first, second = (out.stdout.splitlines() for out in outputs)
+    assert first == second
+    assert [line.split()[0] for line in first[1:4]] == ["off", "nothing", "on"]
+    assert len(first) == 8
