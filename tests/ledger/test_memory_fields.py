@@ -210,7 +210,8 @@ def test_paths_in_a_row_each_give_what_their_record_gives(picks: list[int]) -> N
         else:
             refused = _refusal(record)
             want = ("refused", (type(refused), str(refused))) if refused else ("recorded", None)
-        got = _outcome(lambda: sink.record_fields_nowait(*_fields(kind="x", run_id="r", path=path)))
+        fields = _fields(kind="x", run_id="r", path=path)
+        got = _outcome(lambda: sink.record_fields_nowait(*fields))  # noqa: B023 (called here)
         assert got == want
         if got[0] == "recorded":
             expected.append(record)
