@@ -55,7 +55,9 @@ def _reason_factory() -> Callable[[str | None], Any] | None:
 _make_reason = _reason_factory()
 
 # The private fields the inline steps read and write (trio 0.30 to 0.35 at least).
-_SCOPE_FIELDS = ("_cancel_called", "_cancel_reason", "_registered_deadline", "_cancel_status")
+_SCOPE_FIELDS = (
+    "_cancel_called", "_cancel_reason", "_registered_deadline", "_cancel_status", "_shield",
+)
 _STATUS_FIELDS = ("effectively_cancelled", "_children", "_tasks", "_parent")
 
 
@@ -73,14 +75,8 @@ def _knows_fields() -> bool:
         all(name in scope for name in _SCOPE_FIELDS)
         and all(name in status for name in _STATUS_FIELDS)
         and "_cancel_status" in task
-        and all(
-            callable(getattr(trio.lowlevel.Task, name, None))
-            for name in ("_attempt_delivery_of_any_pending_cancel", "_activate_cancel_status")
-        )
+        and callable(getattr(trio.lowlevel.Task, "_attempt_delivery_of_any_pending_cancel", None))
         and callable(getattr(CancelStatus, "close", None))
-        and isinstance(
-            getattr(CancelStatus, "parent_cancellation_is_visible_to_us", None), property
-        )
     )
 
 
@@ -166,9 +162,10 @@ def exit_scope(scope: trio.CancelScope, exc: BaseException | None) -> bool:
     ``exc``, or there was none). Raises what ``__exit__`` raises.
 
     Inline for a scope exited in order, with no deadline in trio's heap and an
-    exception that is not a group (a cancelled run's way out): the steps of
-    ``CancelScope._close`` without its context manager (its deadline stays out of
-    trio's heap). Otherwise ``__exit__`` itself. Not a checkpoint.
+    exception that is not a group (a cancelled run's way out, and a run's): the steps
+    of ``CancelScope._close`` (and of the ``Task`` and ``CancelStatus`` methods it
+    calls) without its context manager (its deadline stays out of trio's heap).
+    Otherwise ``__exit__`` itself. Not a checkpoint.
     """
     status = scope._cancel_status
     if (
@@ -179,18 +176,31 @@ def exit_scope(scope: trio.CancelScope, exc: BaseException | None) -> bool:
     ):
         return _exit(scope, exc)
     task = trio.lowlevel.current_task()
-    if task._cancel_status is not status:
-        return _exit(scope, exc)  # misnested: __exit__ says so
-    task._activate_cancel_status(status._parent)
+    parent = status._parent
+    if task._cancel_status is not status or parent is None:
+        return _exit(scope, exc)  # misnested (__exit__ says so), or trio's own root
+    # Task._activate_cancel_status(parent) ...
+    status._tasks.remove(task)
+    task._cancel_status = parent
+    parent._tasks.add(task)
+    if parent.effectively_cancelled:
+        task._attempt_delivery_of_any_pending_cancel()
+    # ... the Cancelled is the scope's unless its parent's cancel reaches it
+    # (CancelStatus.parent_cancellation_is_visible_to_us) ...
     if (
         exc is not None
         and status.effectively_cancelled
-        and not status.parent_cancellation_is_visible_to_us
+        and (scope._shield or not parent.effectively_cancelled)
         and isinstance(exc, trio.Cancelled)
     ):
         scope.cancelled_caught = True
         exc = None
-    status.close()
+    # ... and CancelStatus.close(): unlinked from its parent (its recovery from a
+    # misnesting when tasks or children are left in it).
+    parent._children.remove(status)
+    status._parent = None
+    if status._tasks or status._children:
+        status.close()
     scope._cancel_status = None
     return exc is None
 

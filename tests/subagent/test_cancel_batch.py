@@ -247,3 +247,31 @@ async def test_exit_scope_takes_a_deadline_out_of_trios_heap(
     assert trio.lowlevel.current_statistics().seconds_to_next_deadline == math.inf
     await trio.sleep(10)
     assert not scope.cancelled_caught
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "exit"])
+async def test_exit_scope_of_a_shielded_scope_under_a_cancel(
+    inline: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _inline_mode(monkeypatch, inline)
+    with trio.CancelScope() as outer:
+        outer.cancel()
+        # A shielded scope cancelled itself catches its own Cancelled, its parent's
+        # cancel notwithstanding.
+        inner = trio.CancelScope(shield=True)
+        inner.__enter__()
+        try:
+            inner.cancel()
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled as exc:
+            assert _scopes.exit_scope(inner, exc) is True
+        assert inner.cancelled_caught
+        # Leaving a shielded scope without an exception back into a cancelled one:
+        # the next checkpoint is cancelled by the outer scope.
+        quiet = trio.CancelScope(shield=True)
+        quiet.__enter__()
+        await trio.lowlevel.checkpoint()
+        assert _scopes.exit_scope(quiet, None) is True
+        with pytest.raises(trio.Cancelled):
+            await trio.lowlevel.checkpoint()
+    assert not outer.cancelled_caught
