@@ -311,8 +311,14 @@ async def run_task(task: Task) -> None:
                 raise
         else:
             exit_scope(task._scope, None)
-        if task._scope.cancelled_caught and not task._node.cancel_called and task._run is not None:
-            # Not cancelled: the scope caught its deadline, one of the run's limits.
+        if (
+            task._scope.cancelled_caught
+            and not task._node.cancel_called
+            and task._scope.cancel_called
+            and task._run is not None
+        ):
+            # Not cancelled: the scope caught its deadline, one of the run's limits (a
+            # scope that caught a cancel from outside it, left by a misnesting, did not).
             status = _timed_out(task, task._run)
     finally:
         # (The run's limits and current_task are undone here, not in a try of their

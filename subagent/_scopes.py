@@ -58,7 +58,9 @@ _make_reason = _reason_factory()
 _SCOPE_FIELDS = (
     "_cancel_called", "_cancel_reason", "_registered_deadline", "_cancel_status", "_shield",
 )
-_STATUS_FIELDS = ("effectively_cancelled", "_children", "_tasks", "_parent")
+_STATUS_FIELDS = (
+    "effectively_cancelled", "_children", "_tasks", "_parent", "abandoned_by_misnesting",
+)
 
 
 def _knows_fields() -> bool:
@@ -177,8 +179,10 @@ def exit_scope(scope: trio.CancelScope, exc: BaseException | None) -> bool:
         return _exit(scope, exc)
     task = trio.lowlevel.current_task()
     parent = status._parent
-    if task._cancel_status is not status or parent is None:
-        return _exit(scope, exc)  # misnested (__exit__ says so), or trio's own root
+    if task._cancel_status is not status or parent is None or status.abandoned_by_misnesting:
+        # Misnested (__exit__ says so), trio's own root, or left by an enclosing scope
+        # exited out of order (__exit__ catches any Cancelled then).
+        return _exit(scope, exc)
     # Task._activate_cancel_status(parent) ...
     status._tasks.remove(task)
     task._cancel_status = parent
