@@ -9,17 +9,23 @@ would have made it say.
 
 A Canceller also cancels a batch of scopes from one frame (:meth:`Canceller.add`, then
 :meth:`Canceller.flush`). Each ``trio.Cancelled`` holds, through its traceback's
-first frame and that frame's ``f_back`` chain, every frame of the call that delivered
-it, kept alive (locals included) until the run has unwound: one ``cancel()`` per
-scope kept five frames of that call per run (``Canceller.cancel``, ``_cancel``,
-``recalculate``...); a batch keeps the frames below this loop only, as a nursery's
-cancel does (its ``recalculate`` loop is shared by all its tasks).
+first frame and that frame's ``f_back`` chain (CPython links a returning frame object
+to its caller's), every frame of the call that delivered it, kept alive (locals
+included) until the run has unwound: one call per scope kept four frames per run more
+than a nursery's cancel does (``Task._cancel_scopes``, ``Canceller.cancel``,
+``CancelScope._cancel``, ``CancelStatus.recalculate``); a batch keeps trio's delivery
+frames and this loop, shared by the batch, as a nursery's ``recalculate`` loop is.
+
+:func:`exit_scope` exits a scope as its ``__exit__`` does, without the context manager
+``CancelScope._close`` enters on every exit.
 
 The shared reason is trio's private ``CancelReason``, set through the private
 ``CancelScope._cancel``; when this trio has neither (or they changed shape), every
 cancel is the public ``cancel()``. A batch takes the steps of ``_cancel`` and of
 ``CancelStatus.recalculate`` inline for a scope in the common case (no deadline in
-trio's heap, no nested scope), and calls them otherwise. Nothing here is a checkpoint.
+trio's heap, no nested scope), and calls them otherwise; ``exit_scope`` likewise
+(checked against this trio's fields at import: else trio's own methods). Nothing here
+is a checkpoint.
 """
 
 from __future__ import annotations
