@@ -22,10 +22,10 @@ frames and this loop, shared by the batch, as a nursery's ``recalculate`` loop i
 The shared reason is trio's private ``CancelReason``, set through the private
 ``CancelScope._cancel``; when this trio has neither (or they changed shape), every
 cancel is the public ``cancel()``. A batch takes the steps of ``_cancel`` and of
-``CancelStatus.recalculate`` inline for a scope in the common case (no deadline in
-trio's heap, no nested scope), and calls them otherwise; ``exit_scope`` likewise
-(checked against this trio's fields at import: else trio's own methods). Nothing here
-is a checkpoint.
+``CancelStatus.recalculate`` inline for a scope in the common case (no nested scope),
+and calls them otherwise; ``exit_scope`` likewise; a deadline leaves trio's heap by
+trio's own context manager (checked against this trio's fields at import: else trio's
+own methods). Nothing here is a checkpoint.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ def _knows_fields() -> bool:
         and "_cancel_status" in task
         and callable(getattr(trio.lowlevel.Task, "_attempt_delivery_of_any_pending_cancel", None))
         and callable(getattr(CancelStatus, "close", None))
+        and callable(getattr(trio.CancelScope, "_might_change_registered_deadline", None))
     )
 
 
@@ -143,14 +144,15 @@ class Canceller:
         for scope in batch:
             if scope._cancel_called:
                 continue
-            if scope._registered_deadline != inf:
-                # In trio's deadline heap: _cancel takes it out.
-                scope._cancel(reason)
-                continue
-            # CancelScope._cancel (its registered deadline stays inf) ...
+            # CancelScope._cancel ...
             if scope._cancel_reason is None:
                 scope._cancel_reason = reason
-            scope._cancel_called = True
+            if scope._registered_deadline != inf:
+                # (its deadline leaves trio's heap by trio's own step)
+                with scope._might_change_registered_deadline():
+                    scope._cancel_called = True
+            else:
+                scope._cancel_called = True
             status = scope._cancel_status
             if status is None or status.effectively_cancelled:
                 continue
@@ -169,19 +171,13 @@ def exit_scope(scope: trio.CancelScope, exc: BaseException | None) -> bool:
     handled, or None) as its ``__exit__`` does; True when nothing goes on (it caught
     ``exc``, or there was none). Raises what ``__exit__`` raises.
 
-    Inline for a scope exited in order, with no deadline in trio's heap and an
-    exception that is not a group (a cancelled run's way out, and a run's): the steps
-    of ``CancelScope._close`` (and of the ``Task`` and ``CancelStatus`` methods it
-    calls) without its context manager (its deadline stays out of trio's heap).
-    Otherwise ``__exit__`` itself. Not a checkpoint.
+    Inline for a scope exited in order with an exception that is not a group (a
+    cancelled run's way out, and a run's): the steps of ``CancelScope._close`` (and of
+    the ``Task`` and ``CancelStatus`` methods it calls), and its context manager only
+    for a deadline in trio's heap. Otherwise ``__exit__`` itself. Not a checkpoint.
     """
     status = scope._cancel_status
-    if (
-        not _inline
-        or status is None
-        or scope._registered_deadline != math.inf
-        or isinstance(exc, BaseExceptionGroup)
-    ):
+    if not _inline or status is None or isinstance(exc, BaseExceptionGroup):
         return _exit(scope, exc)
     task = trio.lowlevel.current_task()
     parent = status._parent
@@ -211,7 +207,12 @@ def exit_scope(scope: trio.CancelScope, exc: BaseException | None) -> bool:
     status._parent = None
     if status._tasks or status._children:
         status.close()
-    scope._cancel_status = None
+    if scope._registered_deadline != math.inf:
+        # (its deadline leaves trio's heap by trio's own step)
+        with scope._might_change_registered_deadline():
+            scope._cancel_status = None
+    else:
+        scope._cancel_status = None
     return exc is None
 
 
