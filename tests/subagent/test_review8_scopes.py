@@ -80,3 +80,38 @@ async def test_a_pool_in_a_scope_exited_out_of_order_ends_its_runs_cancelled(
         await task.wait()
     assert str(task.status) == "cancelled"
     assert trio.current_time() == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_exit_scope_runs_protected_from_keyboard_interrupt(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As __exit__ is: a KeyboardInterrupt may not land between its steps (the task
+    # half moved to the parent status). Seen from trio.lowlevel.current_task, which
+    # the inline steps call first.
+    _mode(monkeypatch, mode)
+    protected: list[bool] = []
+    current = trio.lowlevel.current_task
+
+    def watched() -> trio.lowlevel.Task:
+        protected.append(trio.lowlevel.currently_ki_protected())
+        return current()
+
+    for cancel in (False, True):
+        scope = trio.CancelScope(deadline=trio.current_time() + 10)
+        scope.__enter__()
+        try:
+            if cancel:
+                scope.cancel()
+            await trio.lowlevel.checkpoint()
+        except trio.Cancelled as exc:
+            with monkeypatch.context() as watch:
+                watch.setattr(trio.lowlevel, "current_task", watched)
+                assert _scopes.exit_scope(scope, exc) is True
+        else:
+            with monkeypatch.context() as watch:
+                watch.setattr(trio.lowlevel, "current_task", watched)
+                assert _scopes.exit_scope(scope, None) is True
+    # (__exit__ reads trio's current task its own way: nothing to see without inline.)
+    assert protected == ([True, True] if mode == "inline" else [])
+    assert not trio.lowlevel.currently_ki_protected()
