@@ -100,6 +100,15 @@ def _spread(values: list[float]) -> str:
     return f"{min(values):,.0f}-{max(values):,.0f}"
 
 
+def _rotated(
+    cases: dict[str, Callable[[], Measure]], turn: int
+) -> list[tuple[str, Callable[[], Measure]]]:
+    # The cases in their order rotated by ``turn``: repetition k starts with the k-th.
+    items = list(cases.items())
+    k = turn % len(items)
+    return items[k:] + items[:k]
+
+
 def main(
     python_flag: str | None,
     directory: Path,
@@ -150,14 +159,18 @@ def main(
         w3[peer.name] = []
     assert python is not None or not peers
     # Interleaved: each repetition runs every contender once, ours in this process
-    # and each peer in a fresh subprocess, so a change of load hits all alike.
-    for _ in range(repeat):
-        for name, run in ours_w1.items():
+    # and each peer in a fresh subprocess, so a change of load hits all alike. Ours
+    # take turns at going first: the first of ours after the peers' subprocesses runs
+    # with caches they left cold (on 2026-11-27, ~25 us per W1 run more for whichever
+    # came first: audit on first gave on/off 1.22x, audit off first 1.11x, in one
+    # quiet window), so a fixed order would charge that to one of them every time.
+    for turn in range(repeat):
+        for name, run in _rotated(ours_w1, turn):
             w1[name].append(run().per_op_us)
         for peer in peers:
             assert python is not None
             w1[peer.name].append(float(run_script(python, directory, peer, peer.w1)["us_per_run"]))  # type: ignore[arg-type]
-        for name, run in ours_w3.items():
+        for name, run in _rotated(ours_w3, turn):
             w3[name].append(run().seconds * 1e3)
         for peer in peers:
             assert python is not None

@@ -173,3 +173,23 @@ def test_fixed_w1_counts_the_same_bytecodes_every_time() -> None:
     assert first == second
     assert [line.split()[0] for line in first[1:4]] == ["off", "nothing", "on"]
     assert len(first) == 8
+
+
+def test_our_contenders_take_turns_at_going_first() -> None:
+    # --peers rotates ours each repetition: none always runs first after the peers'
+    # subprocesses (whose runs leave the caches cold for the next one).
+    from bench._peers import _rotated
+    from bench._timing import Measure
+
+    def case(name: str) -> Any:
+        return lambda: Measure(1.0, 1)
+
+    cases = {name: case(name) for name in ("on", "read", "off", "bare")}
+    orders = [[name for name, _ in _rotated(cases, turn)] for turn in range(5)]
+    assert orders == [
+        ["on", "read", "off", "bare"],
+        ["read", "off", "bare", "on"],
+        ["off", "bare", "on", "read"],
+        ["bare", "on", "read", "off"],
+        ["on", "read", "off", "bare"],
+    ]
