@@ -1,8 +1,9 @@
 """An attacker's review of the pool's fast cancel paths (``subagent._scopes``: a
 batch of cancels made inline, a task's scope exited inline): over random workloads
 the pool behaves exactly as it does through trio's own ``CancelScope._cancel`` per
-scope (``_inline`` off) and through the public ``cancel()`` and ``__exit__`` (no
-private API at all).
+scope (``_inline`` off), through the public ``cancel()`` and ``__exit__`` (no
+private API at all), and as it did before the batches: each cancel made at once, in
+the order of the pool's effects (``before``).
 
 A workload is a few root tasks, each blocked somewhere when it is cancelled: in its
 model call, in a tool, in a shielded tool, under a ``move_on_after`` in a tool, in a
@@ -11,7 +12,8 @@ run), delegating to a child (its slot lent; opaque delegations are cut by their
 ``tool_timeout`` and take their slot back shielded, the pool's ``_reclaim`` scope),
 or leaking a cancel scope from a tool (misnesting); with or without a ``timeout``
 and an ``idle_timeout`` (a deadline in the task's scope). Tasks are cancelled in
-random order at random virtual times, some twice, some by ``pool.cancel()``. Each
+random order at random virtual times, some twice, some by ``pool.cancel()``, some
+from inside a run, some by cancelling a scope around the pool; some interrupted. Each
 mode runs the same workload with trio's scheduler seeded alike; what is compared:
 each task's outcome (status, result or error text), every event, every audit
 entry, what the tools and models saw of their Cancelled (text, source,
@@ -49,7 +51,7 @@ BEHAVIOURS = (
     "delegate", "opaque", "leak", "mleak", "poolcancel", "cancelfirst", "mcatch",
     "delegate2", "background",
 )
-MODES = ("inline", "private", "public")
+MODES = ("inline", "private", "public", "before")
 
 _HEX = re.compile(r"0x[0-9a-f]+")
 _TIME = re.compile(r"\btime=[0-9.e+-]+")
@@ -67,9 +69,13 @@ def _set_mode(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     monkeypatch.undo()
     if mode == "private":
         monkeypatch.setattr(_scopes, "_inline", False)
-    elif mode == "public":
+    elif mode in ("public", "before"):
         monkeypatch.setattr(_scopes, "_make_reason", None)
         monkeypatch.setattr(_scopes, "_inline", False)
+    if mode == "before":
+        # Each of the pool's cancels made at once, in the order of its effects (no
+        # batch made last): the pool before the batches.
+        monkeypatch.setattr(_scopes.Canceller, "add", _scopes.Canceller.cancel)
 
 
 class Opaque:
@@ -306,7 +312,7 @@ def test_every_mode_ends_a_workload_alike(
     assert "stack corrupted" not in base.get("raised", "") or any(
         b == "mleak" for b, _ in roots
     )
-    for mode in ("inline", "private"):
+    for mode in ("inline", "private", "before"):
         got = results[mode]
         assert sorted(got) == sorted(base), mode
         for key in base:
