@@ -71,7 +71,7 @@ _STATUS_FIELDS = (
 
 def _knows_fields() -> bool:
     # Whether this trio's CancelScope, CancelStatus and Task have the fields and the
-    # method the inline steps use (else every cancel of a batch goes through _cancel).
+    # methods the inline steps use (else every cancel of a batch goes through _cancel).
     try:
         from trio._core._run import CancelStatus
     except ImportError:  # pragma: no cover (a trio without it)
@@ -85,6 +85,7 @@ def _knows_fields() -> bool:
         and "_cancel_status" in task
         and callable(getattr(trio.lowlevel.Task, "_attempt_delivery_of_any_pending_cancel", None))
         and callable(getattr(CancelStatus, "close", None))
+        and callable(getattr(CancelStatus, "recalculate", None))
         and callable(getattr(trio.CancelScope, "_might_change_registered_deadline", None))
     )
 

@@ -115,3 +115,43 @@ async def test_exit_scope_runs_protected_from_keyboard_interrupt(
     # (__exit__ reads trio's current task its own way: nothing to see without inline.)
     assert protected == ([True, True] if mode == "inline" else [])
     assert not trio.lowlevel.currently_ki_protected()
+
+
+_FIELDS = [
+    ("scope", name) for name in (
+        "_cancel_called", "_cancel_reason", "_registered_deadline", "_cancel_status", "_shield",
+    )
+] + [
+    ("status", name) for name in (
+        "effectively_cancelled", "_children", "_tasks", "_parent", "abandoned_by_misnesting",
+    )
+] + [("task", "_cancel_status")]
+_METHODS = [
+    ("task", "_attempt_delivery_of_any_pending_cancel"),
+    ("status", "close"),
+    ("status", "recalculate"),
+    ("scope", "_might_change_registered_deadline"),
+]
+
+
+def _classes() -> dict[str, type]:
+    from trio._core._run import CancelStatus
+
+    return {"scope": trio.CancelScope, "status": CancelStatus, "task": trio.lowlevel.Task}
+
+
+@pytest.mark.parametrize(("owner", "name"), _FIELDS + _METHODS)
+def test_the_inline_steps_need_every_private_name_they_use(
+    owner: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A trio without one of the private fields or methods the inline steps read,
+    # write or call leaves every cancel and exit to trio's own methods (_inline off),
+    # rather than failing with an AttributeError in a batch or an exit.
+    assert _scopes._knows_fields()
+    cls = _classes()[owner]
+    if (owner, name) in _FIELDS:
+        kept = tuple(f for f in cls.__attrs_attrs__ if f.name != name)  # type: ignore[attr-defined]
+        monkeypatch.setattr(cls, "__attrs_attrs__", kept)
+    else:
+        monkeypatch.delattr(cls, name)
+    assert not _scopes._knows_fields()
