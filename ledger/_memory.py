@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from math import isfinite
@@ -33,6 +34,13 @@ _INT_MIN = -_INT_MAX
 # its fields in Record's order up to duration, its time, n (the number of its data
 # items), then its data's n keys and n values. Its kind (an exact str) starts it.
 _FIELDS = 14
+
+
+def _reader(clock: Callable[[], str]) -> Callable[[], str | int]:
+    # What a MemorySink reads an entry's time with: time.time_ns for the default
+    # clock (its reading, formatted when the entry is built), else the clock through
+    # read_clock (a str, or its TypeError). One call per entry, no test of the clock.
+    return time.time_ns if clock is utc_now else functools.partial(read_clock, clock)
 
 
 @attrs.frozen
@@ -90,7 +98,9 @@ class MemorySink:
         when the entry is built.
     """
 
-    clock: Callable[[], str] = utc_now
+    _clock: Callable[[], str] = attrs.field(default=utc_now, alias="clock")
+    # What an entry's time is read with (see _reader), set with the clock.
+    _now: Callable[[], str | int] = attrs.field(init=False, default=time.time_ns)
     _entries: list[Entry] = attrs.field(factory=list, init=False)
     # Records acknowledged but not chained yet, in order, in one flat list. A plain
     # record (every field of the exact type the encoder takes without question) is
@@ -111,6 +121,19 @@ class MemorySink:
     _chain: Chain = attrs.field(factory=Chain, init=False)
     _closed: bool = attrs.field(default=False, init=False)
     _unyielded: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._now = _reader(self._clock)
+
+    @property
+    def clock(self) -> Callable[[], str]:
+        """The clock entries are timed by (see the class's arguments); settable."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], str]) -> None:
+        self._clock = clock
+        self._now = _reader(clock)
 
     @property
     def entries(self) -> list[Entry]:
@@ -305,8 +328,7 @@ class MemorySink:
             )
         if size > OFFLOAD_CHARS:
             raise trio.WouldBlock
-        clock = self.clock
-        when = time.time_ns() if clock is utc_now else read_clock(clock)
+        when = self._now()
         if data is None:
             self._pending += (
                 kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
@@ -345,9 +367,7 @@ class MemorySink:
             raise
         if is_large(record):
             raise trio.WouldBlock
-        clock = self.clock
-        when = time.time_ns() if clock is utc_now else read_clock(clock)
-        self._pending.append(_Held(when, record, False))
+        self._pending.append(_Held(self._now(), record, False))
         self._waiting += 1
 
     async def record(self, record: Record) -> None:
@@ -382,10 +402,7 @@ class MemorySink:
             redacted = await redact_in_thread(record)
             if self._closed:
                 raise SinkClosedError("record() on a closed MemorySink")
-            clock = self.clock
-            self._pending.append(
-                _Held(time.time_ns() if clock is utc_now else read_clock(clock), redacted, True)
-            )
+            self._pending.append(_Held(self._now(), redacted, True))
             self._waiting += 1
         self._unyielded += 1
         if self._unyielded >= RECORD_BATCH:

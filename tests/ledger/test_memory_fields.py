@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger import Chain, MemorySink, Record, SinkClosedError, SinkStatistics, redact_record
+from ledger._clock import utc_now
 from ledger._offload import OFFLOAD_CHARS
 
 from ._helpers import TIME, chain_of, fixed_clock
@@ -216,3 +217,22 @@ def test_paths_in_a_row_each_give_what_their_record_gives(picks: list[int]) -> N
         if got[0] == "recorded":
             expected.append(record)
     assert sink.entries == chain_of(expected)
+
+
+def test_a_clock_set_later_times_the_entries_after_it() -> None:
+    sink = MemorySink()
+    assert sink.clock is utc_now
+    sink.record_fields_nowait(*_fields(kind="a"))
+    sink.clock = fixed_clock
+    assert sink.clock is fixed_clock
+    sink.record_fields_nowait(*_fields(kind="b"))
+    sink.record_nowait(Record("c"))
+    sink.clock = lambda: 3  # type: ignore[assignment,return-value]
+    with pytest.raises(TypeError, match="a sink's clock must return a str, not int"):
+        sink.record_fields_nowait(*_fields(kind="d"))
+    sink.clock = utc_now
+    sink.record_fields_nowait(*_fields(kind="e"))
+    first, second, third, fifth = sink.entries
+    assert (second.time, third.time) == (TIME, TIME)
+    assert first.time != TIME and fifth.time != TIME
+    assert [e.kind for e in sink.entries] == ["a", "b", "c", "e"]
