@@ -57,7 +57,7 @@ except ImportError:  # pragma: no cover - only on a future trio
     _RUN_CONTEXT = None
 
 
-def _failed(sink: Sink, kind: str, exc: Exception) -> AuditError:
+def failed(sink: Sink, kind: str, exc: Exception) -> AuditError:
     """The AuditError of ``sink``'s failure ``exc`` to record an entry of ``kind``.
 
     Its text never holds a host path (it reaches events, summaries and a parent's
@@ -86,7 +86,7 @@ def _nowait(sink: Sink, record_nowait: Callable[[Record], object], entry: Record
     except trio.WouldBlock:
         return False
     except Exception as exc:
-        raise _failed(sink, entry.kind, exc) from exc
+        raise failed(sink, entry.kind, exc) from exc
     return True
 
 
@@ -120,7 +120,7 @@ def record_sync(sink: Sink, entry: Record) -> bool:
     except trio.WouldBlock:
         return False
     except Exception as exc:
-        raise _failed(sink, entry.kind, exc) from exc
+        raise failed(sink, entry.kind, exc) from exc
     return True
 
 
@@ -182,7 +182,7 @@ def record_fields_sync(
             except trio.WouldBlock:
                 pass
             except Exception as exc:
-                raise _failed(sink, kind, exc) from exc
+                raise failed(sink, kind, exc) from exc
     try:
         entry = record_of(
             kind, run_id, path, agent_id, tool=tool, call_id=call_id, arguments=arguments,
@@ -235,11 +235,11 @@ async def record(sink: Sink, entry: Record) -> None:
         except trio.WouldBlock:
             pass
         except Exception as exc:
-            raise _failed(sink, entry.kind, exc) from exc
+            raise failed(sink, entry.kind, exc) from exc
     try:
         await sink.record(entry)
     except Exception as exc:
-        raise _failed(sink, entry.kind, exc) from exc
+        raise failed(sink, entry.kind, exc) from exc
 
 
 def overrun(kind: str, bound: float) -> AuditError:

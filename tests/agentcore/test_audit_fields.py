@@ -130,3 +130,55 @@ async def test_a_run_fails_closed_through_its_fields(
     assert bool(tool.calls) is tool_ran
     assert sink.kinds == recorded
     assert sink.taken == len(recorded)
+
+
+async def test_a_run_records_into_a_fields_sink_from_its_own_methods() -> None:
+    # A run's entries reach a sink with record_fields_nowait from audit_sync and
+    # audit_now themselves: the same entries record_fields_sync gives, nothing awaited.
+    sink = MemorySink(clock=lambda: "t")
+    model = ScriptedModel([tool_call_reply("echo", id="c1"), "done"])
+    run = Agent(model=model, tools=[RecordingTool("echo")], audit=sink).new_run("go")
+    with trio.testing.assert_no_checkpoints():
+        assert run.audit_sync("x", tool="t", data={"n": 1}) is None
+        assert run.audit_now("y", error="e") is True
+    assert [(e.kind, e.tool, e.error, dict(e.data)) for e in sink.entries] == [
+        ("x", "t", None, {"n": 1}), ("y", None, "e", {})
+    ]
+    assert Agent(model=model).new_run("go").audit_now("y") is True
+
+
+async def test_a_run_awaits_its_large_entries_and_keeps_their_order() -> None:
+    # A tool result over 64 KiB: the sink raises trio.WouldBlock, the run awaits it
+    # (redacted in a worker thread), and the entries keep their order.
+    large = "x" * (OFFLOAD_CHARS + 1)
+    sink = MemorySink()
+    tool = RecordingTool("echo", lambda _arguments: large)
+    model = ScriptedModel([tool_call_reply("echo", id="c1"), "done"])
+    result = await Agent(model=model, tools=[tool], audit=sink).run("go")
+    assert result.summary.end_reason is EndReason.stop
+    assert [e.kind for e in sink.entries] == [
+        "prompt", "model_response", "tool_request", "gate_decision", "tool_result",
+        "model_response", "run_end",
+    ]
+    assert sink.entries[4].result == large
+
+
+async def test_a_run_cancelled_between_entries_records_no_more_into_fields() -> None:
+    # As test_audit_sync's test of the same name, through the fields path: the tool
+    # cancels the run's scope, the next entry (tool_result) finds the task cancelled
+    # and is not recorded; the end's entries (not cancellable) are.
+    sink = MemorySink()
+    scope = trio.CancelScope()
+
+    def cancel(_arguments: str) -> str:
+        scope.cancel()
+        return "ok"
+
+    model = ScriptedModel([tool_call_reply("echo", id="c1"), "done"])
+    agent = Agent(model=model, tools=[RecordingTool("echo", cancel)], audit=sink)
+    with scope:
+        await agent.run("go")
+    assert scope.cancelled_caught
+    assert [e.kind for e in sink.entries] == [
+        "prompt", "model_response", "tool_request", "gate_decision", "abort", "run_end"
+    ]
