@@ -24,8 +24,9 @@ The shared reason is trio's private ``CancelReason``, set through the private
 cancel is the public ``cancel()``. A batch takes the steps of ``_cancel`` and of
 ``CancelStatus.recalculate`` inline for a scope in the common case (no nested scope),
 and calls them otherwise; ``exit_scope`` likewise; a deadline leaves trio's heap by
-trio's own context manager (checked against this trio's fields at import: else trio's
-own methods). Nothing here is a checkpoint.
+trio's own context manager (checked against this trio's fields at import, and taken
+only on the trio releases whose methods were read against these steps,
+:data:`CHECKED_RELEASES`: else trio's own methods). Nothing here is a checkpoint.
 """
 
 from __future__ import annotations
@@ -90,7 +91,29 @@ def _knows_fields() -> bool:
     )
 
 
-_inline = _make_reason is not None and _knows_fields()
+#: The trio releases whose CancelScope._cancel/_close, CancelStatus.recalculate/close
+#: and Task._attempt_delivery_of_any_pending_cancel were read against the inline
+#: steps (0.31.0, the first with the fields, to 0.35.0). On any other release the
+#: inline steps are off and every cancel and exit is trio's own: a release that keeps
+#: the names but changes what those methods do would not be caught by _knows_fields.
+#: Widen it after reading the new release's methods against the steps here.
+CHECKED_RELEASES = ((0, 31), (0, 35))
+
+
+def _checked_release(version: str) -> bool:
+    # Whether trio's version (major.minor, whatever follows) is in CHECKED_RELEASES.
+    parts = version.split(".")
+    try:
+        release = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        return False
+    first, last = CHECKED_RELEASES
+    return first <= release <= last
+
+
+_inline = (
+    _make_reason is not None and _knows_fields() and _checked_release(trio.__version__)
+)
 
 
 def _task_repr() -> str | None:

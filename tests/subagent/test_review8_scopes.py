@@ -155,3 +155,22 @@ def test_the_inline_steps_need_every_private_name_they_use(
     else:
         monkeypatch.delattr(cls, name)
     assert not _scopes._knows_fields()
+
+
+@pytest.mark.parametrize(("version", "checked"), [
+    ("0.31.0", True), ("0.33.1", True), ("0.35.0", True), ("0.35.0+dev", True),
+    ("0.30.0", False), ("0.36.0", False), ("1.0.0", False), ("0.27.0", False),
+    ("0.x", False), ("", False),
+])
+def test_the_inline_steps_run_only_on_the_trio_releases_read_against_them(
+    version: str, checked: bool
+) -> None:
+    # A release that keeps the private names but changes what the methods do is not
+    # caught by _knows_fields: the inline steps are off on any release not read.
+    assert _scopes._checked_release(version) is checked
+
+
+def test_this_trio_takes_the_inline_steps_if_it_is_a_checked_release() -> None:
+    assert _scopes._inline is (
+        _scopes._knows_fields() and _scopes._checked_release(trio.__version__)
+    )
