@@ -18,15 +18,7 @@ import trio
 import trio.testing
 
 from subagent import _scopes
-
-MODES = ["inline", "private", "public"]
-
-
-def _mode(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
-    if mode == "private":
-        monkeypatch.setattr(_scopes, "_inline", False)
-    elif mode == "public":
-        monkeypatch.setattr(_scopes, "_make_reason", None)
+from tests.subagent._scope_modes import MODES, set_mode
 
 
 async def _parked(scope: trio.CancelScope, seen: list[str], name: str) -> None:
@@ -42,7 +34,7 @@ async def _parked(scope: trio.CancelScope, seen: list[str], name: str) -> None:
 async def test_a_batch_cancels_as_cancel_would(
     mode: str, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
-    _mode(monkeypatch, mode)
+    set_mode(monkeypatch, mode)
     me = repr(trio.lowlevel.current_task())
     plain, timed, unentered = trio.CancelScope(), trio.CancelScope(), trio.CancelScope()
     timed.deadline = trio.current_time() + 10
@@ -91,7 +83,7 @@ async def test_a_scope_under_a_cancel_is_cancelled_itself(
     # A scope effectively cancelled already (its enclosing scope was) is marked
     # cancelled by the batch: shielded from the enclosing cancel, it still cancels
     # its task, and it is the one that catches the Cancelled.
-    _mode(monkeypatch, mode)
+    set_mode(monkeypatch, mode)
     inner = trio.CancelScope()
     with trio.CancelScope() as outer:
         outer.cancel()

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -37,21 +36,23 @@ from hypothesis import strategies as st
 
 from agentcore import (
     FunctionTool,
-    Liveness,
     Message,
     ModelRequest,
     ModelResponse,
     ToolCall,
 )
 from ledger import MemorySink
-from subagent import Defaults, Pool, Spec, Stream, SubagentTool, Task, _scopes, open_pool
+from subagent import Defaults, Pool, Spec, Stream, SubagentTool, Task, open_pool
+from tests.subagent._scope_modes import MODES as SCOPE_MODES
+from tests.subagent._scope_modes import set_mode
+from tests.subagent.test_slot_reclaim import Opaque
 
 BEHAVIOURS = (
     "model", "quick", "block", "shield", "moveon", "catch", "parallel",
     "delegate", "opaque", "leak", "mleak", "poolcancel", "cancelfirst", "mcatch",
     "delegate2", "background",
 )
-MODES = ("inline", "private", "public", "before")
+MODES = (*SCOPE_MODES, "before")
 
 _HEX = re.compile(r"0x[0-9a-f]+")
 _TIME = re.compile(r"\btime=[0-9.e+-]+")
@@ -63,38 +64,6 @@ _ID = re.compile(
 def norm(text: object) -> str:
     """``text`` without memory addresses, random ids and wall times."""
     return _TIME.sub("time=?", _ID.sub("<id>", _HEX.sub("0x?", str(text))))
-
-
-def _set_mode(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
-    monkeypatch.undo()
-    if mode == "private":
-        monkeypatch.setattr(_scopes, "_inline", False)
-    elif mode in ("public", "before"):
-        monkeypatch.setattr(_scopes, "_make_reason", None)
-        monkeypatch.setattr(_scopes, "_inline", False)
-    if mode == "before":
-        # Each of the pool's cancels made at once, in the order of its effects (no
-        # batch made last): the pool before the batches.
-        monkeypatch.setattr(_scopes.Canceller, "add", _scopes.Canceller.cancel)
-
-
-class Opaque:
-    """The delegation tool declared opaque: its run's ``tool_timeout`` cuts it."""
-
-    name = "subagent"
-    read_only = False
-    liveness = Liveness.opaque
-
-    def __init__(self, pool: Pool) -> None:
-        self.inner = SubagentTool(pool)
-        self.description = self.inner.description
-
-    @property
-    def parameters(self) -> Mapping[str, Any]:
-        return self.inner.parameters
-
-    async def execute(self, arguments: str) -> str:
-        return await self.inner.execute(arguments)
 
 
 class Model:
@@ -305,7 +274,8 @@ def test_every_mode_ends_a_workload_alike(
     with pytest.MonkeyPatch.context() as monkeypatch:
         results = {}
         for mode in MODES:
-            _set_mode(monkeypatch, mode)
+            monkeypatch.undo()
+            set_mode(monkeypatch, mode)
             results[mode] = _run(roots, ops, max_concurrent, seed)
     base = results["public"]
     assert base["tasks_left"] == 0

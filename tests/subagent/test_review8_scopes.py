@@ -12,16 +12,7 @@ import trio.testing
 
 from agentcore.testing import Blocked, ScriptedModel
 from subagent import Defaults, Spec, TaskCancelled, _scopes, open_pool
-
-MODES = ["inline", "private", "public"]
-
-
-def _mode(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
-    if mode == "private":
-        monkeypatch.setattr(_scopes, "_inline", False)
-    elif mode == "public":
-        monkeypatch.setattr(_scopes, "_make_reason", None)
-        monkeypatch.setattr(_scopes, "_inline", False)
+from tests.subagent._scope_modes import MODES, set_mode
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -31,7 +22,7 @@ async def test_exit_scope_of_a_scope_abandoned_by_misnesting(
     # A task's scope inside a nursery whose enclosing scope another task exited out of
     # order: trio cancels the abandoned subtree and the scope's __exit__ catches the
     # Cancelled that comes out of it (cancelled_caught), as exit_scope must.
-    _mode(monkeypatch, mode)
+    set_mode(monkeypatch, mode)
     seen: dict[str, object] = {}
 
     async def child(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -66,7 +57,7 @@ async def test_a_pool_in_a_scope_exited_out_of_order_ends_its_runs_cancelled(
     # (it was abandoned). The run was cancelled, not timed out: no limit fired (the
     # pool said "was idle for 300s" at 0 s, and failed formatting an idle_timeout of
     # None without one), whichever way the scope was exited.
-    _mode(monkeypatch, mode)
+    set_mode(monkeypatch, mode)
     model = ScriptedModel([Blocked("never")])
     outer = trio.CancelScope()
     outer.__enter__()
@@ -89,7 +80,7 @@ async def test_exit_scope_runs_protected_from_keyboard_interrupt(
     # As __exit__ is: a KeyboardInterrupt may not land between its steps (the task
     # half moved to the parent status). Seen from trio.lowlevel.current_task, which
     # the inline steps call first.
-    _mode(monkeypatch, mode)
+    set_mode(monkeypatch, mode)
     protected: list[bool] = []
     current = trio.lowlevel.current_task
 
