@@ -161,24 +161,3 @@ async def test_a_run_awaits_its_large_entries_and_keeps_their_order() -> None:
         "model_response", "run_end",
     ]
     assert sink.entries[4].result == large
-
-
-async def test_a_run_cancelled_between_entries_records_no_more_into_fields() -> None:
-    # As test_audit_sync's test of the same name, through the fields path: the tool
-    # cancels the run's scope, the next entry (tool_result) finds the task cancelled
-    # and is not recorded; the end's entries (not cancellable) are.
-    sink = MemorySink()
-    scope = trio.CancelScope()
-
-    def cancel(_arguments: str) -> str:
-        scope.cancel()
-        return "ok"
-
-    model = ScriptedModel([tool_call_reply("echo", id="c1"), "done"])
-    agent = Agent(model=model, tools=[RecordingTool("echo", cancel)], audit=sink)
-    with scope:
-        await agent.run("go")
-    assert scope.cancelled_caught
-    assert [e.kind for e in sink.entries] == [
-        "prompt", "model_response", "tool_request", "gate_decision", "abort", "run_end"
-    ]

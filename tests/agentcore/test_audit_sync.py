@@ -87,10 +87,14 @@ async def test_a_failing_record_nowait_is_an_audit_error() -> None:
     assert isinstance(caught.value.__cause__, OSError)
 
 
-async def test_a_run_cancelled_between_entries_records_no_more() -> None:
+@pytest.mark.parametrize("make", [NowaitFailingSink, MemorySink])
+async def test_a_run_cancelled_between_entries_records_no_more(
+    make: type[NowaitFailingSink] | type[MemorySink],
+) -> None:
     # The tool cancels the run's scope: the run's next entry (tool_result) finds the
-    # task cancelled and is not recorded; the run ends aborted with its end entries.
-    sink = NowaitFailingSink()
+    # task cancelled and is not recorded; the run ends aborted with its end entries
+    # (not cancellable). A MemorySink takes the run's entries as their fields.
+    sink = make()
     scope = trio.CancelScope()
 
     def cancel(_arguments: str) -> str:
@@ -103,7 +107,9 @@ async def test_a_run_cancelled_between_entries_records_no_more() -> None:
     with scope:
         await agent.run("go")
     assert scope.cancelled_caught
-    assert sink.kinds == [
+    kinds = sink.kinds if isinstance(sink, NowaitFailingSink) else [e.kind for e in sink.entries]
+    assert kinds == [
         "prompt", "model_response", "tool_request", "gate_decision", "abort", "run_end"
     ]
-    assert sink.awaited == 0
+    if isinstance(sink, NowaitFailingSink):
+        assert sink.awaited == 0
