@@ -5,7 +5,8 @@ taking a run's entries through ``record_fields_nowait``, interleaved, medians:
 
 - ``memory``: ``ledger.MemorySink`` itself;
 - ``data check``: its check of ``data`` (the same loop), then its store;
-- ``store``: its store (the fields, time and data's items appended to its list) alone;
+- ``store``: its store (the fields, a copy of the data and the time appended to its
+  list) alone;
 - ``append``: the fields appended to a plain list;
 - ``nothing``: a sink that takes the fields and keeps nothing;
 - ``off``: no sink.
@@ -28,14 +29,10 @@ from .audit_cost import _w1
 
 
 def _store(sink: MemorySink, *fields: Any) -> None:
-    # MemorySink's store, without its checks (its private list and count).
+    # MemorySink's store, without its checks (its private list: the fields, the
+    # data copied, the time).
     data = fields[12]
-    head = (*fields[:12], time.time_ns())
-    if data is None:
-        sink._pending += (*head, 0)
-    else:
-        sink._pending += (*head, len(data), *data, *data.values())
-    sink._waiting += 1
+    sink._pending += (*fields[:12], data.copy() if data else None, time.time_ns())
 
 
 class _Store(MemorySink):

@@ -30,10 +30,12 @@ RECORD_BATCH = 64
 _INT_MAX = 1 << _BIG_INT_BITS
 _INT_MIN = -_INT_MAX
 
-# A plain pending record takes _FIELDS + 2 * n consecutive items of the pending list:
-# its fields in Record's order up to duration, its time, n (the number of its data
-# items), then its data's n keys and n values. Its kind (an exact str) starts it.
-_FIELDS = 14
+# Every pending record takes _WIDTH consecutive items of the pending list. A plain
+# one: its 13 fields in Record's order (its data a copy, or None for none), then its
+# time; its kind (an exact str) starts it. Any other: the Record itself (not a str),
+# whether it is redacted already, _PAD, then its time.
+_WIDTH = 14
+_PAD = (None,) * (_WIDTH - 3)
 
 
 def _reader(clock: Callable[[], str]) -> Callable[[], str | int]:
@@ -41,16 +43,6 @@ def _reader(clock: Callable[[], str]) -> Callable[[], str | int]:
     # clock (its reading, formatted when the entry is built), else the clock through
     # read_clock (a str, or its TypeError). One call per entry, no test of the clock.
     return time.time_ns if clock is utc_now else functools.partial(read_clock, clock)
-
-
-@attrs.frozen
-class _Held:
-    """A pending record kept as a record: one that is not plain (checked by
-    :func:`check_content`), or a large one already redacted in a worker thread."""
-
-    when: str | int
-    record: Record
-    redacted: bool
 
 
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
@@ -102,19 +94,20 @@ class MemorySink:
     # What an entry's time is read with (see _reader), set with the clock.
     _now: Callable[[], str | int] = attrs.field(init=False, default=time.time_ns)
     _entries: list[Entry] = attrs.field(factory=list, init=False)
-    # Records acknowledged but not chained yet, in order, in one flat list. A plain
-    # record (every field of the exact type the encoder takes without question) is
-    # kept as a run of items (_FIELDS): its fields, its time (time.time_ns() for the
-    # default clock, formatted when chained; a str from a custom clock), then its
-    # data's keys and values, copied. Neither the record nor its data is kept: a
-    # run of str, numbers and None in a list adds no object the garbage collector
-    # tracks (a tuple or a dict per entry kept alive made a W1 run collect twice as
-    # often), and the caller's dict may change afterwards without changing the
-    # entry. Any other record is one _Held item, kept as it was given. A record
-    # rebuilt from its items equals the one recorded.
+    # Records acknowledged but not chained yet, in order, in one flat list, _WIDTH
+    # items each. A plain record (every field of the exact type the encoder takes
+    # without question) is kept as its 13 fields, its data a copy (a dict: the
+    # caller's dict may change afterwards without changing the entry), then its time
+    # (time.time_ns() for the default clock, formatted when chained; a str from a
+    # custom clock). Any other record is kept as it was given (see _PAD). A record
+    # rebuilt from its items equals the one recorded. One width for every record:
+    # recording builds one tuple of the fields it was given, and how many records
+    # are waiting is the list's length over the width (no count to keep per entry).
+    # The data's copy is a dict kept per entry with data, which the garbage
+    # collector counts (W1: 57 young collections per 2,000 runs instead of 40,
+    # ~0.7 us per run) but does not track (its values are scalars); keeping its keys
+    # and values in the list instead cost more than that (issue 17, bench/README).
     _pending: list[object] = attrs.field(factory=list, init=False)
-    # How many records _pending holds.
-    _waiting: int = attrs.field(default=0, init=False)
     # The last path checked (a tuple of str: it cannot change), so that the many
     # entries of one run check their shared path once.
     _path: tuple[str, ...] = attrs.field(default=(), init=False)
@@ -150,35 +143,26 @@ class MemorySink:
         # Chain the pending records into entries, in order.
         pending: list[Any] = self._pending
         self._pending = []
-        waiting, self._waiting = self._waiting, 0
         entries = self._entries
-        chained = len(entries)
         link = self._chain.link
         i, n = 0, len(pending)
         try:
             while i < n:
                 item = pending[i]
+                when = pending[i + _WIDTH - 1]
                 if type(item) is str:
-                    when, count = pending[i + 12], pending[i + 13]
-                    end = i + _FIELDS + 2 * count
-                    data = dict(zip(
-                        pending[i + _FIELDS:end - count], pending[end - count:end], strict=True
-                    )) if count else None
-                    record = redact_record(record_from_fields(*pending[i:i + 12], data))  # type: ignore[call-arg]
+                    record = redact_record(record_from_fields(*pending[i:i + 13]))
                 else:
-                    held: _Held = item
-                    when, end = held.when, i + 1
-                    record = held.record if held.redacted else redact_record(held.record)
+                    record = item if pending[i + 1] else redact_record(item)
                 # Cannot fail: recording checked each record (check_content, or the
                 # same checks inline), and redaction only replaces text with text.
                 entry, _ = link(record, when if isinstance(when, str) else utc_from_ns(when))
                 entries.append(entry)
-                i = end
+                i += _WIDTH
         except BaseException:
             # Should it fail all the same, this read raises, and every record not
             # chained stays pending, in order, before any recorded since: none is lost.
             self._pending[:0] = pending[i:]
-            self._waiting += waiting - (len(entries) - chained)
             raise
 
     def record_nowait(self, record: Record) -> None:
@@ -232,8 +216,8 @@ class MemorySink:
         one (the common case: a recorder's own fields). Not a checkpoint.
 
         The fields come in ``Record``'s order. ``data`` is a dict, a ``Record``'s
-        read-only data, or ``None`` for none; its items are copied (a change to
-        the dict afterwards does not change the entry). A recorder on a hot path
+        read-only data, or ``None`` for none; it is copied into a dict of the
+        sink's own (a change to the dict afterwards does not change the entry). A recorder on a hot path
         offers its entries this way (``agentcore`` does when a sink has this
         method), so that a run's entry is checked and kept in one call: no
         ``Record`` is built, and its data is checked once.
@@ -304,7 +288,12 @@ class MemorySink:
                 plain = False
         if not data:
             data = None
-        elif type(data) is dict or type(data) is MappingProxyType:
+        elif type(data) is not dict and type(data) is not MappingProxyType:
+            plain = False
+        else:
+            # Checked and kept as a copy, always a dict (read-only data's own copy()
+            # is its mapping's): a change to the caller's dict changes no entry.
+            data = data.copy() if type(data) is dict else dict(data)
             for key, value in data.items():
                 kind_of = type(value)
                 if type(key) is not str:
@@ -319,8 +308,6 @@ class MemorySink:
                         plain = False
                 elif kind_of is not bool and value is not None:
                     plain = False
-        else:
-            plain = False
         if not plain:
             return self._hold_fields(
                 kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
@@ -328,18 +315,10 @@ class MemorySink:
             )
         if size > OFFLOAD_CHARS:
             raise trio.WouldBlock
-        when = self._now()
-        if data is None:
-            self._pending += (
-                kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
-                result, error, duration, when, 0,
-            )
-        else:
-            self._pending += (
-                kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
-                result, error, duration, when, len(data), *data, *data.values(),
-            )
-        self._waiting += 1
+        self._pending += (
+            kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
+            result, error, duration, data, self._now(),
+        )
         return None
 
     def _hold_fields(
@@ -367,8 +346,7 @@ class MemorySink:
             raise
         if is_large(record):
             raise trio.WouldBlock
-        self._pending.append(_Held(self._now(), record, False))
-        self._waiting += 1
+        self._pending += (record, False, *_PAD, self._now())
 
     async def record(self, record: Record) -> None:
         """Check ``record`` and append it to the pending records.
@@ -402,8 +380,7 @@ class MemorySink:
             redacted = await redact_in_thread(record)
             if self._closed:
                 raise SinkClosedError("record() on a closed MemorySink")
-            self._pending.append(_Held(self._now(), redacted, True))
-            self._waiting += 1
+            self._pending += (redacted, True, *_PAD, self._now())
         self._unyielded += 1
         if self._unyielded >= RECORD_BATCH:
             self._unyielded = 0
@@ -419,12 +396,13 @@ class MemorySink:
 
     def statistics(self) -> SinkStatistics:
         """Return a snapshot of the sink's counters (chains nothing)."""
-        recorded = len(self._entries) + self._waiting
+        waiting = len(self._pending) // _WIDTH
         return SinkStatistics(
-            recorded=recorded, last_seq=self._chain.seq + self._waiting, closed=self._closed
+            recorded=len(self._entries) + waiting, last_seq=self._chain.seq + waiting,
+            closed=self._closed
         )
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        count = len(self._entries) + self._waiting
+        count = len(self._entries) + len(self._pending) // _WIDTH
         return f"<ledger.MemorySink {count} entries {state}>"

@@ -153,7 +153,8 @@ def test_audit_parts_runs_and_its_store_is_memory_sinks() -> None:
     real, stored = MemorySink(), MemorySink()
     real.record_fields_nowait(*fields)
     _store(stored, *fields)
-    assert real._pending[:12] + real._pending[13:] == stored._pending[:12] + stored._pending[13:]
+    assert real._pending[:13] == stored._pending[:13]  # the time of each entry aside
+    assert len(real._pending) == len(stored._pending)
     assert [e.data for e in real.entries] == [e.data for e in stored.entries]
 
 

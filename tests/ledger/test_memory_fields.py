@@ -60,7 +60,8 @@ async def test_the_data_given_is_copied_and_read_only_in_its_entry() -> None:
     sink = MemorySink(clock=fixed_clock)
     data: dict[str, Any] = {"agent": "w", "turns": 2}
     sink.record_fields_nowait(*_fields(kind="task_end", data=data))
-    assert data not in sink._pending  # its items are, not the dict
+    kept = sink._pending[12]
+    assert kept == data and kept is not data and type(kept) is dict  # a copy of it
     data["turns"] = 5
     [entry] = sink.entries
     assert type(entry.data) is MappingProxyType
@@ -174,11 +175,12 @@ def test_fields_give_what_their_record_gives(
 )
 def test_plain_fields_are_kept_flat(**fields: Any) -> None:
     # A recorder's plain fields are kept as items of the pending list (no object of
-    # their own: no tuple, no dict), rebuilt into an entry equal to its record's.
+    # their own but a copy of their data), rebuilt into an entry equal to its record's.
     sink = MemorySink(clock=fixed_clock)
     data = fields["data"]
     sink.record_fields_nowait(*_fields(**{**fields, "data": data or None}))
-    assert sink._pending == [*_fields(**fields)[:12], TIME, len(data), *data, *data.values()]
+    assert sink._pending == [*_fields(**fields)[:12], data or None, TIME]
+    assert data is not sink._pending[12]
     [entry] = sink.entries
     assert entry == Chain().link(redact_record(Record(**fields)), TIME)[0]
 
