@@ -100,13 +100,22 @@ def _spread(values: list[float]) -> str:
     return f"{min(values):,.0f}-{max(values):,.0f}"
 
 
+#: The name of the untimed run that starts each repetition of ours (see _rotated).
+WARM_UP = "warm-up"
+
+
 def _rotated(
-    cases: dict[str, Callable[[], Measure]], turn: int
+    cases: dict[str, Callable[[], Measure]], turn: int, warm_up: Callable[[], Measure]
 ) -> list[tuple[str, Callable[[], Measure]]]:
-    # The cases in their order rotated by ``turn``: repetition k starts with the k-th.
+    # An untimed warm-up run, then the cases in their order rotated by ``turn``:
+    # repetition k starts with the k-th. Both for the same reason: the first of ours
+    # after the peers' subprocesses runs with caches they left cold (on 2026-11-27,
+    # ~25 us per W1 run more for whichever came first). The warm-up takes that cost
+    # for all; the rotation spreads what is left (with 5 repetitions of 4 cases, the
+    # rotation alone put one case first twice).
     items = list(cases.items())
     k = turn % len(items)
-    return items[k:] + items[:k]
+    return [(WARM_UP, warm_up), *items[k:], *items[:k]]
 
 
 def main(
@@ -160,18 +169,24 @@ def main(
     assert python is not None or not peers
     # Interleaved: each repetition runs every contender once, ours in this process
     # and each peer in a fresh subprocess, so a change of load hits all alike. Ours
-    # take turns at going first: the first of ours after the peers' subprocesses runs
-    # with caches they left cold (on 2026-11-27, ~25 us per W1 run more for whichever
-    # came first: audit on first gave on/off 1.22x, audit off first 1.11x, in one
+    # start with an untimed warm-up and take turns at going first (see _rotated): the
+    # first of ours after the peers' subprocesses runs with caches they left cold (on
+    # 2026-11-27, audit on first gave on/off 1.22x, audit off first 1.11x, in one
     # quiet window), so a fixed order would charge that to one of them every time.
+    warm_w1 = ours_w1["ours, audit on (MemorySink)"]
+    warm_w3 = ours_w3["ours"]
     for turn in range(repeat):
-        for name, run in _rotated(ours_w1, turn):
-            w1[name].append(run().per_op_us)
+        for name, run in _rotated(ours_w1, turn, warm_w1):
+            measure = run()
+            if name != WARM_UP:
+                w1[name].append(measure.per_op_us)
         for peer in peers:
             assert python is not None
             w1[peer.name].append(float(run_script(python, directory, peer, peer.w1)["us_per_run"]))  # type: ignore[arg-type]
-        for name, run in _rotated(ours_w3, turn):
-            w3[name].append(run().seconds * 1e3)
+        for name, run in _rotated(ours_w3, turn, warm_w3):
+            measure = run()
+            if name != WARM_UP:
+                w3[name].append(measure.seconds * 1e3)
         for peer in peers:
             assert python is not None
             w3[peer.name].append(float(run_script(python, directory, peer, "W3")["cancel_ms"]))  # type: ignore[arg-type]

@@ -176,18 +176,21 @@ def test_fixed_w1_counts_the_same_bytecodes_every_time() -> None:
     assert len(first) == 8
 
 
-def test_our_contenders_take_turns_at_going_first() -> None:
-    # --peers rotates ours each repetition: none always runs first after the peers'
-    # subprocesses (whose runs leave the caches cold for the next one).
-    from bench._peers import _rotated
+def test_our_contenders_take_turns_at_going_first_after_a_warm_up() -> None:
+    # --peers starts each repetition of ours with an untimed warm-up, then rotates
+    # them: none always runs first after the peers' subprocesses (whose runs leave
+    # the caches cold for the next one).
+    from bench._peers import WARM_UP, _rotated
     from bench._timing import Measure
 
     def case(name: str) -> Any:
         return lambda: Measure(1.0, 1)
 
     cases = {name: case(name) for name in ("on", "read", "off", "bare")}
-    orders = [[name for name, _ in _rotated(cases, turn)] for turn in range(5)]
-    assert orders == [
+    warm = case(WARM_UP)
+    turns = [_rotated(cases, turn, warm) for turn in range(5)]
+    assert all(turn[0] == (WARM_UP, warm) for turn in turns)
+    assert [[name for name, _ in turn[1:]] for turn in turns] == [
         ["on", "read", "off", "bare"],
         ["read", "off", "bare", "on"],
         ["off", "bare", "on", "read"],
