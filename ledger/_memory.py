@@ -217,10 +217,10 @@ class MemorySink:
 
         The fields come in ``Record``'s order. ``data`` is a dict, a ``Record``'s
         read-only data, or ``None`` for none; it is copied into a dict of the
-        sink's own (a change to the dict afterwards does not change the entry). A recorder on a hot path
-        offers its entries this way (``agentcore`` does when a sink has this
-        method), so that a run's entry is checked and kept in one call: no
-        ``Record`` is built, and its data is checked once.
+        sink's own (a change to the dict afterwards does not change the entry).
+        A recorder on a hot path offers its entries this way (``agentcore`` does
+        when a sink has this method), so that a run's entry is checked and kept
+        in one call: no ``Record`` is built, and its data is checked once.
 
         Raises:
           trio.WouldBlock, SinkClosedError, ValueError, TypeError: as :meth:`record_nowait`.
