@@ -209,7 +209,12 @@ class Run(RunPortMethods, RunHandle):
             if self._resuming:
                 last_text = await self._resume()
             else:
-                await self.audit("prompt", arguments=self.input)
+                # The prompt through audit_sync's inline path (audit() goes through
+                # record_fields_sync: a frame of 15 arguments more per run); when it
+                # must be awaited (nothing was recorded), through audit(). No local
+                # for the entry: a slot of every parked run's frame.
+                if self.audit_sync("prompt", arguments=self.input) is not None:
+                    await self.audit("prompt", arguments=self.input)
             # The turn loop, in this frame: every parked run holds it.
             while True:
                 if state.abort_reason is not None:

@@ -130,7 +130,7 @@ class RunEnd:
     def _end_data(self) -> dict[str, str | int | float | bool | None]:
         summary = self.summary
         return {
-            "end_reason": str(summary.end_reason),
+            "end_reason": summary.end_reason._value_,
             "turns": summary.turns,
             "tool_calls": summary.tool_calls,
             "input_tokens": summary.usage.input_tokens,

@@ -113,3 +113,25 @@ async def test_a_run_cancelled_between_entries_records_no_more(
     ]
     if isinstance(sink, NowaitFailingSink):
         assert sink.awaited == 0
+
+
+@pytest.mark.parametrize("size", [10, OFFLOAD_CHARS + 1])
+async def test_the_prompt_is_recorded_once_whether_or_not_it_is_awaited(size: int) -> None:
+    # A prompt the sink takes at once (audit_sync), and one too large for that (more
+    # than 64 KiB: redacted in a worker thread, awaited): each is one entry.
+    sink = MemorySink()
+    prompt = "p" * size
+    await Agent(model=ScriptedModel(["done"]), audit=sink).run(prompt)
+    assert [e.kind for e in sink.entries] == ["prompt", "model_response", "run_end"]
+    assert sink.entries[0].arguments == prompt
+
+
+async def test_a_run_cancelled_before_its_prompt_records_no_prompt() -> None:
+    # Cancelled before its first entry: the prompt finds the task cancelled, is not
+    # recorded, and the run ends aborted with its end entries.
+    sink = MemorySink()
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await Agent(model=ScriptedModel(["done"]), audit=sink).run("go")
+    assert [e.kind for e in sink.entries] == ["abort", "run_end"]
+    assert sink.entries[1].data["end_reason"] == "aborted"
