@@ -315,9 +315,13 @@ class MemorySink:
             )
         if size > OFFLOAD_CHARS:
             raise trio.WouldBlock
+        # The time first: ``self._pending += (..., self._now())`` would load the list
+        # before calling the clock, and a clock that reads the entries replaces it
+        # (_settle), so the record would extend, and put back, the list just chained.
+        when = self._now()
         self._pending += (
             kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
-            result, error, duration, data, self._now(),
+            result, error, duration, data, when,
         )
         return None
 
@@ -346,7 +350,8 @@ class MemorySink:
             raise
         if is_large(record):
             raise trio.WouldBlock
-        self._pending += (record, False, *_PAD, self._now())
+        when = self._now()  # before the list is loaded (see record_fields_nowait)
+        self._pending += (record, False, *_PAD, when)
 
     async def record(self, record: Record) -> None:
         """Check ``record`` and append it to the pending records.
@@ -380,7 +385,8 @@ class MemorySink:
             redacted = await redact_in_thread(record)
             if self._closed:
                 raise SinkClosedError("record() on a closed MemorySink")
-            self._pending += (redacted, True, *_PAD, self._now())
+            when = self._now()  # before the list is loaded (see record_fields_nowait)
+            self._pending += (redacted, True, *_PAD, when)
         self._unyielded += 1
         if self._unyielded >= RECORD_BATCH:
             self._unyielded = 0

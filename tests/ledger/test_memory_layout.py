@@ -119,3 +119,40 @@ def test_a_read_that_fails_keeps_the_rest_pending_in_order(
     sink.record_nowait(records[3])
     assert sink.statistics() == SinkStatistics(recorded=4, last_seq=4)
     assert sink.entries == chain_of(records)
+
+
+@given(_STEPS)
+def test_a_clock_that_reads_the_entries_neither_duplicates_nor_loses_one(
+    steps: list[str],
+) -> None:
+    # The clock is called while a record is being kept: one that reads the entries
+    # (a test's clock numbering them, say) chains the pending records then. The
+    # record must still go to the pending list the read left, not to the one it
+    # chained (which recording would otherwise put back, so every record before it
+    # was chained twice).
+    async def main() -> None:
+        sink = MemorySink()
+        reads: list[int] = []
+
+        def reading_clock() -> str:
+            reads.append(len(sink.entries))
+            return fixed_clock()
+
+        sink.clock = reading_clock
+        records: list[Record] = []
+        for n, step in enumerate(steps):
+            if step == "read":
+                assert sink.entries == chain_of(records)
+                continue
+            record = _held(n) if step == "held" else _large(n) if step == "large" else _plain(n)
+            if step == "large":
+                await sink.record(record)
+            else:
+                sink.record_nowait(record)
+            records.append(record)
+            assert reads[-1] == len(records) - 1
+            count = len(records)
+            assert sink.statistics() == SinkStatistics(recorded=count, last_seq=count)
+        assert sink.entries == chain_of(records)
+
+    trio.run(main)
