@@ -382,6 +382,23 @@ class MemorySink:
         except trio.WouldBlock:
             large = True
         if large:
+            # The record redacted (and held) must be the one checked: record_nowait
+            # read its fields, and a Record subclass may read differently the next
+            # time (a finite duration, then NaN: an entry its read would refuse,
+            # pending in front of every later one). So the fields are read once more,
+            # into a Record of the sink's own (its converters copy path and data),
+            # which is checked and redacted. Only for a large record (O(fields)).
+            r = record
+            record = Record(
+                r.kind, r.run_id, r.path, r.agent_id, r.tool, r.call_id, r.arguments,
+                r.verdict, r.reason, r.result, r.error, r.duration, r.data,
+            )
+            try:
+                self.record_nowait(record)
+                large = False
+            except trio.WouldBlock:
+                pass
+        if large:
             redacted = await redact_in_thread(record)
             if self._closed:
                 raise SinkClosedError("record() on a closed MemorySink")
