@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from ._encoding import GENESIS, canonical_body, hash_body
+from ._encoding import GENESIS, canonical_body, hash_body, is_empty_kind
 from ._entry import Entry, Record
 
 
@@ -34,7 +34,7 @@ class Chain:
           ValueError: ``record.kind`` is empty or ``record.duration`` is not finite.
           TypeError: A field of ``record`` cannot be encoded.
         """
-        if not record.kind:
+        if is_empty_kind(record.kind):
             raise ValueError("an entry's kind must be a non-empty string")
         seq = self.seq + 1
         prev = self.head

@@ -191,6 +191,13 @@ def _check_int(value: int) -> None:
         int.__repr__(value)  # raises ValueError where the encoder would
 
 
+def is_empty_kind(kind: object) -> bool:
+    """Whether ``kind`` is empty (falsy): a str (subclass) by the str it holds, never by
+    a ``__len__`` of its own, so that the check when a record is recorded and the one
+    when it is chained (a MemorySink does both) cannot answer differently."""
+    return not str.__len__(kind) if isinstance(kind, str) else not kind
+
+
 def check_content(content: Content) -> None:
     """Raise now what :func:`canonical_body` would raise for ``content``.
 
@@ -239,7 +246,7 @@ def check_content(content: Content) -> None:
 
 def _explain(c: Content) -> None:
     """The slow path of :func:`check_content`."""
-    if not c.kind:  # first, as Chain.link does it
+    if is_empty_kind(c.kind):  # first, as Chain.link does it
         raise ValueError("an entry's kind must be a non-empty string")
     if not isinstance(c.kind, str):
         raise TypeError(f"an entry's kind must be a str, not {type(c.kind).__name__}")

@@ -61,3 +61,28 @@ async def test_a_large_record_is_recorded_once_with_its_fields_read_once_more() 
     await sink.record(record)
     assert sink.statistics() == SinkStatistics(recorded=1, last_seq=1)
     assert sink.entries == chain_of([record])
+
+
+class _Shrinking(str):
+    """A kind whose own ``__len__`` says 1 the first time, then 0 (it holds "k")."""
+
+    calls = 0
+
+    def __len__(self) -> int:
+        type(self).calls += 1
+        return 1 if type(self).calls == 1 else 0
+
+
+@pytest.mark.parametrize("reads", [0, 1])
+def test_a_kind_is_empty_or_not_by_the_str_it_holds(reads: int) -> None:
+    # Its emptiness was asked of the kind's own __len__ when it was recorded and
+    # again when it was chained: a kind that answered differently was accepted, then
+    # refused by the read (ValueError), and every later read raised the same.
+    sink = MemorySink(clock=fixed_clock)
+    _Shrinking.calls = reads  # 1: its __len__ says 0 from the start
+    record = Record(_Shrinking("k"), "r", ("a",))
+    sink.record_nowait(record)
+    after = Record("prompt", "r", ("a",), arguments="go")
+    sink.record_nowait(after)
+    assert sink.entries == chain_of([Record("k", "r", ("a",)), after])
+    assert type(sink.entries[0].kind) is _Shrinking
