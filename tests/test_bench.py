@@ -19,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_quick_bench_runs_every_workload() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "bench", "--quick"],
@@ -44,6 +45,7 @@ def _peers(python: str, scripts: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_peers_without_a_peers_python_says_so_and_exits_0(tmp_path: Path) -> None:
     out = _peers("/nonexistent/peers-venv/bin/python", tmp_path)
     assert out.returncode == 0, out.stderr
@@ -54,6 +56,7 @@ def test_peers_without_a_peers_python_says_so_and_exits_0(tmp_path: Path) -> Non
     assert not any("fastest peer" in line for line in lines), out.stdout
 
 
+@pytest.mark.slow
 def test_peers_not_installed_says_which_and_exits_0(tmp_path: Path) -> None:
     # This venv runs the bench but has neither peer library installed.
     if importlib.util.find_spec("agents") or importlib.util.find_spec("pydantic_ai"):
@@ -67,6 +70,7 @@ def test_peers_not_installed_says_which_and_exits_0(tmp_path: Path) -> None:
     assert "peers: none available; only our own figures follow" in out.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_audit_cost_runs() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "bench.audit_cost", "--repeat", "1", "--runs", "20"],
@@ -81,6 +85,7 @@ def test_audit_cost_runs() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_quick_bench_runs_w1_traced() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--only", "w1otel"],
@@ -91,6 +96,7 @@ def test_quick_bench_runs_w1_traced() -> None:
     assert "traced (subagent.otel, SDK, batch processor)" in line
 
 
+@pytest.mark.slow
 def test_temporal_bench_runs() -> None:
     pytest.importorskip("temporalio", reason="the 'temporal' extra is not installed")
     out = subprocess.run(
@@ -114,6 +120,7 @@ def test_w1_typed_records_one_more_entry_per_run() -> None:
     assert trio.run(w1_typed_pool(5, read=True)) == 5
 
 
+@pytest.mark.slow
 def test_parked_memory_workload_runs() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--only", "w6"],
@@ -158,6 +165,7 @@ def test_audit_parts_runs_and_its_store_is_memory_sinks() -> None:
     assert [e.data for e in real.entries] == [e.data for e in stored.entries]
 
 
+@pytest.mark.slow
 def test_fixed_w1_counts_the_same_bytecodes_every_time() -> None:
     # bench.cg_w1.run_fixed runs W1 the same way each time (seeded scheduler, a clock
     # that never moves): two processes count the same bytecodes, case by case.

@@ -23,6 +23,7 @@ def test_every_example_is_listed() -> None:
     assert sorted(p.name for p in EXAMPLES) == sorted(EXPECTED)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(script: Path) -> None:
     done = subprocess.run(

@@ -26,6 +26,7 @@ HARNESSES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", HARNESSES)
 def test_harness_finds_nothing(name: str) -> None:
     module = importlib.import_module(name)

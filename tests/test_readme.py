@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -26,6 +28,7 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert ci[-1] == readme_commands()[1]
 
 
+@pytest.mark.slow
 def test_python_examples_run(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -187,6 +187,7 @@ def argument_texts(draw: st.DrawFn) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
+@pytest.mark.slow
 @given(argument_texts(), st.booleans())
 def test_any_arguments_give_a_result_and_the_run_answers(arguments: str, audited: bool) -> None:
     async def main() -> None:

@@ -344,6 +344,7 @@ def _invalid(value: dict[str, Any]) -> bool:
 @given(
     st.fixed_dictionaries({}, optional={"findings": _JSON, "summary": _JSON}).filter(_invalid)
 )
+@pytest.mark.slow
 def test_random_invalid_arguments_name_a_field(value: dict[str, Any]) -> None:
     """Any invalid object for final_result gives an error result naming the field
     at fault (``$.findings...``/``$.summary`` or a missing field), never an exception."""

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 from hypothesis import given, settings
@@ -170,12 +171,14 @@ def check_round_trip(workload: Workload, target: str, answer: GateDecision,
         same_order(entries[j + 4:], base_entries[j:], _entry_call)
 
 
+@pytest.mark.slow
 @settings(max_examples=2000 if LONG else 100)
 @given(workloads())
 def test_round_trip_in_process(case: tuple[Workload, str, GateDecision]) -> None:
     check_round_trip(*case, child=False)
 
 
+@pytest.mark.slow
 @settings(max_examples=200 if LONG else 8)
 @given(workloads())
 def test_round_trip_in_a_new_process(case: tuple[Workload, str, GateDecision]) -> None:

@@ -21,6 +21,7 @@ _fields = st.tuples(
 )
 
 
+@pytest.mark.slow
 @given(_fields)
 def test_ended_is_the_summary_the_class_makes(values: tuple[object, ...]) -> None:
     made = ended(*values)  # type: ignore[arg-type]

@@ -277,6 +277,7 @@ _arguments = st.one_of(
 )
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_random_argument_text_gets_a_result_never_an_exception(data: st.DataObject) -> None:
     calls: list[tuple[Any, ...]] = []
@@ -322,6 +323,7 @@ _WRONG: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_a_wrong_value_is_named_by_its_path(data: st.DataObject) -> None:
     @tool

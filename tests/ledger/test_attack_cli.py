@@ -44,6 +44,7 @@ UNSAFE = ["\x1b", "\x07", "\u009b", "\u202e", "\u200b", "\u2028", "\ufffd"]
     "command",
     [["tail"], ["tail", "--json"], ["tail", "--full"], ["query", "--kind", "tool_result"]],
 )
+@pytest.mark.slow
 def test_hostile_entries_are_shown_escaped(hostile_ledger: Path, command: list[str]) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "ledger", command[0], str(hostile_ledger), *command[1:]],

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from ledger import verify
 from ledger._jsonl_file import LineFile
 
@@ -15,6 +17,7 @@ def index_bytes(lines: LineFile) -> int:
     return sum(sys.getsizeof(value) for value in vars(lines).values())
 
 
+@pytest.mark.slow
 def test_the_index_of_a_file_of_newlines_is_far_smaller_than_the_file(tmp_path: Path) -> None:
     path = tmp_path / "newlines.jsonl"
     path.write_bytes(b"\n" * 4_000_000)

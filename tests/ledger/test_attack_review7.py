@@ -136,6 +136,7 @@ _around = st.text(alphabet="ab =:\n", max_size=6)
 @_cases
 @given(cls=st.sampled_from(_STR_CLASSES), before=_around, after=_around,
        key=st.sampled_from(["note", "api_token", "password", "x"]))
+@pytest.mark.slow
 def test_a_str_subclass_in_data_is_redacted_by_every_sink(
     cls: type[str], before: str, after: str, key: str
 ) -> None:
@@ -344,6 +345,7 @@ _odd_scalars = st.one_of(
        | st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1).map(Narrow),
        path=st.lists(st.text(min_size=1, max_size=4).map(Plain), max_size=3),
        kind=st.sampled_from(["prompt", Plain("tool_result"), Backwards("run_end")]))
+@pytest.mark.slow
 def test_odd_but_valid_records_chain_alike_in_every_sink(
     data: dict[str, Any], duration: Any, path: list[str], kind: str
 ) -> None:

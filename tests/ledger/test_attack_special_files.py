@@ -22,6 +22,7 @@ def special(tmp_path: Path, kind: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "zero", "directory"])
 @pytest.mark.parametrize("command", [["verify"], ["tail"], ["query"], ["repair"]])
 def test_a_ledger_that_is_not_a_regular_file_is_refused_at_once(

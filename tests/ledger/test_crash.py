@@ -81,6 +81,7 @@ async def continue_chain(fmt: str, path: Path) -> int:
     return entry.seq
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(RUNS))
 @pytest.mark.parametrize("fmt", ["jsonl", "sqlite"])
 def test_killed_writer_leaves_a_sound_ledger(tmp_path: Path, fmt: str, seed: int) -> None:

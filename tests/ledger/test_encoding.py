@@ -31,6 +31,7 @@ def reference_body(entry: Entry) -> str:
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+@pytest.mark.slow
 @given(st.lists(records, min_size=1, max_size=5))
 def test_canonical_body_is_sorted_compact_json(recs: list[Record]) -> None:
     for entry in chain_of(recs):
@@ -39,6 +40,7 @@ def test_canonical_body_is_sorted_compact_json(recs: list[Record]) -> None:
         )
 
 
+@pytest.mark.slow
 @given(st.lists(records, min_size=1, max_size=5))
 def test_lines_round_trip(recs: list[Record]) -> None:
     for entry in chain_of(recs):

@@ -306,6 +306,7 @@ async def test_concurrent_opens_in_one_process_leave_one_writer(tmp_path: Path) 
     assert verify(path).entries == 1
 
 
+@pytest.mark.slow
 @given(st.sampled_from(["jsonl", "sqlite"]), st.data())
 def test_any_open_and_close_order_keeps_one_writer(fmt: str, data: st.DataObject) -> None:
     """Model: a sink opens on its first record unless another open sink holds the
@@ -348,6 +349,7 @@ def test_any_open_and_close_order_keeps_one_writer(fmt: str, data: st.DataObject
 # -- bounded memory -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_verify_and_tail_hold_one_line_at_a_time(tmp_path: Path) -> None:
     # A child process reads a 60 MiB ledger; its peak memory stays below the file's size
     # (it used to hold the file twice over: the bytes and their lines).

@@ -21,6 +21,7 @@ from ledger._encoding import check_content
 from ._helpers import Ticking, records
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_lazy_chain_is_the_eager_chain(data: st.DataObject) -> None:
     recs = data.draw(st.lists(records, max_size=12))

@@ -125,6 +125,7 @@ def test_what_record_refuses_is_refused_with_its_errors() -> None:
     odd=st.one_of(_texts, st.floats(), st.just(1 << 5000), st.lists(st.text(max_size=2))),
     as_proxy=st.booleans(),
 )
+@pytest.mark.slow
 def test_fields_give_what_their_record_gives(
     fields: dict[str, Any], odd_field: str | None, odd: Any, as_proxy: bool
 ) -> None:

@@ -44,6 +44,7 @@ _STEPS = st.lists(st.sampled_from(["fields", "proxy", "nowait", "held", "large",
                   max_size=24)
 
 
+@pytest.mark.slow
 @given(_STEPS)
 def test_any_mix_of_records_and_reads_gives_their_chain_in_order(steps: list[str]) -> None:
     async def main() -> None:
@@ -121,6 +122,7 @@ def test_a_read_that_fails_keeps_the_rest_pending_in_order(
     assert sink.entries == chain_of(records)
 
 
+@pytest.mark.slow
 @given(_STEPS)
 def test_a_clock_that_reads_the_entries_neither_duplicates_nor_loses_one(
     steps: list[str],

@@ -150,6 +150,7 @@ _FIELDS = ["kind", "run_id", "agent_id", "tool", "call_id", "arguments", "verdic
     odd_field=st.sampled_from([None, *_FIELDS]),
     odd=st.one_of(_texts, st.floats(), st.just(1 << 5000)),
 )
+@pytest.mark.slow
 def test_the_one_pass_check_agrees_with_check_content_and_is_large(
     fields: dict[str, Any], odd_field: str | None, odd: Any
 ) -> None:
@@ -195,6 +196,7 @@ _plain_text = st.one_of(st.none(), st.text(max_size=8))
     data=st.dictionaries(st.text(max_size=3), st.one_of(
         st.none(), st.booleans(), st.integers(), st.text(max_size=4)), max_size=3),
 )
+@pytest.mark.slow
 def test_plain_records_take_the_fast_path(**fields: Any) -> None:
     # A plain record is kept flat (its fields, its data as a dict of its own or None,
     # its time: items of the sink's pending list, no other object of its own) and

@@ -108,6 +108,7 @@ def test_a_record_of_is_a_record_in_every_way_a_record_is() -> None:
     error=_text, duration=st.one_of(st.none(), st.floats(allow_nan=False)),
     data=st.dictionaries(st.text(max_size=3), _scalar, max_size=4),
 )
+@pytest.mark.slow
 def test_record_from_fields_equals_record(
     kind: str, run_id: str, agent_id: str, path: tuple[str, ...], tool: str | None,
     call_id: str | None, arguments: str | None, verdict: str | None, reason: str | None,

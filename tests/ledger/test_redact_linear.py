@@ -80,6 +80,7 @@ def growth(small: str, large: str, attempts: int = 5) -> float:
     return ratio
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_ten_times_the_input_takes_about_ten_times_as_long(family: str) -> None:
     make = FAMILIES[family]
@@ -167,6 +168,7 @@ def test_redact_is_idempotent_and_bounded(text: str) -> None:
     check(text)
 
 
+@pytest.mark.slow
 @given(json_values, st.integers(0, 3))
 def test_redacted_json_is_idempotent_and_stays_json(value: object, encodings: int) -> None:
     text = json.dumps(value)

@@ -132,6 +132,7 @@ SPELLINGS: st.SearchStrategy[dict[str, Any]] = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @given(st.lists(records, min_size=1, max_size=5), st.data())
 def test_any_other_spelling_is_found_where_it_is(recs: list[Record], data: st.DataObject) -> None:
     entries = chain_of(recs)

@@ -29,6 +29,7 @@ def _message(field: str, value: Any) -> str:
 
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
 @given(field=st.sampled_from(_TEXTS), value=_odd, secret=st.booleans())
 def test_every_sink_refuses_a_text_field_that_is_not_a_str(
     field: str, value: Any, secret: bool

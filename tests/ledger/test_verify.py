@@ -132,17 +132,20 @@ def mutated(draw: st.DrawFn) -> tuple[list[bytes], int, str]:
     return lines_of(entries), p + 1, "inserted"
 
 
+@pytest.mark.slow
 @given(st.lists(records, max_size=8))
 def test_sound_chains_verify(recs: list[Record]) -> None:
     assert check(lines_of(chain_of(recs))) == (None, "")
 
 
+@pytest.mark.slow
 @given(mutated())
 def test_one_mutation_is_found_exactly(case: tuple[list[bytes], int, str]) -> None:
     lines, seq, problem = case
     assert check(lines) == (seq, problem)
 
 
+@pytest.mark.slow
 @given(mutated())
 def test_verify_reports_the_mutation_in_a_file(case: tuple[list[bytes], int, str]) -> None:
     lines, seq, problem = case
@@ -153,6 +156,7 @@ def test_verify_reports_the_mutation_in_a_file(case: tuple[list[bytes], int, str
     assert (report.ok, report.first_bad, report.problem) == (False, seq, problem)
 
 
+@pytest.mark.slow
 @given(st.lists(records, min_size=1, max_size=6), st.data())
 def test_torn_last_line_is_reported_as_torn(recs: list[Record], data: st.DataObject) -> None:
     entries = chain_of(recs)

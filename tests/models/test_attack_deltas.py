@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from agentcore.models._openai import OpenAIStreamState
 
 # The smallest chunk that adds to a tool call's name: about 70 bytes as an event, so
@@ -21,6 +23,7 @@ def feed(count: int) -> float:
     return elapsed
 
 
+@pytest.mark.slow
 def test_a_name_grown_one_character_at_a_time_costs_linear_time() -> None:
     # Four times the deltas take about four times as long (a name concatenated in
     # place took twenty times as long: 6.5 s of CPU for one 28 MB reply).

@@ -43,6 +43,7 @@ async def call(model: Any, stream: bool) -> None:
         await model.complete(REQUEST)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("api_name", ["Anthropic", "OpenAI"])

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
+import pytest
 import trio
 
 Behaviour = Callable[[trio.SocketStream], Awaitable[None]]
@@ -319,6 +320,7 @@ def test_gzip_bomb_is_small_and_inflates_to_1_5_gib() -> None:
     assert inflated == bytes(4 << 20)
 
 
+@pytest.mark.slow
 async def test_hostile_servers_are_bounded(nursery: trio.Nursery) -> None:
     specs = []
     for _, api, stream, behaviour, kwargs, _, _ in CASES:

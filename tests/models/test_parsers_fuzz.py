@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -43,6 +44,7 @@ def test_parse_anthropic_response(payload: Any) -> None:
         parse_anthropic_response(payload)
 
 
+@pytest.mark.slow
 @given(st.lists(st.dictionaries(KEYS, JSON, max_size=4), max_size=5))
 def test_openai_stream_state(chunks: list[dict[str, Any]]) -> None:
     state = OpenAIStreamState()
@@ -52,6 +54,7 @@ def test_openai_stream_state(chunks: list[dict[str, Any]]) -> None:
     state.response()
 
 
+@pytest.mark.slow
 @given(st.lists(st.dictionaries(KEYS, JSON, max_size=4), max_size=5))
 def test_anthropic_stream_state(events: list[dict[str, Any]]) -> None:
     state = AnthropicStreamState()

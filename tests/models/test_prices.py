@@ -151,6 +151,7 @@ def test_the_empty_usage_is_the_identity(a: Usage) -> None:
     assert Usage() + a == a + Usage() == a
 
 
+@pytest.mark.slow
 @given(st.lists(usages(), max_size=6))
 def test_a_sum_is_priced_exactly_when_each_part_with_tokens_is(parts: list[Usage]) -> None:
     total = sum(parts, Usage())

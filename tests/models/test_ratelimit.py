@@ -322,6 +322,7 @@ def test_buckets_refill_to_their_burst_and_settle_estimates() -> None:
     assert buckets.paused_until == 105.0
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_no_window_admits_more_than_the_rate_allows(data: st.DataObject) -> None:
     # Random arrivals, some cancelled while waiting: calls start in arrival order, and
@@ -385,6 +386,7 @@ SERVER_INTERVAL = 0.1
 RUNS = 8
 
 
+@pytest.mark.slow
 def test_a_shared_limiter_absorbs_a_429_storm() -> None:
     # Real sockets, real clock: RUNS agents start at once against a server that allows
     # one request per 0.1 s and answers others 429 with Retry-After. Alone they storm

@@ -463,7 +463,7 @@ class CoreMachine(RuleBasedStateMachine):
                 core.admit("late", (), None)
 
 
-TestCore = CoreMachine.TestCase
+TestCore = pytest.mark.slow(CoreMachine.TestCase)
 
 
 def test_the_core_imports_no_trio_and_no_io() -> None:

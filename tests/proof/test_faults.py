@@ -45,6 +45,7 @@ def plans(data: st.DataObject, name: str, calls: int) -> Plan:
     return Plan(name, faults)
 
 
+@pytest.mark.slow
 @settings(max_examples=min(settings().max_examples, 150))
 @given(st.data(), workloads(max_roots=4, max_jobs=8))
 def test_faults_never_hang_the_pool_or_escape(data: st.DataObject, workload: Workload) -> None:

@@ -169,6 +169,7 @@ async def test_delegate_reply_drives_the_delegation_tool() -> None:
 
 
 # The module docstring's example, as users would write it.
+@pytest.mark.slow
 @given(workloads(), st.integers(1, 4))
 def test_documented_example(workload: Workload, max_concurrent: int) -> None:
     async def main() -> None:
@@ -364,6 +365,7 @@ async def _play(workload: Workload, max_concurrent: int, limit: float | None,
     st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.5]), st.integers(0, 20)),
              max_size=2),
 )
+@pytest.mark.slow
 def test_the_checker_accepts_every_log_of_the_real_pool(
     workload: Workload, max_concurrent: int, timeout: float | None, buffer: int,
     pace: float, cancels: list[tuple[float, int]],

@@ -34,6 +34,7 @@ import itertools
 from collections import defaultdict
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 from hypothesis import event as label
@@ -416,6 +417,7 @@ class Harness:
                 task.path, output, "stop" if output else "max_turns"), (task.path, result)
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_the_shells_trace_matches_the_core(data: st.DataObject) -> None:
     """Random operations on a real pool: its trace of effects is the core's."""

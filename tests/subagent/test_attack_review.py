@@ -70,6 +70,7 @@ def _doubling(levels: int) -> dict[str, object]:
     return {"$defs": defs, "$ref": "#/$defs/a0"}
 
 
+@pytest.mark.slow
 def test_output_schema_with_exponential_references_is_refused_at_load() -> None:
     # Before: loading the spec checked samples for minutes (2**levels steps),
     # freezing the event loop; 40 levels would never end.
@@ -81,6 +82,7 @@ def test_output_schema_with_exponential_references_is_refused_at_load() -> None:
     )
 
 
+@pytest.mark.slow
 def test_output_schema_work_on_a_model_reply_is_bounded() -> None:
     # A recursive schema whose work doubles per level of the model's nesting: the
     # samples are cheap, the model's 40-deep reply is not.

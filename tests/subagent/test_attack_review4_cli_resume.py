@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from .test_cli import run, write_specs
 from .test_cli_pause import WRITE
 
 
+@pytest.mark.slow
 def test_a_refused_resume_leaves_the_paused_file(tmp_path: Path) -> None:
     specs = write_specs(tmp_path, [WRITE])
     paused = tmp_path / "paused.json"

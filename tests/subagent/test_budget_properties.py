@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import attrs
+import pytest
 import trio
 import trio.testing
 from hypothesis import given
@@ -94,6 +95,7 @@ def trees(draw: st.DrawFn) -> list[Plan]:
     return plans
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_spend_stays_within_the_bound_and_every_task_ends(data: st.DataObject) -> None:
     plans = data.draw(trees())

@@ -67,6 +67,7 @@ def finish(db: Path, ledger: Path, log: Path, out: Path) -> dict[str, object]:
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(RUNS))
 def test_a_killed_tree_recovers_without_repeating_a_finished_call(
     tmp_path: Path, seed: int
@@ -108,6 +109,7 @@ def test_a_killed_tree_recovers_without_repeating_a_finished_call(
             assert e.data is not None and str(e.data["checkpoint"]).startswith(e.run_id + "@")
 
 
+@pytest.mark.slow
 def test_a_finished_tree_leaves_nothing_to_recover(tmp_path: Path) -> None:
     db, ledger, log, out = (tmp_path / n for n in ("ckpt.db", "audit.jsonl", "log", "out"))
     proc = start("run", db, ledger, log)

@@ -23,6 +23,7 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_demo_exits_0_with_the_tree_and_a_verified_ledger(tmp_path: Path) -> None:
     path = tmp_path / "demo.jsonl"
     done = run("demo", "--ledger", str(path), cwd=tmp_path)
@@ -47,6 +48,7 @@ def test_demo_exits_0_with_the_tree_and_a_verified_ledger(tmp_path: Path) -> Non
     assert (report.ok, report.entries) == (True, entries)
 
 
+@pytest.mark.slow
 def test_demo_can_write_sqlite(tmp_path: Path) -> None:
     path = tmp_path / "demo.sqlite"
     done = run("demo", "--ledger", str(path), cwd=tmp_path)
@@ -141,6 +143,7 @@ def run_specs_file(tmp_path: Path, model: str, *args: str) -> subprocess.Complet
         ("sub", "it is a directory, not a regular file"),
     ],
 )
+@pytest.mark.slow
 def test_a_scripted_path_that_is_no_small_regular_file_exits_2(
     tmp_path: Path, name: str, reason: str
 ) -> None:
@@ -263,6 +266,7 @@ def _read_some(proc: subprocess.Popen[bytes], timeout: float) -> bytes:
     return os.read(proc.stdout.fileno(), 65536)
 
 
+@pytest.mark.slow
 def test_the_state_directory_is_private(tmp_path: Path) -> None:
     specs = write_specs(tmp_path, [{"content": "hi"}])
     state = tmp_path / "state"
@@ -331,6 +335,7 @@ def test_the_live_tree_on_a_terminal_shows_model_text_neutralised(tmp_path: Path
 # -- cost and budgets (issue 22 item 5) -----------------------------------------------
 
 
+@pytest.mark.slow
 def test_demo_shows_the_cost_of_the_tree_and_the_budget_left(tmp_path: Path) -> None:
     done = run("demo", "--ledger", str(tmp_path / "demo.jsonl"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -8,6 +8,8 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
 import ledger
 
 from .test_cli import run, write_specs
@@ -16,6 +18,7 @@ WRITE: dict[str, object] = {"tool_calls": [{"id": "c1", "name": "write_file",
                          "arguments": {"path": "out.txt", "content": "x"}}]}
 
 
+@pytest.mark.slow
 def test_pause_approve_resume(tmp_path: Path) -> None:
     specs = write_specs(tmp_path, [WRITE, {"content": "never reached"}])
     paused = tmp_path / "paused.json"
@@ -57,6 +60,7 @@ def test_pause_approve_resume(tmp_path: Path) -> None:
     assert [e["kind"] for e in entries].count("run_resumed") == 1
 
 
+@pytest.mark.slow
 def test_deny_and_a_damaged_file(tmp_path: Path) -> None:
     specs = write_specs(tmp_path, [WRITE])
     paused = tmp_path / "paused.json"
@@ -91,6 +95,7 @@ def test_deny_and_a_damaged_file(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_run_with_checkpoints_then_recover(tmp_path: Path) -> None:
     import trio
 

@@ -9,6 +9,8 @@ import json
 import stat
 from pathlib import Path
 
+import pytest
+
 from .test_cli import run, write_specs
 from .test_cli_pause import WRITE
 
@@ -16,6 +18,7 @@ PENDING = ('c1  helper/0001  write_file {"path": "out.txt", "content": "x"}  '
            "(tool 'write_file' may change things: approve it later)\n")
 
 
+@pytest.mark.slow
 def test_recover_lists_a_tree_paused_before_the_crash(tmp_path: Path) -> None:
     specs = write_specs(tmp_path, [WRITE, {"content": "never reached"}])
     db = tmp_path / "ckpt.db"

@@ -256,6 +256,7 @@ def trees(draw: st.DrawFn, depth: int = 0) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 @given(trees(), st.booleans())
 def test_a_call_runs_iff_every_gate_on_its_path_allows_it(
     tree: dict[str, Any], share_gates: bool

@@ -123,6 +123,7 @@ async def test_slow_consumer_on_a_zero_buffer_gets_every_event(autojump_clock: C
     assert counted(stream.statistics()) == 0
 
 
+@pytest.mark.slow
 async def test_a_thousand_tasks_and_a_slow_consumer(autojump_clock: Clock) -> None:
     stream = CountingStream(0)
     received: list[Event] = []

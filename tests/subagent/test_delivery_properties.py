@@ -15,6 +15,7 @@ import math
 from collections import defaultdict
 
 import attrs
+import pytest
 import trio
 import trio.testing
 from hypothesis import event as label
@@ -101,6 +102,7 @@ class PlanModel:
         return ModelResponse(Message("assistant", "done"))
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_every_event_is_delivered_or_counted(data: st.DataObject) -> None:
     buffer = data.draw(st.sampled_from([0, 1, 3, 16]), label="buffer")

@@ -152,6 +152,7 @@ async def test_the_caller_runs_follow_ups_as_a_continuation(autojump_clock: Cloc
     pace=st.integers(0, 3),
     cancel_at=st.one_of(st.none(), st.integers(0, 12)),
 )
+@pytest.mark.slow
 def test_a_follow_up_is_refused_or_comes_back_in_order(
     times: list[int], ahead: int, pace: int, cancel_at: int | None
 ) -> None:

@@ -17,6 +17,7 @@ import json
 from collections import Counter, defaultdict
 
 import attrs
+import pytest
 import trio
 import trio.testing
 from hypothesis import event as label
@@ -110,6 +111,7 @@ def ancestors(task: Task) -> list[Task]:
     return found
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_every_background_result_is_delivered_or_orphaned_once(data: st.DataObject) -> None:
     ids = itertools.count(1)

@@ -118,6 +118,7 @@ def test_service_name_defaults_to_subagent(tmp_path: Path) -> None:
          "subagent: --otel: OTEL_SDK_DISABLED is true, so nothing is exported\n"),
     ],
 )
+@pytest.mark.slow
 def test_no_exporter_exits_2_saying_what_to_install(
     tmp_path: Path, env: dict[str, str], blocked: tuple[str, ...], message: str
 ) -> None:
@@ -156,6 +157,7 @@ class Receiver(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_otlp_http_exports_to_the_endpoint_of_the_environment(tmp_path: Path) -> None:
     Receiver.received = []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)

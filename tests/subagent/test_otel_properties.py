@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import attrs
+import pytest
 import trio
 import trio.testing
 from hypothesis import given
@@ -70,6 +71,7 @@ class TreeModel:
         return ModelResponse(Message("assistant", tool_calls=(call,)), "tool_calls")
 
 
+@pytest.mark.slow
 @given(trees())
 def test_the_span_tree_is_the_task_tree(nodes: list[Node]) -> None:
     provider, exporter = memory_provider()

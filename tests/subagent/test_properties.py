@@ -13,6 +13,7 @@ import json
 from collections import defaultdict
 
 import attrs
+import pytest
 import trio
 import trio.testing
 from hypothesis import event as label
@@ -155,6 +156,7 @@ def check_run_events(path: tuple[str, ...], events: list[Event], status: TaskSta
         assert kinds.index("task_started") < kinds.index("agent_start")
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_random_workloads(data: st.DataObject) -> None:
     max_concurrent = data.draw(st.integers(1, 4), label="max_concurrent")

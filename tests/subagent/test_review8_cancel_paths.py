@@ -267,6 +267,7 @@ ops_st = st.lists(
 )
 
 
+@pytest.mark.slow
 @given(roots_st, ops_st, st.integers(1, 4), st.integers(0, 2**32 - 1))
 def test_every_mode_ends_a_workload_alike(
     roots: list[tuple[str, int]], ops: list[Op], max_concurrent: int, seed: int

@@ -139,6 +139,7 @@ async def _play(tasks: list[TaskSpec], picks: list[int], public: bool) -> dict[s
     return out
 
 
+@pytest.mark.slow
 @given(st.lists(task_st, min_size=1, max_size=4), st.lists(st.integers(0, 40), max_size=8))
 def test_a_batch_leaves_every_scope_as_cancel_does(
     tasks: list[TaskSpec], picks: list[int]

@@ -19,6 +19,7 @@ import json
 import os
 import tracemalloc
 
+import pytest
 import trio
 import trio.testing
 
@@ -122,6 +123,7 @@ async def _soak(total: int, warm_up: int) -> tuple[int, int, int]:
     return before, after, ran - start
 
 
+@pytest.mark.slow
 def test_a_long_lived_pool_holds_flat_memory() -> None:
     total = _soak_size()
     try:

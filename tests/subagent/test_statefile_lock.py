@@ -58,6 +58,7 @@ def paused_with(calls: int) -> RunState:
     return trio.run(main)
 
 
+@pytest.mark.slow
 def test_two_processes_answering_at_once_lose_no_answer(tmp_path: Path) -> None:
     path = tmp_path / "paused.json"
     write_state(path, paused_with(CALLS))

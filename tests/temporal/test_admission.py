@@ -117,6 +117,7 @@ async def bounded(server: DevServer, work: Work) -> list[RootResult]:
         return results
 
 
+@pytest.mark.slow
 def test_admission_bounds_the_roots_running_across_workers(dev_server: DevServer) -> None:
     work = Work()
     results = asyncio.run(bounded(dev_server, work))
@@ -144,6 +145,7 @@ async def refused(server: DevServer, work: Work) -> RootResult:
         return result
 
 
+@pytest.mark.slow
 def test_a_full_admission_queue_refuses_a_root(dev_server: DevServer) -> None:
     work = Work()
     result = asyncio.run(refused(dev_server, work))
@@ -185,6 +187,7 @@ async def paused_gives_back(server: DevServer, folder: Path, work: Work) -> list
         return results
 
 
+@pytest.mark.slow
 def test_a_paused_root_gives_its_slot_back_and_queues_to_resume(
     dev_server: DevServer, tmp_path: Path
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -151,7 +152,7 @@ class AdmissionMachine(RuleBasedStateMachine):
 
 
 AdmissionMachine.TestCase.settings = settings(stateful_step_count=30)
-TestAdmissionMachine = AdmissionMachine.TestCase
+TestAdmissionMachine = pytest.mark.slow(AdmissionMachine.TestCase)
 
 
 def t(number: int, who: str = "a") -> Ticket:

@@ -110,6 +110,7 @@ async def by_hand(server: DevServer) -> None:
         assert await one.query(Ghost.got) == [AdmissionAnswer(1, GRANT)] * 2
 
 
+@pytest.mark.slow
 def test_tickets_are_idempotent_and_an_early_release_leaks_nothing(
     dev_server: DevServer,
 ) -> None:
@@ -148,6 +149,7 @@ async def closed_roots(server: DevServer, work: Work) -> tuple[str, RootResult]:
         return cause, result
 
 
+@pytest.mark.slow
 def test_terminated_and_timed_out_roots_are_reclaimed(dev_server: DevServer) -> None:
     work = Work()
     cause, result = asyncio.run(closed_roots(dev_server, work))
@@ -191,6 +193,7 @@ async def across_runs(server: DevServer, work: Work) -> tuple[list[RootResult], 
         return results, carried
 
 
+@pytest.mark.slow
 def test_continue_as_new_keeps_holders_and_waiters(dev_server: DevServer) -> None:
     work = Work()
     results, carried = asyncio.run(across_runs(dev_server, work))
@@ -220,6 +223,7 @@ async def long_history(server: DevServer, work: Work) -> tuple[RootResult, int]:
         return result, (await admission_state(client, "long")).reclaimed
 
 
+@pytest.mark.slow
 def test_a_long_history_continues_as_new_while_a_root_holds(dev_server: DevServer) -> None:
     work = Work()
     result, reclaimed = asyncio.run(long_history(dev_server, work))
@@ -278,6 +282,7 @@ async def reset_root(server: DevServer, work: Work) -> tuple[list[RootResult], i
         return results, state.reclaimed if state.holders == ["reset-a"] else -1, reset
 
 
+@pytest.mark.slow
 def test_a_reset_root_keeps_its_one_slot(dev_server: DevServer) -> None:
     work = Work()
     results, reclaimed, reset = asyncio.run(reset_root(dev_server, work))

@@ -116,6 +116,7 @@ async def schedule(server: DevServer, seed: int) -> tuple[dict[str, str], dict[s
     return got, expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_random_interleavings_leak_nothing(dev_server: DevServer, seed: int) -> None:
     got, expected = asyncio.run(schedule(dev_server, seed))

@@ -123,6 +123,7 @@ async def unanswered(server: DevServer, folder: Path) -> tuple[str, int]:
         return result.output, (await pending(client, "unanswered")).round
 
 
+@pytest.mark.slow
 def test_the_approval_timeout_denies_unanswered_calls_and_a_run_may_pause_again(
     dev_server: DevServer, tmp_path: Path,
 ) -> None:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ledger
 from subagent.temporal import ledger_name
 from subagent.temporal._devserver import free_port
@@ -30,6 +32,7 @@ def subagent(*args: str) -> list[str]:
     return [sys.executable, "-m", "subagent", *args]
 
 
+@pytest.mark.slow
 def test_dev_then_run(tmp_path: Path) -> None:
     specs = write_specs(tmp_path)
     port = free_port()
@@ -73,6 +76,7 @@ def test_dev_then_run(tmp_path: Path) -> None:
     assert report.ok and report.entries > 0
 
 
+@pytest.mark.slow
 def test_run_with_an_unknown_agent_exits_2(tmp_path: Path) -> None:
     specs = write_specs(tmp_path)
     done = subprocess.run(
@@ -84,6 +88,7 @@ def test_run_with_an_unknown_agent_exits_2(tmp_path: Path) -> None:
     assert done.stderr == "subagent: unknown agent 'nobody'; registered agents: helper\n"
 
 
+@pytest.mark.slow
 def test_run_without_a_server_exits_2(tmp_path: Path) -> None:
     specs = write_specs(tmp_path)
     port = free_port()

@@ -37,6 +37,7 @@ async def cancel_tree(server: DevServer, folder: Path, blocker: Blocker) -> None
     assert blocker.cancelled == 1
 
 
+@pytest.mark.slow
 def test_workflow_cancel_reaches_every_task(dev_server: DevServer, tmp_path: Path) -> None:
     blocker = Blocker()
     asyncio.run(cancel_tree(dev_server, tmp_path, blocker))
@@ -55,6 +56,7 @@ async def many_roots(server: DevServer, count: int) -> list[RootResult]:
         return list(await asyncio.gather(*(h.result() for h in handles)))
 
 
+@pytest.mark.slow
 def test_a_hundred_roots_on_two_workers_finish(dev_server: DevServer) -> None:
     results = asyncio.run(many_roots(dev_server, 100))
     assert [r.output for r in results] == [f"echo: n{i}" for i in range(100)]
@@ -80,6 +82,7 @@ async def timeout_and_unknown(server: DevServer) -> None:
         )
 
 
+@pytest.mark.slow
 def test_spec_timeout_is_the_execution_timeout_and_unknown_agents_fail(
     dev_server: DevServer,
 ) -> None:

@@ -71,6 +71,7 @@ START = ["task_queued", "task_started", "agent_start", "turn_start", "model_requ
 END = ["turn_start", "model_request", "model_response", "agent_end", "task_finished"]
 
 
+@pytest.mark.slow
 def test_a_page_of_large_events_is_followed_in_pieces(dev_server: DevServer,
                                                       tmp_path: Path) -> None:
     # 12 events of 400,000 characters: one page of them (4.8 MB) was over gRPC's
@@ -157,6 +158,7 @@ async def _steered_while_no_worker(server: DevServer, folder: Path, gates: Gates
         return done
 
 
+@pytest.mark.slow
 def test_queued_steering_texts_reach_the_root(dev_server: DevServer, tmp_path: Path) -> None:
     # 12 queued texts of 60,000 "é" (4.3 MB as sent): the activity's controls query
     # was over gRPC's 4 MiB at every poll, so no control (the interrupt neither)

@@ -6,6 +6,7 @@ import asyncio
 import threading
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
 import ledger
@@ -40,6 +41,7 @@ async def across_kill(db: Path, folder: Path, servers: list[DevServer]) -> None:
         assert (await waiting.result()).output == "echo: later"
 
 
+@pytest.mark.slow
 def test_server_sigkill_and_restart_loses_nothing(tmp_path: Path) -> None:
     servers: list[DevServer] = []
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
 import ledger
@@ -52,6 +53,7 @@ async def steer_then_interrupt(server: DevServer, folder: Path, gates: Gates) ->
                                                EventKind.interrupt_received)]
 
 
+@pytest.mark.slow
 def test_steer_and_interrupt_signals_reach_the_root(dev_server: DevServer,
                                                     tmp_path: Path) -> None:
     kinds = asyncio.run(steer_then_interrupt(dev_server, tmp_path, Gates()))

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client, WorkflowHandle
 
 import ledger
@@ -62,6 +63,7 @@ async def kill_and_take_over(server: DevServer, tmp_path: Path,
     return result.output
 
 
+@pytest.mark.slow
 def test_a_second_worker_takes_over_a_killed_attempt(dev_server: DevServer,
                                                      tmp_path: Path) -> None:
     first = subprocess.Popen(

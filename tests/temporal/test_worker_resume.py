@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
 import agentcore
@@ -44,6 +45,7 @@ async def kill_and_resume(server: DevServer, tmp_path: Path,
     return result.output
 
 
+@pytest.mark.slow
 def test_a_second_worker_resumes_without_repeating_a_mutating_call(
         dev_server: DevServer, tmp_path: Path) -> None:
     first = subprocess.Popen(

@@ -35,6 +35,7 @@ def hostile_tree(root: Path) -> None:
     (root / "ax.txt").write_bytes(bytes(rnd.choice(b"ax") for _ in range(200_000)))
 
 
+@pytest.mark.slow
 async def test_a_hostile_grep_never_holds_up_the_event_loop(tmp_path: Path) -> None:
     hostile_tree(tmp_path)
     grep = {t.name: t for t in workspace_tools(tmp_path)}["grep"]

@@ -37,6 +37,7 @@ def with_helper(name: str, tmp_path: Path, helper: str) -> McpServer:
     return McpServer(name, command="sh", args=("-c", script, sys.executable, FIXTURE))
 
 
+@pytest.mark.slow
 async def test_a_helper_process_the_server_leaves_is_stopped_with_it(tmp_path: Path) -> None:
     # The helper ignores SIGTERM and holds the server's stdout; the server itself exits
     # at once when its stdin closes.
@@ -48,6 +49,7 @@ async def test_a_helper_process_the_server_leaves_is_stopped_with_it(tmp_path: P
     await wait_for(lambda: ended(helper), "the helper stopped")
 
 
+@pytest.mark.slow
 async def test_a_server_that_dies_while_its_helper_holds_the_pipe_is_seen_to_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -67,6 +67,7 @@ async def delegate_to_clock(
     return clock, await drain(stream), sink
 
 
+@pytest.mark.slow
 async def test_a_delegated_child_calls_an_mcp_tool_gated_and_audited_at_its_path() -> None:
     clock, events, sink = await delegate_to_clock(read_only=("convert_time",))
     child = ("lead/0001", "clock/0002")
@@ -87,6 +88,7 @@ async def test_a_delegated_child_calls_an_mcp_tool_gated_and_audited_at_its_path
     assert result.result == answer
 
 
+@pytest.mark.slow
 async def test_read_only_comes_from_the_config_not_the_servers_hints() -> None:
     # mcp-server-time marks convert_time readOnlyHint=true: ignored, so the
     # parent's read-only gate denies the call.
@@ -95,6 +97,7 @@ async def test_read_only_comes_from_the_config_not_the_servers_hints() -> None:
     assert answer.startswith("denied: the gate of lead/0001: ")
 
 
+@pytest.mark.slow
 async def test_a_killed_server_gives_error_results_the_run_answers_and_it_restarts(
     tmp_path: Path,
 ) -> None:
@@ -152,6 +155,7 @@ async def test_a_killed_server_gives_error_results_the_run_answers_and_it_restar
     assert gone(restarted)  # closed with the pool, and reaped
 
 
+@pytest.mark.slow
 async def test_a_server_that_never_starts_does_not_block_the_pool(tmp_path: Path) -> None:
     pidfile = tmp_path / "stuck.pid"
     stuck = with_pidfile("stuck", pidfile, ["sleep", "3600"], start_timeout=2.0)
@@ -178,6 +182,7 @@ def http_url() -> Iterator[str]:
     yield from http_fixture_server()
 
 
+@pytest.mark.slow
 @sse_leak
 async def test_streamable_http_server_answers_fails_cuts_and_cancels(
     http_url: str, tmp_path: Path
@@ -217,6 +222,7 @@ async def test_streamable_http_server_answers_fails_cuts_and_cancels(
         await wait_for(lambda: marker.read_text() == "cancelled", "the server saw the cancel")
 
 
+@pytest.mark.slow
 @sse_leak
 async def test_tool_timeout_bounds_an_mcp_call_and_cancels_it_on_the_server(
     http_url: str, tmp_path: Path
@@ -234,6 +240,7 @@ async def test_tool_timeout_bounds_an_mcp_call_and_cancels_it_on_the_server(
     assert tool_texts(model, 1) == ["tool 'wait' timed out after 5s"]
 
 
+@pytest.mark.slow
 def test_subagent_run_starts_the_specs_files_servers(tmp_path: Path) -> None:
     import io
 
@@ -262,6 +269,7 @@ tools = ["mcp:time/convert_time"]
     assert json.loads(entry["result"])["time_difference"] == "+9.0h"
 
 
+@pytest.mark.slow
 async def test_a_stdio_message_past_the_bound_ends_the_connection_not_the_run(
     tmp_path: Path,
 ) -> None:

@@ -41,6 +41,7 @@ def test_values_are_counted_outside_strings(text: str, count: int) -> None:
     assert count_values(text.encode()) == count
 
 
+@pytest.mark.slow
 @given(JSON, st.booleans())
 def test_the_count_is_exact_for_any_json(value: Any, spaced: bool) -> None:
     separators = (", ", ": ") if spaced else (",", ":")

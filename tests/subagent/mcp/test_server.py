@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -41,6 +42,7 @@ def write_specs(folder: Path, marker: Path) -> Path:
     return specs
 
 
+@pytest.mark.slow
 async def test_an_mcp_client_lists_calls_and_cancels_the_agents(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     specs = write_specs(tmp_path, marker)

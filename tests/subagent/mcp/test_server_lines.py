@@ -25,6 +25,7 @@ def line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
+@pytest.mark.slow
 async def test_an_over_long_or_too_many_valued_request_is_skipped(tmp_path: Path) -> None:
     (tmp_path / "specs.toml").write_text(
         '[agents.greeter]\ndescription = "Greets."\nmodel = "scripted:greeter.json"\n'
