@@ -18,22 +18,18 @@ The hot path does not even await: :func:`record_sync` records into such a sink
 from synchronous code when the current task is not cancelled, and says so; only
 when it cannot (no ``record_nowait``, a cancelled task, a large record) does the
 caller await :func:`record`, which then raises ``trio.Cancelled`` or waits. "Not
-cancelled" is read the way :func:`trio.lowlevel.checkpoint_if_cancelled` reads it
-(the task's cancel status, ``effectively_cancelled``), synchronously: trio has no
-public synchronous form of that check (``trio.current_effective_deadline()``
-answers it too, but walks every enclosing scope: about ten times the cost of the
-check here, measured at a run's depth of seven scopes), so it reads trio's private
-run context (the current task, as ``trio.lowlevel.current_task()`` reads it) and
-that task's private cancel status, and falls back to the awaited path if a trio
-without them ever runs this. Unlike ``checkpoint_if_cancelled`` it does not deliver a pending
-KeyboardInterrupt to the main task: that waits for the next checkpoint.
+cancelled" is trio's public word for it: ``trio.current_effective_deadline()`` is
+``-inf`` exactly when the next checkpoint would raise ``Cancelled`` (:func:`cancelled`).
+Unlike ``checkpoint_if_cancelled`` it does not deliver a pending KeyboardInterrupt to
+the main task: that waits for the next checkpoint.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -46,15 +42,11 @@ if TYPE_CHECKING:
     from ledger._entry import Scalar
 
 
-# The current task, as trio.lowlevel.current_task() reads it (trio's per-thread run
-# context), without that function's frame: a measurable part of an entry's cost
-# (~300 instructions of ~9,000). Private to trio; a trio without it (or outside a
-# run) raises AttributeError, and the recorder then takes the awaited path.
-_RUN_CONTEXT: Any
-try:
-    from trio._core._run import GLOBAL_RUN_CONTEXT as _RUN_CONTEXT
-except ImportError:  # pragma: no cover - only on a future trio
-    _RUN_CONTEXT = None
+def cancelled() -> bool:
+    """Whether the calling trio task is cancelled: its next checkpoint would raise
+    ``trio.Cancelled`` (public API: its effective deadline is ``-inf``). Not a
+    checkpoint. Raises RuntimeError outside a trio task."""
+    return trio.current_effective_deadline() == -math.inf
 
 
 def failed(sink: Sink, kind: str, exc: Exception) -> AuditError:
@@ -110,10 +102,7 @@ def record_sync(sink: Sink, entry: Record) -> bool:
     nowait = getattr(sink, "record_nowait", None)
     if nowait is None:
         return False
-    try:
-        if _RUN_CONTEXT.task._cancel_status.effectively_cancelled:
-            return False
-    except AttributeError:  # pragma: no cover - only on a future trio
+    if cancelled():
         return False
     try:
         nowait(entry)
@@ -163,26 +152,17 @@ def record_fields_sync(
         the sink.
     """
     nowait = getattr(sink, "record_fields_nowait", None)
-    if nowait is not None:
+    if nowait is not None and not (cancellable and cancelled()):
         try:
-            # The check of record_sync (see there), inline.
-            cancelled = (
-                cancellable
-                and _RUN_CONTEXT.task._cancel_status.effectively_cancelled
+            nowait(
+                kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
+                reason, result, error, duration, data,
             )
-        except AttributeError:  # pragma: no cover - only on a future trio
-            cancelled = True
-        if not cancelled:
-            try:
-                nowait(
-                    kind, run_id, path, agent_id, tool, call_id, arguments, verdict,
-                    reason, result, error, duration, data,
-                )
-                return None
-            except trio.WouldBlock:
-                pass
-            except Exception as exc:
-                raise failed(sink, kind, exc) from exc
+            return None
+        except trio.WouldBlock:
+            pass
+        except Exception as exc:
+            raise failed(sink, kind, exc) from exc
     try:
         entry = record_of(
             kind, run_id, path, agent_id, tool=tool, call_id=call_id, arguments=arguments,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from ._audit import _RUN_CONTEXT, failed, record, record_fields_sync
+from ._audit import cancelled, failed, record, record_fields_sync
 from ._events import EventKind, EventSink, event_of, taken_now
 from ._hookcall import call_hook
 
@@ -157,24 +157,19 @@ class RunPortMethods:
             return None
         state = self._state
         fields = getattr(sink, "record_fields_nowait", None)
-        if fields is not None:
-            # record_fields_sync's fast path, inline (see above); anything else (a
-            # cancelled task, trio.WouldBlock) goes on to it.
+        # record_fields_sync's fast path, inline (see above); anything else (a
+        # cancelled task, trio.WouldBlock) goes on to it.
+        if fields is not None and not cancelled():
             try:
-                cancelled = _RUN_CONTEXT.task._cancel_status.effectively_cancelled
-            except AttributeError:  # pragma: no cover - only on a future trio
-                cancelled = True
-            if not cancelled:
-                try:
-                    fields(
-                        kind, state.run_id, state.path, self.agent.agent_id, tool, call_id,
-                        arguments, verdict, reason, result, error, duration, data,
-                    )
-                    return None
-                except trio.WouldBlock:
-                    pass
-                except Exception as exc:
-                    raise failed(sink, kind, exc) from exc
+                fields(
+                    kind, state.run_id, state.path, self.agent.agent_id, tool, call_id,
+                    arguments, verdict, reason, result, error, duration, data,
+                )
+                return None
+            except trio.WouldBlock:
+                pass
+            except Exception as exc:
+                raise failed(sink, kind, exc) from exc
         return record_fields_sync(
             sink, True, kind, state.run_id, state.path, self.agent.agent_id, tool,
             call_id, arguments, verdict, reason, result, error, duration, data,

@@ -17,26 +17,6 @@ Overflow = Literal["block", "drop_newest"]
 RECEIVE_BATCH = 64
 
 
-def _cancelled() -> bool:
-    # trio.lowlevel.checkpoint_if_cancelled, synchronously: whether it would raise
-    # here (the task is cancelled, or it is the main task with a KeyboardInterrupt
-    # pending); if not, the check is counted as it counts it (a cancel point, as
-    # trio.testing.assert_checkpoints sees them). Awaiting that coroutine for every
-    # event costs a frame and a coroutine more; trio has no public synchronous form
-    # (see agentcore._audit). A trio without these attributes answers True, and the
-    # caller awaits checkpoint_if_cancelled, which decides.
-    try:
-        task = trio.lowlevel.current_task()
-        if task._cancel_status.effectively_cancelled or (
-            task is task._runner.main_task and task._runner.ki_pending
-        ):
-            return True
-        task._cancel_points += 1
-    except AttributeError:  # pragma: no cover - only on a future trio
-        return True
-    return False
-
-
 @attrs.frozen
 class StreamStatistics:
     """A snapshot of a :class:`Stream`."""
@@ -204,12 +184,11 @@ class Stream:
         ``dropped_after_close``); a cancel before the stream took the event
         discards it, counted in ``dropped_cancelled``.
         """
-        if _cancelled():
-            try:
-                await trio.lowlevel.checkpoint_if_cancelled()
-            except trio.Cancelled:
-                self._discard_cancelled()
-                raise
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        except trio.Cancelled:
+            self._discard_cancelled()
+            raise
         try:
             self.send_nowait(event)
         except trio.WouldBlock:
@@ -293,8 +272,7 @@ class Stream:
         Raises:
           trio.EndOfChannel: the stream is closed and drained.
         """
-        if _cancelled():
-            await trio.lowlevel.checkpoint_if_cancelled()
+        await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             try:
                 event = self.receive_nowait()
@@ -344,8 +322,7 @@ class Stream:
     async def __anext__(self) -> Event:
         # receive(), inline (an await layer fewer per event), ending the iteration at
         # the close once drained.
-        if _cancelled():
-            await trio.lowlevel.checkpoint_if_cancelled()
+        await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             try:
                 event = self.receive_nowait()

@@ -1,24 +1,20 @@
-"""The pool's fast paths through trio's cancel scopes (``subagent._scopes``, issue 17
-item 4) do what trio's own calls do.
+"""The pool's cancels through ``subagent._scopes`` do what trio's own calls do.
 
 A batch of cancels (``Canceller.add`` then ``flush``, as the pool cancels its runs)
 does what one ``CancelScope.cancel()`` per scope does: each scope is cancelled, in
 order, once; a parked task sees the Cancelled ``cancel()`` would give it; a deadline
 in trio's heap leaves it; a nested scope and an enclosing cancel are recalculated as
-trio does. The same with the inline steps, with trio's ``_cancel`` alone, and with the
-public ``cancel()``. ``exit_scope`` is the scope's ``__exit__``, inline or not."""
+trio does. ``exit_scope`` is the scope's ``__exit__``."""
 
 from __future__ import annotations
 
 import math
-import types
 
 import pytest
 import trio
 import trio.testing
 
 from subagent import _scopes
-from tests.subagent._scope_modes import MODES, set_mode
 
 
 async def _parked(scope: trio.CancelScope, seen: list[str], name: str) -> None:
@@ -30,11 +26,9 @@ async def _parked(scope: trio.CancelScope, seen: list[str], name: str) -> None:
             raise
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_a_batch_cancels_as_cancel_would(
-    mode: str, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+    autojump_clock: trio.testing.MockClock
 ) -> None:
-    set_mode(monkeypatch, mode)
     me = repr(trio.lowlevel.current_task())
     plain, timed, unentered = trio.CancelScope(), trio.CancelScope(), trio.CancelScope()
     timed.deadline = trio.current_time() + 10
@@ -76,14 +70,10 @@ async def test_a_batch_cancels_as_cancel_would(
     assert unentered.cancelled_caught
 
 
-@pytest.mark.parametrize("mode", MODES)
-async def test_a_scope_under_a_cancel_is_cancelled_itself(
-    mode: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_scope_under_a_cancel_is_cancelled_itself() -> None:
     # A scope effectively cancelled already (its enclosing scope was) is marked
     # cancelled by the batch: shielded from the enclosing cancel, it still cancels
     # its task, and it is the one that catches the Cancelled.
-    set_mode(monkeypatch, mode)
     inner = trio.CancelScope()
     with trio.CancelScope() as outer:
         outer.cancel()
@@ -105,50 +95,7 @@ async def test_one_cancel_now() -> None:
     assert scope.cancel_called
 
 
-async def test_a_delivered_cancel_keeps_no_frame_per_scope() -> None:
-    # The Cancelled a batch delivers holds, through its first frame's f_back chain,
-    # trio's delivery frames and then the flush's loop, shared by the batch: no
-    # frame of a per-scope call (CancelScope._cancel, CancelStatus.recalculate).
-    errors: list[trio.Cancelled] = []
-
-    async def parked(scope: trio.CancelScope) -> None:
-        with scope:
-            try:
-                await trio.sleep_forever()
-            except trio.Cancelled as exc:
-                errors.append(exc)
-                raise
-
-    scopes = [trio.CancelScope() for _ in range(2)]
-    async with trio.open_nursery() as nursery:
-        for scope in scopes:
-            nursery.start_soon(parked, scope)
-        await trio.testing.wait_all_tasks_blocked()
-        canceller = _scopes.Canceller()
-        for scope in scopes:
-            canceller.add(scope)
-        canceller.flush()
-    assert len(errors) == 2
-    for error in errors:
-        assert error.__traceback__ is not None
-        tb = error.__traceback__
-        while tb.tb_next is not None:  # the deepest entry: where trio raised it
-            tb = tb.tb_next
-        names = []
-        frame: types.FrameType | None = tb.tb_frame
-        while frame is not None and frame.f_code.co_name != "flush":
-            names.append(frame.f_code.co_name)
-            frame = frame.f_back
-        assert frame is not None, names
-        assert "recalculate" not in names and "_cancel" not in names, names
-
-
-# -- exit_scope: a scope's __exit__, inline for a cancelled run's way out ---------------
-
-
-def _inline_mode(monkeypatch: pytest.MonkeyPatch, inline: bool) -> None:
-    if not inline:
-        monkeypatch.setattr(_scopes, "_inline", False)
+# -- exit_scope: a scope's __exit__ -------------------------------------------------
 
 
 async def _raised(scope: trio.CancelScope, what: str) -> BaseException | None:
@@ -172,11 +119,7 @@ async def _raised(scope: trio.CancelScope, what: str) -> BaseException | None:
     return None
 
 
-@pytest.mark.parametrize("inline", [True, False], ids=["inline", "exit"])
-async def test_exit_scope_is_the_scopes_exit(
-    inline: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _inline_mode(monkeypatch, inline)
+async def test_exit_scope_is_the_scopes_exit() -> None:
     # No exception: nothing goes on, and the task is back in the outer scope.
     with trio.CancelScope() as outer:
         scope = trio.CancelScope()
@@ -208,11 +151,7 @@ async def test_exit_scope_is_the_scopes_exit(
     assert scope.cancelled_caught
 
 
-@pytest.mark.parametrize("inline", [True, False], ids=["inline", "exit"])
-async def test_exit_scope_leaves_an_enclosing_cancel_to_its_scope(
-    inline: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _inline_mode(monkeypatch, inline)
+async def test_exit_scope_leaves_an_enclosing_cancel_to_its_scope() -> None:
     with trio.CancelScope() as outer:
         inner = trio.CancelScope()
         inner.__enter__()
@@ -227,11 +166,9 @@ async def test_exit_scope_leaves_an_enclosing_cancel_to_its_scope(
     assert outer.cancelled_caught
 
 
-@pytest.mark.parametrize("inline", [True, False], ids=["inline", "exit"])
 async def test_exit_scope_takes_a_deadline_out_of_trios_heap(
-    inline: bool, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+    autojump_clock: trio.testing.MockClock
 ) -> None:
-    _inline_mode(monkeypatch, inline)
     scope = trio.CancelScope(deadline=trio.current_time() + 5)
     exc = await _raised(scope, "none")
     assert trio.lowlevel.current_statistics().seconds_to_next_deadline == 5
@@ -241,11 +178,7 @@ async def test_exit_scope_takes_a_deadline_out_of_trios_heap(
     assert not scope.cancelled_caught
 
 
-@pytest.mark.parametrize("inline", [True, False], ids=["inline", "exit"])
-async def test_exit_scope_of_a_shielded_scope_under_a_cancel(
-    inline: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _inline_mode(monkeypatch, inline)
+async def test_exit_scope_of_a_shielded_scope_under_a_cancel() -> None:
     with trio.CancelScope() as outer:
         outer.cancel()
         # A shielded scope cancelled itself catches its own Cancelled, its parent's

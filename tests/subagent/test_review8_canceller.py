@@ -6,8 +6,7 @@ twice) leaves every scope and status as one ``cancel()`` per scope does: the sam
 scopes cancelled and effectively cancelled, the same cancel reasons, the same
 deadlines left in trio's heap, the same tasks woken, each protected from
 KeyboardInterrupt while its abort function runs, and then the same ``Cancelled``
-seen and ``cancelled_caught`` when the tasks unwind. With the inline steps, with
-trio's ``_cancel`` alone, and with the public ``cancel()``."""
+seen and ``cancelled_caught`` when the tasks unwind."""
 
 from __future__ import annotations
 
@@ -145,15 +144,11 @@ def test_a_batch_leaves_every_scope_as_cancel_does(
     tasks: list[TaskSpec], picks: list[int]
 ) -> None:
     results = {}
-    for mode in ("inline", "private", "public"):
-        with pytest.MonkeyPatch.context() as monkeypatch:
-            if mode == "private":
-                monkeypatch.setattr(_scopes, "_inline", False)
-            results[mode] = trio.run(
-                _play, tasks, picks, mode == "public",
-                clock=trio.testing.MockClock(autojump_threshold=math.inf),
-            )
+    for mode in ("batch", "public"):
+        results[mode] = trio.run(
+            _play, tasks, picks, mode == "public",
+            clock=trio.testing.MockClock(autojump_threshold=math.inf),
+        )
     base = results["public"]
     assert all(protected for _, protected in base["aborted"])
-    assert results["inline"] == base
-    assert results["private"] == base
+    assert results["batch"] == base
