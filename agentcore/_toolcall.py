@@ -184,16 +184,22 @@ async def answer_call(run: RunPort, call: ToolCall, decision: GateDecision) -> T
     return await _end_call(run, call, call, outcome, started)
 
 
-_resumed_state: contextvars.ContextVar[RunState | None] = contextvars.ContextVar(
-    "agentcore_resumed_call_state", default=None
-)
+# The call a resumed run calls again and the state it left paused. Tied to that call
+# (the object its execution makes current): a task started inside it (a subagent's
+# run) inherits the variable, and must not read the state as its own calls'.
+_resumed_state: contextvars.ContextVar[tuple[ToolCall, RunState] | None] = (
+    contextvars.ContextVar("agentcore_resumed_call_state", default=None))
 
 
 def resumed_call_state() -> RunState | None:
     """While a resumed run calls a tool again for a call that raised ``CallPaused``
-    (on the same arguments), the state that call left paused; else ``None``. Not a
-    checkpoint. The delegation tool continues that run instead of starting anew."""
-    return _resumed_state.get()
+    (on the same arguments), the state that call left paused; else ``None`` (also in
+    the calls of runs started from inside that call: a subagent's). Not a checkpoint.
+    The delegation tool continues that run instead of starting anew."""
+    resumed = _resumed_state.get()
+    if resumed is None or resumed[0] is not _current_call.get():
+        return None
+    return resumed[1]
 
 
 async def continue_call(run: RunPort, call: ToolCall, child: RunState) -> ToolOutcome:
@@ -205,7 +211,7 @@ async def continue_call(run: RunPort, call: ToolCall, child: RunState) -> ToolOu
     if tool is None:
         outcome = ToolOutcome(f"unknown tool {call.name!r}: cannot continue the call", True)
     else:
-        token = _resumed_state.set(child)
+        token = _resumed_state.set((call, child))
         try:
             outcome = await _execute(run, tool, call)
         finally:

@@ -30,7 +30,7 @@ from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
 from ._recovery import Recovered, recover
-from ._resumable import bind, claim_and_submit
+from ._resumable import bind, claim_and_submit, number_past, resumed_path, run_ids
 from ._scopes import Canceller
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
@@ -266,9 +266,9 @@ class Pool(Waits):
 
         The run is re-bound by name: to the spec ``name``, by default the one spec
         whose agent id is the state's (its name, unless the spec or the defaults set
-        ``agent_id``); its tools, model, gate and sink are that spec's. The task gets
-        a new path in this pool; the run keeps its run id and AgentPath (its events
-        and audit entries continue the paused run's). It continues as
+        ``agent_id``); its tools, model, gate and sink are that spec's. The run keeps
+        its run id and AgentPath, the task its path (a new one if a live task has it):
+        its events and audit entries continue the paused run's. It continues as
         :meth:`agentcore.Agent.resume` does, and may pause again.
 
         With :attr:`checkpoints`, the state is recorded there as resumed (its run id
@@ -299,6 +299,7 @@ class Pool(Waits):
         # ``claim``: record the state as resumed in the checkpoints (not for a
         # recovered state: a second crash is recovered again from the same row).
         name = bind(self._specs, state, name)
+        number_past(self, run_ids(state))  # its new runs' ids are none of its tree's
         store = self.checkpoints if claim else None
         bound = name
 
@@ -379,7 +380,8 @@ class Pool(Waits):
             # A task started from within a run is bounded by that run's gate too.
             spec = delegated(spec, agentcore.current_run())
             budget = self._budgets.admit(spec, parent, parent_path)
-            path = (*parent_path, f"{name}/{next(self._numbers):04d}")
+            path = None if resume is None else resumed_path(core.live, parent_path, resume)
+            path = path or (*parent_path, f"{name}/{next(self._numbers):04d}")
             task = Task(
                 path, name, input, spec, self, parent, events, call_id, core, self._applier,
                 history=history, resume=resume, depth=depth,

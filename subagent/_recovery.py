@@ -22,6 +22,7 @@ resume once that child went on (running: its recovered state; ended: a lost resu
 from __future__ import annotations
 
 import contextlib
+import itertools
 import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
@@ -39,6 +40,7 @@ from ._events import Event, EventKind
 from ._recoverchecks import _check_row as _check_row
 from ._recoverchecks import _check_unique
 from ._recovertree import _nest_paused, _tree
+from ._resumable import number_past
 
 #: Seconds the audit entry of an orphan found at recovery may take.
 END_BOUND = 5.0
@@ -53,6 +55,7 @@ class Pool(Protocol):
     """What :func:`recover` uses of a ``subagent.Pool``."""
 
     events: Stream | None
+    _numbers: itertools.count[int]
 
     @property
     def specs(self) -> dict[str, Spec]: ...
@@ -203,6 +206,9 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
         ``SqliteCheckpoints.recovering``), or holds a run id twice.
     """
     found = await store.recovering()
+    # The runs recovered start others (a nested run delegating again): none may take
+    # the run id of a row of the file.
+    number_past(pool, (r.run_id for r in found))
     rows = [r for r in found if isinstance(r, CheckpointRow)]
     _check_unique(found)
     failed = _unread(found)

@@ -5,13 +5,14 @@ not queued (:func:`claim_and_submit`)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, TypeVar
+import itertools
+from collections.abc import Awaitable, Callable, Container, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import attrs
 import trio
 
-from agentcore import RunState
+from agentcore import AgentPath, RunState
 from agentcore._resume import check_resumable as check_resumable
 
 from ._checkpoints import CheckpointError, SqliteCheckpoints
@@ -43,6 +44,49 @@ def _tree(state: RunState) -> Iterator[RunState]:
         node = stack.pop()
         yield node
         stack.extend(node.children)
+
+
+class Numbered(Protocol):
+    """What :func:`number_past` uses of a ``subagent.Pool``: the numbers of its tasks'
+    path segments (``<name>/<number>``)."""
+
+    _numbers: itertools.count[int]
+
+
+#: Digits of the largest path number :func:`number_past` reads (a longer one, from an
+#: edited file, is not a number this pool could have given).
+MAX_DIGITS = 9
+
+
+def number_past(pool: Numbered, run_ids: Iterable[str]) -> None:
+    """Number ``pool``'s next tasks past every task number in ``run_ids`` (the run
+    ids of resumed or recovered runs, and of the rows in their checkpoint file), so
+    that a run started after a resume (a recovered run delegating again) never gets
+    the run id of a run it continues, or of a row of its file. Not a checkpoint."""
+    high = 0
+    for run_id in run_ids:
+        for part in run_id.split("/")[1::2]:
+            if part.isdigit() and len(part) <= MAX_DIGITS:
+                high = max(high, int(part))
+    first = next(pool._numbers)
+    pool._numbers = itertools.count(max(first, high + 1))
+
+
+def resumed_path(live: Container[AgentPath], parent_path: AgentPath,
+                 resume: RunState) -> AgentPath | None:
+    """The path of the task that resumes ``resume`` under ``parent_path``: the run's
+    own path, when it is under ``parent_path`` and no live task of the pool (``live``)
+    has it, so that the task and the runs it starts continue the run's paths; else
+    ``None`` (the pool numbers a new one). Not a checkpoint."""
+    path = resume.path
+    if path and path[:-1] == parent_path and path not in live:
+        return path
+    return None
+
+
+def run_ids(state: RunState) -> Iterator[str]:
+    """The run ids of ``state``'s tree (itself and every nested child)."""
+    return (node.run_id for node in _tree(state))
 
 
 def check_background(specs: Mapping[str, Spec], state: RunState) -> None:

@@ -158,7 +158,8 @@ async def test_subagent_results_one_does_not_wait_with_a_kept_result(
         result = await (await pool.resume(state)).wait()
     notes = [m.content for m in result.messages if m.tool_call_id == "r1"]
     # a's kept result is in the inbox: one has arrived, no wait for b (its bwrite
-    # takes 5 s; root ends at 1 s, after w1, and b is cancelled with it).
+    # takes 5 s; root ends at 1 s, after w1, and b is cancelled with it). The resumed
+    # tasks keep their runs' paths.
     assert notes == [
-        "1 result arrived (they follow as messages); still running: root/0004/bg/0005"]
+        "1 result arrived (they follow as messages); still running: root/0001/bg/0003"]
     assert trio.current_time() - start == 1.0
