@@ -35,7 +35,7 @@ import agentcore
 from ._bgresult import audit_entry
 from ._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints, UnreadRow
 from ._current import current_task
-from ._errors import UnknownAgentError
+from ._errors import SubagentError
 from ._events import Event, EventKind
 from ._recoverchecks import _check_row as _check_row
 from ._recoverchecks import _check_unique
@@ -98,8 +98,11 @@ class Recovered(list["Task"]):
     run id and why (``CheckpointError``: a row of the tree cannot be read, or does
     not match its state, or the tree is deeper than ``agentcore.MAX_STATE_DEPTH``;
     ``UnknownAgentError``: a run's spec is not in the pool;
-    ``agentcore.ResumeError``: its spec cannot resume it). Nothing of such a tree
-    ran; its rows stay in the file as they were. In the order first checkpointed."""
+    ``agentcore.ResumeError``: its spec cannot resume it; ``BudgetExceeded``: a
+    budget over it refused it; any other error of ``subagent``'s or ``agentcore``'s
+    own hierarchy that resuming it raised). Nothing of such a tree ran; its rows stay
+    in the file as they were. An orphan (see ``recover``) whose end cannot be stored
+    is listed under its own run id. In the order first checkpointed."""
 
     def __init__(
         self,
@@ -225,7 +228,10 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     ended = {r.run_id for r in rows if r.status == "ended"}
     for row in rows:
         if row.parent in ended and row.status == "running":
-            await _orphan(pool, store, row)
+            try:
+                await _orphan(pool, store, row)
+            except CheckpointError as exc:  # reported; its row stays running
+                failed[row.run_id] = exc
     tasks = []
     paused = []
     resumed = _resumed.setdefault(store, set())
@@ -249,7 +255,9 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
                 # before anything is queued, are a failure of this tree alone.)
                 tasks.append(await pool._resume(state, row.name, None, claim=False))
                 resumed.add(row.run_id)
-        except (CheckpointError, UnknownAgentError, agentcore.ResumeError) as exc:
+        except (SubagentError, agentcore.AgentCoreError) as exc:
+            # A typed error of this tree alone (its rows, its spec, its budget, the
+            # pool closed): the other trees are recovered all the same.
             failed[row.run_id] = exc
     order = {r.run_id: k for k, r in enumerate(found)}
     return Recovered(tasks, paused, sorted(failed.items(), key=lambda f: order.get(f[0], -1)))

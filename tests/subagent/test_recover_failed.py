@@ -29,6 +29,8 @@ from agentcore import (
 from agentcore._checkpoint import snapshot
 from agentcore.testing import RecordingTool, ScriptedModel
 from subagent import (
+    Budget,
+    BudgetExceeded,
     CheckpointError,
     CheckpointRow,
     Spec,
@@ -249,3 +251,65 @@ async def test_a_second_recover_does_not_resume_a_running_root_again(tmp_path: P
         held.go.set()
         assert [(await t.wait()).output for t in first] == ["held done"] * 2
     assert (held.calls, pool.statistics().accepted) == (2, 2)
+
+
+async def test_a_root_a_budget_refuses_is_listed_and_the_others_recovered(
+    tmp_path: Path,
+) -> None:
+    # Any typed error resuming one root (here the pool's budget refusing the second)
+    # is that tree's failure: before, it ended recover() and the first root's Task,
+    # already queued, was never returned. (The spent pool budget stops that task too,
+    # as it stops every task of the pool.)
+    path = tmp_path / "c.db"
+    await _two_roots(path)
+    bad, good = RecordingTool("write"), RecordingTool("write")
+    async with SqliteCheckpoints(path) as store, open_pool(
+        checkpoints=store, budget=Budget(tasks=1)
+    ) as pool:
+        pool.register(_writer(bad, "bad"))
+        pool.register(_writer(good, "good"))
+        recovered = await pool.recover()
+        [task] = recovered
+        with pytest.raises(BudgetExceeded) as stopped:
+            await task.wait()
+    assert str(stopped.value).startswith(f"task {task.path[0]} stopped: the pool spent")
+    [(run_id, error)] = recovered.failed
+    assert (run_id, type(error)) == ("good/0001", BudgetExceeded)
+    assert str(error).startswith("the pool spent its budget: tasks ")
+    assert (bad.calls, good.calls) == ([], [])  # in flight at the crash: not repeated
+    rows = await SqliteCheckpoints(path).rows()
+    assert [(r.run_id, r.status) for r in rows] == [("bad/0001", "ended"),
+                                                   ("good/0001", "running")]
+
+
+async def test_an_orphan_whose_end_cannot_be_stored_is_listed(tmp_path: Path) -> None:
+    # A background child whose parent had ended: reported orphaned, then its row
+    # marked ended; a write that fails (the file locked by another writer) lists it
+    # and the other trees are recovered (before, recover() raised).
+    path = tmp_path / "c.db"
+    async with SqliteCheckpoints(path) as store:
+        await store.write("p", None, None, Checkpoint(
+            CheckpointKind.ended, RunState.begin([], run_id="p/0001", agent="p")))
+        await store.write("good", "p/0001", "s1",
+                          _in_flight("p/0001/good/0002", "good", ToolCall("c1", "write")))
+        await store.write("good", None, None,
+                          _in_flight("good/0003", "good", ToolCall("c2", "write")))
+    good = RecordingTool("write")
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        async with SqliteCheckpoints(path, busy_timeout=0.01) as store, open_pool(
+            checkpoints=store
+        ) as pool:
+            pool.register(_writer(good, "good"))
+            recovered = await pool.recover()
+            other.execute("ROLLBACK")
+            assert [(await t.wait()).output for t in recovered] == ["good done"]
+    finally:
+        other.close()
+    [(run_id, error)] = recovered.failed
+    assert (run_id, type(error), str(error)) == (
+        "p/0001/good/0002", CheckpointError, "cannot store a checkpoint: database is locked")
+    rows = await SqliteCheckpoints(path).rows()
+    assert [(r.run_id, r.status) for r in rows] == [
+        ("p/0001", "ended"), ("p/0001/good/0002", "running"), ("good/0003", "ended")]
