@@ -326,7 +326,7 @@ async def run_task(task: Task) -> None:
         if run is not None:
             task._unlimit()
             current_task.set(outer)
-        if started is not None and task._run is None:
+        if task._run is None and (started is not None or task._resume is not None):
             await end_unstarted(task, started, END_TIMEOUT)
         if not _resolve_at_once(task, status):
             await _resolve(task, status)

@@ -157,14 +157,21 @@ def _link(task: Task) -> tuple[str | None, str | None]:
     return parent_run, task.call_id if parent_run is not None else None
 
 
-async def end_unstarted(task: Task, start: agentcore.Checkpoint, bound: float) -> None:
+async def end_unstarted(
+    task: Task, start: agentcore.Checkpoint | None, bound: float
+) -> None:
     """Mark ``task``'s run ended in its pool's checkpoints when it never ran (it was
     cancelled or failed before its run started): a run ends its own row otherwise.
-    Shielded, for at most ``bound`` seconds; a failure to store it is dropped (the
-    row stays ``running`` and :func:`recover` would restart it). A checkpoint."""
+    ``start``: its start checkpoint (a new run), or ``None`` for a resumed one (whose
+    row a claim or a crash left ``running``: a cancelled resume is not recovered
+    later, as a cancelled run is not). Without checkpoints, nothing. Shielded, for at
+    most ``bound`` seconds; a failure to store it is dropped (the row stays
+    ``running`` and :func:`recover` would restart it). A checkpoint."""
     store = task.pool.checkpoints
-    assert store is not None
-    ended = agentcore.Checkpoint(agentcore.CheckpointKind.ended, start.state)
+    state = start.state if start is not None else task._resume
+    if store is None or state is None:
+        return
+    ended = agentcore.Checkpoint(agentcore.CheckpointKind.ended, state)
     with trio.move_on_after(bound, shield=True):
         with contextlib.suppress(CheckpointError):
             await store.write(task.name, *_link(task), ended)
