@@ -133,6 +133,8 @@ class JsonlSink:
     ``fsync=True`` a power loss. A batch whose write fails is removed from
     the file again: each of its records raises :class:`SinkError` and the
     chain goes on from the last entry written.
+    A file removed, renamed over or truncated since the sink opened it takes no
+    more entries: every later record raises :class:`SinkError`.
 
     Args:
       path: The ledger file.
@@ -222,8 +224,9 @@ class JsonlSink:
         wake its recorders. Not a checkpoint; never raises."""
         outcomes = batch.outcomes
         try:
-            broken = self._broken
+            broken = self._broken or self._moved(fd)
             if broken is not None:
+                self._broken = broken
                 outcomes += [SinkError(self.path, broken) for _ in batch.records]
                 return
             chain = self._chain
@@ -255,6 +258,22 @@ class JsonlSink:
         finally:
             for task in batch.waiting:
                 trio.lowlevel.reschedule(task)
+
+    def _moved(self, fd: int) -> str | None:
+        """Why the file can no longer take entries, if it was removed, replaced (a
+        rename over it) or truncated since it was opened; else ``None``. One
+        ``fstat``: whatever is written to a removed file is lost when the sink closes,
+        and entries after a cut would chain to entries no longer there."""
+        try:
+            stat = os.fstat(fd)
+        except OSError as exc:
+            return describe(exc)
+        if stat.st_nlink == 0:
+            return "the file was removed or replaced since the sink opened it"
+        if stat.st_size < self._offset:
+            return (f"the file was truncated since the sink opened it ({stat.st_size} bytes,"
+                    f" {self._offset} written)")
+        return None
 
     def _append(self, fd: int, data: bytes) -> str | None:
         """Write ``data`` whole, or undo the part written; ``None``, or why it failed."""

@@ -1,0 +1,154 @@
+"""The peer fault matrix (issue 33): every outside party the pool talks to, every way
+it can fail, at every moment. ``X`` is a cell the tests run; a letter is a cell that
+does not apply, for the reason its footnote gives. The tests are parametrized from
+these grids, and ``test_the_matrix_is_complete`` checks the counts, so a cell cannot
+be dropped silently.
+"""
+
+from __future__ import annotations
+
+PEERS = ("openai", "anthropic", "mcp_stdio", "mcp_http", "mcp_client", "jsonl_sink",
+         "sqlite_sink", "checkpoints", "temporal")
+FAULTS = ("killed_mid_call", "killed_between_calls", "hangs", "drips", "garbage",
+          "oversized", "closes_early", "comes_back")
+MOMENTS = ("starting", "idle", "mid_call", "cancel", "close")
+
+#: Why a cell does not apply, by footnote letter.
+REASONS = {
+    "b": "between calls is the idle moment by definition",
+    "c": "the call ends by itself at once (an error): no window for a cancel or a close",
+    "d": "a model adapter opens a connection per call: there is no start and no idle "
+         "connection; a fault at the first call is the mid-call cell",
+    "e": "a killed peer leaves nothing to wait for: a cancel or close after the reset "
+         "meets no peer (the cells of hangs cover a call blocked on the peer)",
+    "f": "an MCP server sends nothing unasked while idle; its death while idle is "
+         "killed_between_calls",
+    "g": "the SDK server process cannot be made to drip or send garbage without "
+         "replacing it; the hand-written hostile servers cover those bytes "
+         "(tests/subagent/mcp/test_attack_*.py)",
+    "h": "a sink or store is a local file, not a process: it is not killed or revived, "
+         "and it sends no bytes (garbage and oversized are its file replaced or "
+         "truncated under it, the hangs are a lock held by another process)",
+    "i": "our server reads one line at a time and answers in order: a client's fault at "
+         "start, idle or mid-call is the same bytes on the same pipe (the mid_call cell)",
+    "j": "the Temporal dev server is one process for every cell: only killing it (and "
+         "its absence at start) are run; its wire faults are the SDK's own tests",
+    "k": "the ledger and checkpoints are written by shielded, bounded code: a cancel or "
+         "a close waits for the write within its bound (the close cell of hangs shows it)",
+    "l": "a client does not take part in closing our server: its stdin ends, it exits",
+    "p": "planned, not built yet",
+}
+
+_MODEL = """
+                      starting idle mid_call cancel close
+killed_mid_call       d        d    X        e      e
+killed_between_calls  b        X    b        b      b
+hangs                 d        d    X        X      X
+drips                 d        d    X        X      X
+garbage               d        d    X        c      c
+oversized             d        d    X        c      c
+closes_early          d        d    X        c      c
+comes_back            X        X    X        c      c
+"""
+
+GRIDS = {
+    "openai": _MODEL,
+    "anthropic": _MODEL,
+    "mcp_stdio": """
+                      starting idle mid_call cancel close
+killed_mid_call       p        f    p        e      e
+killed_between_calls  b        p    b        b      b
+hangs                 p        f    p        p      p
+drips                 g        f    g        g      g
+garbage               g        f    g        g      g
+oversized             p        f    p        c      c
+closes_early          p        f    p        c      c
+comes_back            p        f    p        c      c
+""",
+    "mcp_http": """
+                      starting idle mid_call cancel close
+killed_mid_call       p        f    p        e      e
+killed_between_calls  b        p    b        b      b
+hangs                 g        f    p        p      p
+drips                 g        f    g        g      g
+garbage               g        f    g        g      g
+oversized             g        f    p        c      c
+closes_early          p        f    g        c      c
+comes_back            p        f    p        c      c
+""",
+    "mcp_client": """
+                      starting idle mid_call cancel close
+killed_mid_call       i        i    p        p      l
+killed_between_calls  b        p    b        b      b
+hangs                 i        i    p        p      l
+drips                 i        i    p        c      l
+garbage               i        i    p        c      l
+oversized             i        i    p        c      l
+closes_early          i        i    p        c      l
+comes_back            i        i    p        c      l
+""",
+    "jsonl_sink": """
+                      starting idle mid_call cancel close
+killed_mid_call       h        h    h        h      h
+killed_between_calls  h        h    h        h      h
+hangs                 h        h    h        h      h
+drips                 h        h    h        h      h
+garbage               X        h    X        k      k
+oversized             X        h    h        k      k
+closes_early          X        h    X        k      k
+comes_back            h        h    h        h      h
+""",
+    "sqlite_sink": """
+                      starting idle mid_call cancel close
+killed_mid_call       h        h    h        h      h
+killed_between_calls  h        h    h        h      h
+hangs                 X        h    X        k      X
+drips                 h        h    h        h      h
+garbage               X        h    h        k      k
+oversized             h        h    h        h      h
+closes_early          X        h    X        k      k
+comes_back            h        h    X        h      h
+""",
+    "checkpoints": """
+                      starting idle mid_call cancel close
+killed_mid_call       h        h    h        h      h
+killed_between_calls  h        h    h        h      h
+hangs                 X        h    X        k      k
+drips                 h        h    h        h      h
+garbage               X        h    h        k      k
+oversized             h        h    h        h      h
+closes_early          X        h    X        k      k
+comes_back            h        h    X        h      h
+""",
+    "temporal": """
+                      starting idle mid_call cancel close
+killed_mid_call       j        j    p        j      j
+killed_between_calls  b        j    b        b      b
+hangs                 j        j    j        j      j
+drips                 j        j    j        j      j
+garbage               j        j    j        j      j
+oversized             j        j    j        j      j
+closes_early          p        j    j        j      j
+comes_back            j        j    j        j      j
+""",
+}
+
+
+def parse(grid: str) -> dict[tuple[str, str], str]:
+    """The grid as ``{(fault, moment): "X" or a footnote letter}``."""
+    lines = [line.split() for line in grid.strip().splitlines()]
+    header, rows = lines[0], lines[1:]
+    assert tuple(header) == MOMENTS, header
+    assert tuple(row[0] for row in rows) == FAULTS, [row[0] for row in rows]
+    return {(row[0], moment): mark for row in rows for moment, mark in zip(header, row[1:],
+                                                                            strict=True)}
+
+
+def cells(*peers: str) -> list[tuple[str, str, str]]:
+    """The cells that run, of ``peers`` (all by default), in grid order."""
+    return [
+        (peer, fault, moment)
+        for peer in peers or PEERS
+        for (fault, moment), mark in parse(GRIDS[peer]).items()
+        if mark == "X"
+    ]
