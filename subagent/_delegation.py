@@ -16,6 +16,7 @@ from agentcore import ArgumentsError, Liveness, Tool, load_arguments
 from . import _childslots as shell
 from ._current import current_task
 from ._errors import InvalidArgumentsError, SubagentError, TaskPaused, format_path
+from ._recovery import start_committed
 from ._reply import with_output
 from ._resumable import Names, check_resumable
 
@@ -383,7 +384,8 @@ async def start_child(
         try:
             child = shell.accept_child(pool, caller, agent, text, call_id, True, resume=resume)
         except trio.WouldBlock:
-            child = await lend_slot(
+            # (Its submit returns once its start checkpoint is committed.)
+            return await lend_slot(
                 pool,
                 caller,
                 lambda: shell.submit_child(
@@ -393,7 +395,7 @@ async def start_child(
     except BaseException:
         shell.release_child(pool, caller)
         raise
-    await trio.lowlevel.cancel_shielded_checkpoint()
+    await start_committed(child)  # durable before the model is told it started
     return child
 
 

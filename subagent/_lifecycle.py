@@ -26,7 +26,7 @@ from ._current import current_task
 from ._delegation import SubagentTool, limit_delegation, start_child
 from ._emitter import emitter
 from ._events import EventKind, tagged_of
-from ._recovery import commit_checkpoint, commit_start, end_unstarted
+from ._recovery import commit_checkpoint, commit_start, end_unstarted, start_done
 from ._result import end_status
 from ._results import SubagentResultsTool
 from ._scopes import exit_scope
@@ -288,6 +288,7 @@ async def run_task(task: Task) -> None:
                     # Durable before it is announced: recover() restarts it from its input.
                     agent = build_agent(task)
                     started, failure = await _commit_start(task, agent)
+                    start_done(task)
                 failure = await _report_start(task, EventKind.task_queued) or failure
             await task._wait_granted()
             if failure is None:
@@ -326,6 +327,7 @@ async def run_task(task: Task) -> None:
         if run is not None:
             task._unlimit()
             current_task.set(outer)
+        start_done(task)
         if task._run is None and (started is not None or task._resume is not None):
             await end_unstarted(task, started, END_TIMEOUT)
         if not _resolve_at_once(task, status):

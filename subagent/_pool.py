@@ -29,7 +29,7 @@ from ._core import (
 from ._current import current_task
 from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
-from ._recovery import Recovered, recover
+from ._recovery import Recovered, recover, start_committed
 from ._resumable import bind, claim_and_submit, number_past, resumed_path, run_ids
 from ._scopes import Canceller
 from ._spec import Defaults, Spec, delegated
@@ -47,9 +47,8 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-#: What runs a task from queued to resolved in the pool's nursery, telling the core
-#: its run's end and its resolution through the task (see subagent._lifecycle);
-#: given by open_pool.
+#: What runs a task from queued to resolved in the pool's nursery, telling the core its
+#: run's end and its resolution through the task (subagent._lifecycle; open_pool's).
 Runner = Callable[[Task], Awaitable[None]]
 
 
@@ -176,8 +175,9 @@ class Pool(Waits):
         It waits only while the queue is full, or while the task under
         ``parent_path`` (if one is live) has ``max_children`` live children: like a
         delegation, it then waits at most the pool's ``children_timeout`` for one to
-        end (lending the caller's slot when the caller is that task's run).
-        Cancelling it while it waits leaves no trace in the pool.
+        end (lending the caller's slot when the caller is that task's run); with
+        :attr:`checkpoints`, until the task's start checkpoint is committed. Cancelling
+        it while it waits for room leaves no trace in the pool.
 
         Args:
           name: A registered spec's name.
@@ -251,7 +251,7 @@ class Pool(Waits):
                         own = parent
                 else:
                     own = None
-                    await trio.lowlevel.cancel_shielded_checkpoint()
+                    await start_committed(task)  # durable once returned
                     return task
         except BaseException:
             if own is not None:
@@ -329,9 +329,9 @@ class Pool(Waits):
         events: Stream | None = None,
         history: Iterable[Message] = (),
     ) -> Task:
-        """Like :meth:`submit`, but raise ``trio.WouldBlock`` where it would wait:
-        the queue is full, or the parent's fan-out is. Not a checkpoint.
-        """
+        """Like :meth:`submit`, but raise ``trio.WouldBlock`` where it would wait: the
+        queue is full, or the parent's fan-out is (with :attr:`checkpoints`, the task is
+        durable only once it is announced ``task_queued``). Not a checkpoint."""
         past = check_history(history, self.history_limits)
         try:
             return self._accept(name, input, tuple(parent_path), events, None, history=past)

@@ -150,6 +150,28 @@ async def commit_start(task: Task, agent: agentcore.Agent) -> agentcore.Checkpoi
     return point
 
 
+async def start_committed(task: Task) -> None:
+    """Wait, shielded, until ``task`` (just accepted by a submit that returns it) has
+    its ``start`` checkpoint committed (or refused: the task then fails), so that a
+    task its submit returned is recovered after a crash from then on. Without
+    checkpoints, or for a resumed task (its row exists: the claim's, or the crash's),
+    a cancel-shielded checkpoint. A checkpoint."""
+    if task.pool.checkpoints is None or task._resume is not None:
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return
+    task._durable = done = trio.Event()  # its runner has not run yet: it sets it
+    with trio.CancelScope(shield=True):
+        await done.wait()
+
+
+def start_done(task: Task) -> None:
+    """Wake the submit waiting in :func:`start_committed` for ``task``, if any: its
+    start checkpoint is committed or refused, or it will not be (the task ended
+    first). Not a checkpoint."""
+    if task._durable is not None:
+        task._durable.set()
+
+
 def _link(task: Task) -> tuple[str | None, str | None]:
     # The run id of the run that delegated ``task``'s run and the delegating call's id.
     parent = task.parent

@@ -122,6 +122,9 @@ class Task:
     _interrupt: bool = False
     # The paused run's state this task resumes (Pool.resume), if it does.
     _resume: agentcore.RunState | None = None
+    # Set once its start checkpoint is committed or refused, while a submit waits
+    # for it (see _recovery.start_committed).
+    _durable: trio.Event | None = None
     # The task's scope, cancelled by Task.cancel (CancelRun); while the run runs also
     # its limits' scope (_limits; deadline: the earlier of timeout and idle_timeout;
     # _wall_deadline the wall one), a cancel told from a limit by Node.cancel_called.

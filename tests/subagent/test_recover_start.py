@@ -120,3 +120,28 @@ async def test_a_start_checkpoint_that_cannot_be_stored_fails_the_task(tmp_path:
             assert isinstance(info.value.__cause__, CheckpointError)
     finally:
         await holder.aclose()
+
+
+async def test_a_task_its_submit_returned_is_in_the_file(tmp_path: Path) -> None:
+    # With checkpoints, submit returns once the task's start checkpoint is committed:
+    # a crash right after it returned (the file copied then) still recovers the task
+    # (issue 32 item 5c). Before, its runner committed it later.
+    live, crashed = tmp_path / "live.db", tmp_path / "crashed.db"
+    async with SqliteCheckpoints(live) as store, open_pool(
+        checkpoints=store, max_concurrent=1
+    ) as pool:
+        for spec in specs():
+            pool.register(spec)
+        await pool.submit("hold", "hold the only slot")
+        await pool.submit("w", "go")  # queued behind hold
+        _copy(live, crashed)
+        pool.cancel()
+    rows = await SqliteCheckpoints(crashed).rows()
+    assert [(r.run_id, r.status, r.seq) for r in rows][1:] == [("w/0002", "running", 1)]
+    async with SqliteCheckpoints(crashed) as store, open_pool(checkpoints=store) as pool:
+        for spec in specs(release=True):
+            pool.register(spec)
+        recovered = await pool.recover()
+        assert [(await t.wait()).output for t in recovered] == [
+            "released", "done after 2 turns"]
+
