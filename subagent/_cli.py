@@ -53,6 +53,7 @@ from ._demo import TASK as DEMO_TASK
 from ._demo import demo_specs
 from ._errors import SubagentError, TaskError, TaskPaused, UnknownAgentError, format_path
 from ._events import Event
+from ._ledgerclaim import take_once
 from ._ledgerfile import default_ledger_path, open_sink
 from ._open import open_pool
 from ._results import SubagentResultsTool
@@ -62,7 +63,6 @@ from ._statefile import (
     defer_changes,
     print_pending,
     read_state,
-    take_checked,
     write_state,
 )
 from ._stream import Stream
@@ -207,7 +207,8 @@ async def run_specs(
                             said.append("nothing to recover: no task was left unfinished")
                     elif resume is not None:
                         try:
-                            tasks = [await pool.resume(await take_checked(pool, resume))]
+                            state = await take_once(pool, resume, sink, ledger_path)
+                            tasks = [await pool.resume(state)]
                         except (SubagentError, ResumeError) as exc:
                             refused = exc  # raised below, out of the nurseries
                             tasks = []

@@ -12,7 +12,7 @@ import agentcore
 from agentcore import AgentPath, Message
 
 from ._budgeted import Budgets
-from ._checkpoints import CheckpointError, SqliteCheckpoints
+from ._checkpoints import MAX_RESUME_CLAIMS, CheckpointError, SqliteCheckpoints
 from ._core import (
     Arrived,
     CancelRun,
@@ -31,6 +31,7 @@ from ._errors import SpecError, UnknownAgentError, format_path
 from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
 from ._recovery import Recovered, recover, start_committed
 from ._resumable import bind, claim_and_submit, number_past, resumed_path, run_ids
+from ._resumed import MemoryClaims
 from ._scopes import Canceller
 from ._spec import Defaults, Spec, delegated
 from ._statistics import PoolStatistics
@@ -93,6 +94,7 @@ class Pool(Waits):
         self.checkpoints: SqliteCheckpoints | None = None
         self._specs: dict[str, Spec] = {}
         self._numbers = itertools.count(1)
+        self._claims = MemoryClaims(MAX_RESUME_CLAIMS)  # resumed without checkpoints
         # The rules and the state of slots, queue and task tree; this class only
         # carries out the effects its methods return (see _apply).
         self._core: PoolCore[Task] = PoolCore(max_concurrent, max_queued, max_depth)
@@ -276,17 +278,19 @@ class Pool(Waits):
         the task is queued: the same paused state given again (the same stored JSON
         resumed twice) raises :class:`AlreadyResumedError` instead of running its
         approved calls again; a resume not queued (cancelled, the pool closed) has
-        its record undone. Without checkpoints nothing records it: resuming the
-        same state twice runs its approved calls twice (keep the state where only
-        one resume can take it, as ``subagent resume`` does with its file).
+        its record undone. Without checkpoints the pool remembers the states it
+        resumed (in memory, the newest ``MAX_RESUME_CLAIMS``) and refuses them
+        again; another pool cannot (``subagent resume`` claims its file and ledger).
+        A state with delegated runs (paused children) resumes its whole tree.
 
         Raises:
           agentcore.ResumeError: the state is not paused, has an unanswered call, an
-            approved call of a tool the spec does not have, or the states of
-            delegated runs (not supported by the pool yet).
+            approved call of a tool the spec does not have, or a delegated call of a
+            tool that does not continue paused runs.
           UnknownAgentError: no spec has that name (or that agent id); or several
             specs share the agent id and ``name`` is not given.
-          AlreadyResumedError: the checkpoints record this state as resumed already.
+          AlreadyResumedError: the checkpoints (or this pool) record this state as
+            resumed already.
           CheckpointError: the checkpoints cannot record it (nothing is queued).
           PoolClosedError: the pool is closed.
         """
@@ -308,7 +312,7 @@ class Pool(Waits):
 
         if store is not None:  # the claim is undone if the task is not queued
             return await claim_and_submit(store, name, state, submit)
-        return await submit()
+        return await (self._claims.claim_and_submit(state, submit) if claim else submit())
 
     async def recover(self) -> Recovered:
         """Resume the root tasks a crash left unfinished in :attr:`checkpoints`, each

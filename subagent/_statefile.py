@@ -10,8 +10,12 @@ advisory lock (``flock``) on ``FILE.lock`` (created 0600 beside it, never remove
 symbolic link or anything but a regular file there is refused), so
 two answers given at once are both kept; a lock held longer than ``LOCK_TIMEOUT``
 seconds is an error, not a wait without end. ``subagent resume`` takes the file
-under the same lock and renames it ``FILE.resumed`` before it runs anything, so the
-same paused run is not resumed twice (its approved calls would run twice).
+under the same lock before it runs anything: it replaces the state in the file with
+a *claim* (:data:`CLAIM_FORMAT`: the run id, the state's resume key and the state
+itself), then renames it ``FILE.resumed``. A claimed file is refused by every
+command (``pending``, ``approve``, ``deny``, ``resume``), whatever its name, so the
+same paused run is not resumed twice (its approved calls would run twice); a copy
+made before the resume is refused by the claim in the ledger (``_ledgerclaim``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+import msgspec
 import trio
 
 from agentcore import (
@@ -41,6 +46,7 @@ from ledger._files import open_private, try_lock
 from ._delegation import SubagentTool
 from ._errors import SubagentError
 from ._resumable import bind
+from ._resumed import resume_key
 from ._safe_text import one_line
 
 if TYPE_CHECKING:
@@ -56,8 +62,28 @@ LOCK_TIMEOUT = 10.0
 _LOCK_POLL = 0.005
 
 
+#: The format name of a paused-run file taken by ``subagent resume``.
+CLAIM_FORMAT = "subagent.ResumedRun"
+
+
 class StateFileError(SubagentError):
     """A paused-run file cannot be read, is not a RunState, or cannot be written."""
+
+
+class _Claim(msgspec.Struct):
+    # What ``subagent resume`` leaves in the file it took: never resumable again.
+    format: str
+    version: int
+    run_id: str
+    resume_key: str
+    state: msgspec.Raw
+
+
+class _Head(msgspec.Struct):
+    format: str = ""
+
+
+_head = msgspec.json.Decoder(_Head)
 
 
 def resumed_path(path: Path) -> Path:
@@ -122,14 +148,31 @@ def read_state(path: Path) -> RunState:
         )
     try:
         data = read_regular_file(path, MAX_STATE_BYTES)
+        if _is_claim(data):
+            raise StateFileError(
+                f"the paused run {path} was resumed already: resuming or answering it "
+                "again could run its approved calls twice")
         return RunState.from_json(data)
     except (ValueError, RunStateError) as exc:
         raise StateFileError(f"cannot read the paused run {path}: {exc}") from None
 
 
+def _is_claim(data: bytes) -> bool:
+    # Whether ``data`` is a JSON object whose format is CLAIM_FORMAT (anything else is
+    # left to RunState.from_json, which says what is wrong).
+    try:
+        return _head.decode(data).format == CLAIM_FORMAT
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+
+
 def write_state(path: Path, state: RunState) -> None:
     """Store ``state`` at ``path`` whole (0600). Not a checkpoint (blocking file I/O)."""
-    text = state.to_json().encode()
+    _write_whole(path, state.to_json().encode())
+
+
+def _write_whole(path: Path, text: bytes) -> None:
+    # ``text`` at ``path``, whole (a temporary file, fsync, rename), 0600.
     folder = path.parent if str(path.parent) else Path(".")
     try:
         fd, temp = tempfile.mkstemp(prefix=".paused-", dir=folder)
@@ -220,16 +263,23 @@ async def take_checked(pool: Pool, path: Path) -> RunState:
 
 
 def take_for_resume(path: Path) -> RunState:
-    """Read the paused run at ``path`` and move it to ``FILE.resumed``, under its lock,
-    before it is resumed: a second ``subagent resume`` (or a late answer) of the same
-    file is refused instead of running its approved calls again. Not a checkpoint.
+    """Read the paused run at ``path``, replace it there by its claim
+    (:data:`CLAIM_FORMAT`) and move it to ``FILE.resumed``, under its lock, before it
+    is resumed: a second ``subagent resume`` (or a late answer) of that file, under
+    either name, is refused instead of running its approved calls again. Not a
+    checkpoint.
 
     Raises:
       StateFileError: as :func:`read_state` (including resumed already), or the file
-        cannot be moved.
+        cannot be written or moved.
     """
     with locked(path):
         state = read_state(path)
+        text = state.to_json()
+        claim = _Claim(CLAIM_FORMAT, 1, state.run_id, resume_key(state),
+                       msgspec.Raw(text.encode()))
+        # The claim first, at the same name: a crash before the rename leaves it claimed.
+        _write_whole(path, msgspec.json.encode(claim))
         try:
             os.replace(path, resumed_path(path))
         except OSError as exc:

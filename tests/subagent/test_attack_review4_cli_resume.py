@@ -1,7 +1,7 @@
 """``subagent resume`` refused (review4): a resume the pool refuses before it runs
 anything (the specs given lack the approved call's tool) leaves the paused-run file
 where it was, to be resumed with the right specs, instead of taking it (moved to
-``FILE.resumed``, then refused as resumed already)."""
+``FILE.resumed`` as a claim, then refused as resumed already)."""
 
 from __future__ import annotations
 
@@ -44,4 +44,5 @@ def test_a_refused_resume_leaves_the_paused_file(tmp_path: Path) -> None:
     assert "output:\nwrote it\n" in done.stdout
     assert (tmp_path / "out.txt").read_text() == "x"
     assert not paused.exists()
-    assert (tmp_path / "paused.json.resumed").read_text() == text
+    claim = (tmp_path / "paused.json.resumed").read_text()
+    assert claim.endswith(f',"state":{text}}}')

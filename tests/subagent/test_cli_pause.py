@@ -77,10 +77,14 @@ def test_deny_and_a_damaged_file(tmp_path: Path) -> None:
     assert "denied write_file: not today" in done.stdout
     assert not (tmp_path / "out.txt").exists()
 
-    # resume took the file (moved to paused.json.resumed): damage a copy of it.
+    # resume took the file (its claim, moved to paused.json.resumed): damage a copy of
+    # the state the claim holds.
     taken = tmp_path / "paused.json.resumed"
     assert not paused.exists()
-    paused.write_text(taken.read_text().replace("helper", "helpex"))
+    claim = taken.read_text()
+    assert claim.startswith('{"format":"subagent.ResumedRun","version":1,"run_id":')
+    state = claim[claim.index(',"state":') + len(',"state":'):-1]
+    paused.write_text(state.replace("helper", "helpex"))
     broken = run("pending", str(paused), cwd=tmp_path)
     assert broken.returncode == 2
     assert broken.stderr == (
