@@ -132,20 +132,24 @@ def test_a_nested_tree_killed_mid_leaf_does_every_leaf_once(tmp_path: Path, writ
     proc = _start("run", db, log)
     assert proc.stdout is not None
     seen = 0
+    finished = False
     for line in proc.stdout:
         seen += line.startswith(b"write ")
-        if seen == writes or line == b"finished\n":
+        finished = line == b"finished\n"
+        if seen == writes or finished:
             break
     os.kill(proc.pid, signal.SIGKILL)
-    proc.stdout.read()
+    # (On a loaded machine it may have finished the tree before the kill.)
+    finished = finished or b"finished\n" in proc.stdout.read()
     proc.stdout.close()
-    assert proc.wait() == -signal.SIGKILL
+    proc.wait()
     again = _start("recover", db, log, out)
     assert again.wait(timeout=120) == 0
     assert again.stdout is not None
     again.stdout.close()
     result = json.loads(out.read_text())
-    assert (result["recovered"], result["outputs"]) == (1, ["lead done, 0 errors"])
+    assert (result["recovered"], result["outputs"]) == (
+        (0, []) if finished else (1, ["lead done, 0 errors"]))
     # Every delegation after the crash got its leaf's answer.
     assert [json.loads(r)["output"][:10] for r in result["results"]] == (
         ["leaf done,"] * len(result["results"]))
