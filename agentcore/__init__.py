@@ -64,6 +64,7 @@ from ._result import RunResult as RunResult
 from ._retry import RetryPolicy as RetryPolicy
 from ._run import Run as Run
 from ._run import current_run as current_run
+from ._spent import Spent as Spent
 from ._state import RunState as RunState
 from ._statechecks import MAX_STATE_STEERING as MAX_STATE_STEERING
 from ._statecodec import MAX_STATE_BYTES as MAX_STATE_BYTES

@@ -26,6 +26,7 @@ from ._errors import RunStateError
 from ._events import EventKind
 from ._messages import AgentPath, Message, Usage
 from ._pending import BackgroundChild, CallStatus, PendingApproval, PendingCall
+from ._spent import Spent
 from ._statecodec import Decoded, decode_state, encode_state
 from ._steering import Pending
 from ._summary import EndReason, RunSummary
@@ -108,6 +109,10 @@ class RunState:
     checkpoint: str = ""
     """The name of the checkpoint a crashed run was recovered from, until its resume
     records it in the ``run_resumed`` audit entry (not stored by ``to_json``)."""
+    spent: dict[str, Spent] = attrs.field(factory=dict)
+    """What the budgets over the run had spent, by budget name (see :class:`Spent`;
+    written by ``subagent``, stored by ``to_json``; empty in a state stored before it
+    existed, which reads as nothing spent)."""
 
     @property
     def inbox(self) -> list[Pending]:
@@ -351,6 +356,7 @@ class RunState:
         state.inbox = [Pending(Message("user", t), EventKind.steering_injected, t)
                        for t in d.steering]
         state.background = d.background
+        state.spent = dict(d.spent)
         return state
 
     @property

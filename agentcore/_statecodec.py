@@ -22,13 +22,14 @@ import msgspec
 from ._errors import RunStateError
 from ._messages import AgentPath, Message, ToolCall, Usage
 from ._pending import BackgroundChild, CallStatus, PendingCall
+from ._spent import Spent, StoredSpent, spent_of, spent_to_store
 from ._statechecks import MAX_STATE_STEERING, check_mark, check_schema, steering_to_store
 from ._summary import EndReason, RunSummary
 
 #: The format name in every encoded state.
 FORMAT = "agentcore.RunState"
 #: The newest version this agentcore writes and reads (versions 1 and 2 are read). A
-#: state is written as 1 unless it has background children or schema digests.
+#: state is written as 1 unless it has background children, schema digests or spend.
 VERSION = 2
 #: The version of states without them (read and written as before).
 _VERSION_1 = 1
@@ -98,8 +99,8 @@ class _Background(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True
 
 
 class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    # Only ``steering`` and ``background`` have defaults: a state without either is
-    # version 1's, byte for byte.
+    # Only ``steering``, ``background`` and ``spent`` have defaults: a state without
+    # any is version 1's, byte for byte.
     run_id: str
     agent: str
     path: list[str]
@@ -118,6 +119,7 @@ class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     children: list[msgspec.Raw]
     steering: Annotated[list[str], msgspec.Meta(max_length=MAX_STATE_STEERING)] = []
     background: _Background | None = None
+    spent: StoredSpent = {}
 
 
 class _Envelope(msgspec.Struct):
@@ -172,6 +174,8 @@ class StateLike(Protocol):
     def steering(self) -> Sequence[str]: ...
     @property
     def background(self) -> BackgroundChild | None: ...
+    @property
+    def spent(self) -> dict[str, Spent]: ...
 
 
 @attrs.frozen
@@ -197,6 +201,7 @@ class Decoded:
     delegated: int = 0  # how many of ``pending`` are delegated (their children first)
     children: list[Decoded] = attrs.Factory(list)
     steering: list[str] = attrs.Factory(list)
+    spent: dict[str, Spent] = attrs.Factory(dict)
 
 
 _encoder = msgspec.json.Encoder()
@@ -249,6 +254,7 @@ def _body_of(state: StateLike, children: list[msgspec.Raw]) -> _Body:
             state.background.call_id, state.background.name, state.background.result,
             state.background.output, state.background.error,
         ),
+        spent=spent_to_store(state.spent),
     )
 
 
@@ -264,7 +270,7 @@ def encode_state(state: StateLike) -> str:
     version = _VERSION_1
     encoded: dict[int, bytes] = {}
     for node in reversed(order):
-        if node.background is not None or any(p.schema for p in node.pending):
+        if node.background is not None or node.spent or any(p.schema for p in node.pending):
             version = VERSION
         kids = [msgspec.Raw(encoded.pop(id(c))) for c in node.children]
         encoded[id(node)] = _encoder.encode(_body_of(node, kids))
@@ -384,6 +390,8 @@ def _check_version_1(b: _Body) -> None:
         raise ValueError(f"a version {_VERSION_1} state has no background children")
     if any(p.schema for p in b.pending):
         raise ValueError(f"a version {_VERSION_1} state has no schema digests")
+    if b.spent:
+        raise ValueError(f"a version {_VERSION_1} state has no spend")
 
 
 def _state_of(body: bytes, version: int) -> tuple[Decoded, list[msgspec.Raw]]:
@@ -438,5 +446,6 @@ def _build(b: _Body) -> Decoded:
     return Decoded(b.run_id, b.agent, tuple(b.path), b.input, messages, b.turn,
                    b.tool_calls, b.tool_errors, b.denied, _the_usage(b.usage),
                    list(b.follow_ups), b.reported, summary, pending, b.elapsed,
-                   background, delegated, steering=list(b.steering))
+                   background, delegated, steering=list(b.steering),
+                   spent=spent_of(b.spent))
 

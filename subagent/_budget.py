@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from agentcore import Usage
+from agentcore import Spent, Usage
 
 from ._errors import BudgetExceeded, SpecError, format_path
 
@@ -246,6 +246,9 @@ class Meter:
         self.tasks = 0
         self.warned: set[str] = set()
         self.exceeded: BudgetReport | None = None
+        #: Whether it went on from a stored spend (:meth:`restore`), which counts the
+        #: tasks resumed under it already.
+        self.restored = False
         self.members: weakref.WeakSet[Task] = weakref.WeakSet()
 
     def spend(self) -> Spend:
@@ -270,12 +273,34 @@ class Meter:
 
     def count_task(self, by: Path) -> list[BudgetReport]:
         """Count one task more, submitted under ``by``; return the reports it causes.
-        A submit that would pass ``tasks`` is not counted: its report is the last."""
+        A submit that would pass ``tasks`` is not counted: its report is the last, and
+        gives the tasks started (the limit), not the one refused."""
         self.tasks += 1
         reports = self._reports(by, "submit")
         if self.exceeded is not None and reports and reports[-1].limit == "tasks":
             self.tasks -= 1
+            self.exceeded = reports[-1] = attrs.evolve(
+                reports[-1], spent=self.tasks, spend=self.spend())
         return reports
+
+    def stored(self) -> Spent:
+        """Its spend as a RunState stores it (``RunState.spent``)."""
+        return Spent(self.input_tokens, self.output_tokens, self.cost, self.model_calls,
+                     self.tasks)
+
+    def restore(self, spent: Spent, by: Path) -> list[BudgetReport]:
+        """Go on from ``spent`` (a resumed or recovered run's stored spend): each
+        quantity raised to it (a meter that counted it already, the pool's in the
+        pool that ran it, is left as it is). Returns the reports it causes, as
+        :meth:`charge` does. Not a checkpoint."""
+        self.input_tokens = max(self.input_tokens, spent.input_tokens)
+        self.output_tokens = max(self.output_tokens, spent.output_tokens)
+        if self.cost is not None:
+            self.cost = None if spent.cost is None else max(self.cost, spent.cost)
+        self.model_calls = max(self.model_calls, spent.model_calls)
+        self.tasks = max(self.tasks, spent.tasks)
+        self.restored = True
+        return self._reports(by, "model call")
 
     def _reports(self, by: Path, action: str) -> list[BudgetReport]:
         if self.exceeded is not None:
@@ -323,6 +348,17 @@ class TaskBudget:
     stopped: BudgetReport | None = None
     summary_left: int = 0
     failure: BudgetExceeded | None = None
+
+    def spent(self) -> dict[str, Spent]:
+        """What its own budget (``"task"``) and the pool's (``"pool"``) have spent, as
+        its run's state stores it (``RunState.spent``). Not a checkpoint."""
+        out = {}
+        if self.own is not None:
+            out["task"] = self.own.stored()
+        pool = self.shell.pool_meter
+        if pool is not None and pool in self.meters:
+            out["pool"] = pool.stored()
+        return out
 
     def join(self, task: Task) -> None:
         """Make ``task`` (just accepted) a member of each meter over it."""

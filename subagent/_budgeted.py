@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from agentcore import AuditError, ChatModel, EndReason, ModelRequest, ModelResponse
+from agentcore import AuditError, ChatModel, EndReason, ModelRequest, ModelResponse, RunState
 from agentcore._audit import record_within
 from agentcore.models import has_price, model_name
 
@@ -90,16 +90,22 @@ class Budgets:
                 f"(prices=), install subagent[prices], or budget tokens instead"
             )
 
-    def admit(self, spec: Spec, parent: Task | None, parent_path: tuple[str, ...]) -> (
-        TaskBudget | None
-    ):
+    def admit(self, spec: Spec, parent: Task | None, parent_path: tuple[str, ...],
+              resume: RunState | None = None) -> TaskBudget | None:
         """The budgets over a task of ``spec`` about to be accepted under
         ``parent_path``, the task counted in each (join it to them once accepted).
         None when no budget covers it. Not a checkpoint.
 
+        ``resume``: the state of the run the task resumes: its own budget and the
+        pool's go on from the spend the state stores (``RunState.spent``, see
+        :meth:`Meter.restore`; a state without it: from zero, as before it was
+        stored), and the task is not counted again in a budget that went on from a
+        stored spend (which counts it).
+
         Raises:
-          BudgetExceeded: a budget over it is spent, or this task would pass its
-            ``tasks`` limit (that budget is then spent: its subtree stops).
+          BudgetExceeded: a budget over it is spent (or its restored spend reaches a
+            limit), or this task would pass its ``tasks`` limit (that budget is then
+            spent: its subtree stops).
           SpecError: a cost budget covers it and its model has no price.
         """
         if parent is not None and parent._budget is not None:
@@ -114,21 +120,37 @@ class Budgets:
         for meter in above:
             if meter.budget.cost is not None:
                 self._priced(spec, f"the budget of {_owner(meter)}")
-        # A task that would pass a ``tasks`` limit is counted only there (and refused).
-        blocking = next(
-            (m for m in above if m.budget.tasks is not None and m.tasks >= m.budget.tasks), None
-        )
-        for meter in (blocking,) if blocking is not None else above:
-            for report in meter.count_task(parent_path):
-                self._spawn(self._announce, meter, report, False)
-                if report.exceeded:
-                    self._stop(meter, report, None)
-                    raise report.error(meter.path)
         own = None
         if spec.budget is not None:
             own = Meter(spec.budget, None)
             own.tasks = 1
+        if resume is not None:
+            if own is not None:
+                own.path = resume.path
+            for name, restoring in (("task", own), ("pool", self.pool_meter)):
+                stored = resume.spent.get(name)
+                if restoring is not None and stored is not None and (
+                        restoring is own or restoring in above):
+                    self._reported(restoring, restoring.restore(stored, resume.path))
+        # A resumed task is not counted again where a stored spend counts it already.
+        counted = [m for m in above if resume is None or not m.restored]
+        # A task that would pass a ``tasks`` limit is counted only there (and refused).
+        blocking = next(
+            (m for m in counted if m.budget.tasks is not None and m.tasks >= m.budget.tasks),
+            None,
+        )
+        for meter in (blocking,) if blocking is not None else counted:
+            self._reported(meter, meter.count_task(parent_path))
         return TaskBudget((own, *above) if own is not None else above, own, self)
+
+    def _reported(self, meter: Meter, reports: list[BudgetReport]) -> None:
+        # Announce ``reports`` of ``meter``; a limit reached stops its subtree and
+        # refuses the task being admitted.
+        for report in reports:
+            self._spawn(self._announce, meter, report, False)
+            if report.exceeded:
+                self._stop(meter, report, None)
+                raise report.error(meter.path)
 
     async def call(
         self, task: Task, fn: Callable[[], Awaitable[ModelResponse]]

@@ -349,6 +349,9 @@ async def _commit_start(
 
 def _ran(task: Task, result: agentcore.RunResult) -> TaskStatus:
     task._conclude_run(result)
+    if task._budget is not None and task._run is not None:
+        # A paused state keeps its spend: the budgets go on from it on resume.
+        task._run.state.spent = task._budget.spent()
     return settle_budget(task, end_status(result.summary.end_reason))
 
 

@@ -383,7 +383,7 @@ class Pool(Waits):
                 events = parent.events if parent is not None else self.events
             # A task started from within a run is bounded by that run's gate too.
             spec = delegated(spec, agentcore.current_run())
-            budget = self._budgets.admit(spec, parent, parent_path)
+            budget = self._budgets.admit(spec, parent, parent_path, resume)
             path = None if resume is None else resumed_path(core.live, parent_path, resume)
             path = path or (*parent_path, f"{name}/{next(self._numbers):04d}")
             task = Task(

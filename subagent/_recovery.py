@@ -128,6 +128,8 @@ async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
     assert task is not None, "a checkpointed Agent runs only in its pool's tasks"
     store = task.pool.checkpoints
     assert store is not None
+    if task._budget is not None:  # the budgets go on from it after a crash
+        point.state.spent = task._budget.spent()
     await store.write(task.name, *_link(task), point)
 
 

@@ -231,7 +231,7 @@ async def test_a_tasks_limit_refuses_the_submit_that_would_pass_it(autojump_cloc
         task = await pool.submit("a", "go")
         with pytest.raises(BudgetExceeded) as info:
             await task.wait()
-    text = "task a/0001 spent its budget: tasks 3 of 2, reached by a submit under a/0001"
+    text = "task a/0001 spent its budget: tasks 2 of 2, reached by a submit under a/0001"
     assert str(info.value) == text
     assert len(task.children) == 1
     # the refused delegation was an error result, then a summarised
