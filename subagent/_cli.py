@@ -263,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="subagent", description="Run LLM subagents on trio.",
         epilog="exit codes: 0 answered, 1 task failed, 2 bad usage or specs, "
-               "3 ledger did not verify, 130 interrupted",
+               "3 ledger did not verify, 4 paused (calls wait for approval), "
+               "130 interrupted",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run an agent from a specs file on a task")

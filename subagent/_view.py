@@ -135,6 +135,10 @@ class TreeView:
             node.activity = f"{_name(inner.call.name)} {_clip(inner.call.arguments, 40)}"
             return f"calls {node.activity}"
         elif kind is K.gate_decision and inner.decision is not None and inner.call is not None:
+            if inner.decision.deferred:  # not a denial: a human answers it later
+                node.activity = f"waits for approval: {_name(inner.call.name)}"
+                return (f"deferred {_name(inner.call.name)}, waiting for approval: "
+                        f"{one_line(inner.decision.reason)}")
             if not inner.decision.allowed:
                 node.activity = f"denied {_name(inner.call.name)}"
                 return f"{node.activity}: {one_line(inner.decision.reason)}"
