@@ -109,8 +109,14 @@ def _text(value: bytes) -> str | bytes:
 def connect_existing(path: str) -> sqlite3.Connection:
     """Open an existing ledger database for reading.
 
+    A database with no table at all (a sink killed while creating it, before its
+    schema was committed: :func:`connect` continues it) reads as an empty ledger:
+    the connection gets an empty ``entries`` table of its own (``TEMP``; nothing is
+    written to the file).
+
     Raises:
-      sqlite3.DatabaseError: It is not a ledger database.
+      sqlite3.DatabaseError: It is not a ledger database (it has tables, and no
+        ``entries`` table).
     """
     conn = sqlite3.connect(path, isolation_level=None)
     conn.text_factory = _text
@@ -118,7 +124,11 @@ def connect_existing(path: str) -> sqlite3.Connection:
         found = conn.execute(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'entries'"
         ).fetchone()
-        if found != (1,):
+        if found != (1,) and conn.execute(
+                "SELECT count(*) FROM sqlite_master").fetchone() == (0,):
+            conn.executescript(_SCHEMA.replace("CREATE TABLE", "CREATE TEMP TABLE").replace(
+                "CREATE INDEX IF NOT EXISTS ", "CREATE INDEX IF NOT EXISTS temp."))
+        elif found != (1,):
             raise sqlite3.DatabaseError("no 'entries' table: not a ledger database")
     except BaseException:
         conn.close()
