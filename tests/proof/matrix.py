@@ -31,12 +31,15 @@ REASONS = {
          "truncated under it, the hangs are a lock held by another process)",
     "i": "our server reads one line at a time and answers in order: a client's fault at "
          "start, idle or mid-call is the same bytes on the same pipe (the mid_call cell)",
-    "j": "the Temporal dev server is one process for every cell: only killing it (and "
-         "its absence at start) are run; its wire faults are the SDK's own tests",
+    "j": "the Temporal dev server is a whole database and scheduler (seconds of CPU to "
+         "start): only its death during a run is run; its wire faults are the SDK's",
+    "o": "killed_mid_call restarts it on its file: that cell is also this one",
     "k": "the ledger and checkpoints are written by shielded, bounded code: a cancel or "
          "a close waits for the write within its bound (the close cell of hangs shows it)",
     "l": "a client does not take part in closing our server: its stdin ends, it exits",
-    "p": "planned, not built yet",
+    "m": "an HTTP server killed before it answers is a closed port: the closes_early cell",
+    "n": "a stdio client that comes back is a new process with a new server: there is "
+         "no server left to come back to",
 }
 
 _MODEL = """
@@ -56,36 +59,36 @@ GRIDS = {
     "anthropic": _MODEL,
     "mcp_stdio": """
                       starting idle mid_call cancel close
-killed_mid_call       p        f    p        e      e
-killed_between_calls  b        p    b        b      b
-hangs                 p        f    p        p      p
+killed_mid_call       X        f    X        e      e
+killed_between_calls  b        X    b        b      b
+hangs                 X        f    X        X      X
 drips                 g        f    g        g      g
 garbage               g        f    g        g      g
-oversized             p        f    p        c      c
-closes_early          p        f    p        c      c
-comes_back            p        f    p        c      c
+oversized             X        f    X        c      c
+closes_early          X        f    X        c      c
+comes_back            X        f    X        c      c
 """,
     "mcp_http": """
                       starting idle mid_call cancel close
-killed_mid_call       p        f    p        e      e
-killed_between_calls  b        p    b        b      b
-hangs                 g        f    p        p      p
+killed_mid_call       m        f    X        e      e
+killed_between_calls  b        X    b        b      b
+hangs                 g        f    X        X      X
 drips                 g        f    g        g      g
 garbage               g        f    g        g      g
-oversized             g        f    p        c      c
-closes_early          p        f    g        c      c
-comes_back            p        f    p        c      c
+oversized             g        f    X        c      c
+closes_early          X        f    g        c      c
+comes_back            X        f    X        c      c
 """,
     "mcp_client": """
                       starting idle mid_call cancel close
-killed_mid_call       i        i    p        p      l
-killed_between_calls  b        p    b        b      b
-hangs                 i        i    p        p      l
-drips                 i        i    p        c      l
-garbage               i        i    p        c      l
-oversized             i        i    p        c      l
-closes_early          i        i    p        c      l
-comes_back            i        i    p        c      l
+killed_mid_call       i        i    X        e      l
+killed_between_calls  b        X    b        b      b
+hangs                 i        i    c        X      l
+drips                 i        i    X        c      l
+garbage               i        i    X        c      l
+oversized             i        i    X        c      l
+closes_early          i        i    X        c      l
+comes_back            n        n    n        n      n
 """,
     "jsonl_sink": """
                       starting idle mid_call cancel close
@@ -122,14 +125,14 @@ comes_back            h        h    X        h      h
 """,
     "temporal": """
                       starting idle mid_call cancel close
-killed_mid_call       j        j    p        j      j
+killed_mid_call       j        j    X        j      j
 killed_between_calls  b        j    b        b      b
 hangs                 j        j    j        j      j
 drips                 j        j    j        j      j
 garbage               j        j    j        j      j
 oversized             j        j    j        j      j
-closes_early          p        j    j        j      j
-comes_back            j        j    j        j      j
+closes_early          j        j    j        j      j
+comes_back            j        j    o        j      j
 """,
 }
 

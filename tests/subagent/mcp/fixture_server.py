@@ -3,10 +3,12 @@ HTTP on 127.0.0.1 with ``--http PORT``.
 
 ``wait`` writes ``started`` to its marker file, then waits forever; when the call is
 cancelled (the client's ``notifications/cancelled``) it writes ``cancelled`` there.
+``exit`` ends the process in the middle of its call.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -39,6 +41,12 @@ async def wait(marker: str) -> str:
 async def fail(reason: str) -> str:
     """Fail with the reason."""
     raise ToolError(reason)
+
+
+@server.tool()
+async def exit(code: int) -> str:
+    """End the server process at once, in the middle of this call."""
+    os._exit(code)
 
 
 @server.tool()
