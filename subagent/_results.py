@@ -10,6 +10,7 @@ import trio
 from agentcore import Liveness
 
 from ._bgstate import has_kept, kept_count
+from ._core import TaskStatus
 from ._delegation import (
     calling_task,
     fallback_bound,
@@ -51,16 +52,23 @@ def parse_results_arguments(arguments: str) -> tuple[bool, float | None]:
 
 def _note(caller: Task, waited: float | None) -> str:
     node = caller._node
+    # A child that paused for approval has no result: the tree pauses, and it is
+    # resumed as a background child of the resumed run (its result comes then).
+    paused = sorted(format_path(child.handle.path) for child in node.unread
+                    if child.handle.status is TaskStatus.paused)
     # Results kept in a paused state are in the resumed run's inbox, not in the tree.
-    arrived = len(node.unread) + kept_count(caller)
+    arrived = len(node.unread) - len(paused) + kept_count(caller)
     running = sorted(format_path(child.path) for child in node.background)
-    if not arrived and not running:
+    if not arrived and not running and not paused:
         return "no background subagents: nothing to wait for"
     text = f"{arrived} result{'' if arrived == 1 else 's'} arrived"
     if arrived:
         text += " (they follow as messages)"
     if running:
         text += f"; still running: {', '.join(running)}"
+    if paused:
+        text += (f"; paused for approval: {', '.join(paused)} (no result yet: call "
+                 "subagent_results again after the approval)")
     if waited is not None:
         text = f"stopped waiting after {waited:g}s: {text}"
     return text
@@ -73,7 +81,8 @@ class SubagentResultsTool:
     blocks until every (``"all": true``, the default) or at least one (``"all":
     false``) of the calling run's background subagents has a result waiting, then
     returns a short note (``"3 results arrived (they follow as messages)"``, with
-    the paths still running, if any). The results themselves come into the run as
+    the paths still running, if any, and those paused for approval: a child that
+    paused has no result, and the tree pauses with it). The results themselves come into the run as
     messages before its next model call. While it waits, the caller's concurrency
     slot is lent to the pool.
 
