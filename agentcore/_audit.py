@@ -36,6 +36,7 @@ import trio
 from ledger._record import record_of
 
 from ._errors import AuditError, describe
+from ._fastpath import fields_nowait_of, nowait_of
 
 if TYPE_CHECKING:
     from ledger import Record, Sink
@@ -99,7 +100,7 @@ def record_sync(sink: Sink, entry: Record) -> bool:
     # measurable part of an entry's cost). The check reads what
     # checkpoint_if_cancelled reads; a trio without that attribute takes the
     # awaited path.
-    nowait = getattr(sink, "record_nowait", None)
+    nowait = nowait_of(sink)
     if nowait is None:
         return False
     if cancelled():
@@ -151,7 +152,7 @@ def record_fields_sync(
         takes (the TypeError or ValueError of ``Record(...)`` chained), whatever
         the sink.
     """
-    nowait = getattr(sink, "record_fields_nowait", None)
+    nowait = fields_nowait_of(sink)
     if nowait is not None and not (cancellable and cancelled()):
         try:
             nowait(
@@ -193,7 +194,7 @@ def record_now(sink: Sink, entry: Record) -> bool:
     Raises:
       AuditError: the sink raised (its exception chained).
     """
-    nowait = getattr(sink, "record_nowait", None)
+    nowait = nowait_of(sink)
     return nowait is not None and _nowait(sink, nowait, entry)
 
 
@@ -206,7 +207,7 @@ async def record(sink: Sink, entry: Record) -> None:
       AuditError: the sink raised (its exception chained): the caller must not go
         on with the action the entry records.
     """
-    nowait = getattr(sink, "record_nowait", None)
+    nowait = nowait_of(sink)
     if nowait is not None:
         await trio.lowlevel.checkpoint_if_cancelled()
         try:
@@ -237,7 +238,7 @@ async def record_within(sink: Sink, entry: Record, bound: float, *, shield: bool
     Raises:
       AuditError: the sink raised, or did not answer in time (:func:`overrun`).
     """
-    nowait = getattr(sink, "record_nowait", None)
+    nowait = nowait_of(sink)
     if nowait is not None:
         if not shield:
             await trio.lowlevel.checkpoint_if_cancelled()

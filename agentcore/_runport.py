@@ -15,6 +15,7 @@ import trio
 
 from ._audit import cancelled, failed, record, record_fields_sync
 from ._events import EventKind, EventSink, event_of, taken_now
+from ._fastpath import fields_nowait_of
 from ._hookcall import call_hook
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ class RunPortMethods:
         if sink is None:
             return None
         state = self._state
-        fields = getattr(sink, "record_fields_nowait", None)
+        fields = fields_nowait_of(sink)
         # record_fields_sync's fast path, inline (see above); anything else (a
         # cancelled task, trio.WouldBlock) goes on to it.
         if fields is not None and not cancelled():
@@ -198,7 +199,7 @@ class RunPortMethods:
         if sink is None:
             return True
         state = self._state
-        fields = getattr(sink, "record_fields_nowait", None)
+        fields = fields_nowait_of(sink)
         if fields is not None:
             # record_fields_sync's fast path, inline, with no cancellation check.
             try:

@@ -70,7 +70,9 @@ class MemorySink:
     and ``subagent`` call :meth:`record_nowait` when a sink offers it
     (checking for cancellation first where a cancelled recorder must record
     nothing) and ``await sink.record(...)`` otherwise. Any sink may opt in
-    by offering a ``record_nowait`` with the same contract.
+    by offering a ``record_nowait`` with the same contract. A subclass that
+    overrides :meth:`record` has its override awaited for every entry (the
+    inherited fast paths are not taken: see :class:`ledger.Sink`).
 
     **An acknowledged entry** (a :meth:`record` or :meth:`record_nowait`
     call that returned) is in this sink's memory at its place in the order

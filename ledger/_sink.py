@@ -29,6 +29,16 @@ class Sink(Protocol):
     :class:`Record` (``data`` a dict given away, or ``None``). A run's and a
     task's own entries are offered this way first, so that no ``Record`` is
     built on their hot path.
+
+    A fast path is taken only when the sink's own class provides it
+    consistently: ``record_nowait`` stands for ``record`` and
+    ``record_fields_nowait`` for both, so each is called only when it is
+    defined in the class that defines the methods it stands for, or in a
+    subclass of it. A subclass of :class:`ledger.MemorySink` that overrides
+    ``record`` (to forward, filter, or fail closed) has that override awaited
+    for every entry, never the inherited ``record_nowait``; one that overrides
+    ``record_nowait`` has it called, never the inherited
+    ``record_fields_nowait``.
     """
 
     async def record(self, record: Record) -> Entry | None:
