@@ -25,14 +25,11 @@ import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from ._framing import Lines, McpMessageError, check_values
-
-if TYPE_CHECKING:
-    from mcp.shared.message import SessionMessage
 
 #: The largest request (line of stdin) ``subagent mcp`` reads: 4 MiB.
 MAX_REQUEST = 4 * 1024 * 1024
@@ -44,6 +41,19 @@ FLUSH = 5.0
 def _invalid(message: str) -> bytes:
     # JSON-RPC's "Invalid Request" answer, to no request id (none was read).
     error = {"code": -32600, "message": f"{message}; it was skipped"}
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode() + b"\n"
+
+
+def _unreadable(line: bytes) -> bytes:
+    # JSON-RPC's "Parse error" for a line that is not JSON, "Invalid Request" for JSON
+    # that is no JSON-RPC message; to no request id (none can be trusted).
+    try:
+        json.loads(line)
+    except ValueError:
+        error = {"code": -32700, "message": "the request is not JSON; it was skipped"}
+    else:
+        error = {"code": -32600,
+                 "message": "the request is not a JSON-RPC message; it was skipped"}
     return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode() + b"\n"
 
 
@@ -123,7 +133,8 @@ async def bounded_stdio_server(
     """The SDK's (read, write) message streams over the file descriptors ``stdin``
     and ``stdout``; a request line past :data:`MAX_REQUEST` is answered
     :data:`TOO_LONG` and skipped, one with more than ``MAX_VALUES`` JSON values
-    likewise. A checkpoint.
+    likewise, and one that is not JSON (``-32700``) or not a JSON-RPC message
+    (``-32600``) too. A checkpoint.
 
     When the block ends, the replies already given are written (within
     :data:`FLUSH` seconds) and reading stops.
@@ -167,11 +178,13 @@ async def bounded_stdio_server(
                         await send(_invalid(str(exc).replace("a message", "the request")))
                         continue
                     try:
-                        item: SessionMessage | Exception = SessionMessage(
+                        item = SessionMessage(
                             mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
                         )
-                    except ValueError as exc:
-                        item = exc
+                    except ValueError:
+                        # Answered here: the SDK only logs a line it cannot read.
+                        await send(_unreadable(line))
+                        continue
                     try:
                         await incoming.send(item)
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError):

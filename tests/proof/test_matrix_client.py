@@ -106,7 +106,7 @@ async def play(fault: str, tmp: Path) -> Seen:
         with trio.fail_after(DEADLINE):
             await process.stdin.send_all(INITIALIZE)
             await until(1)
-            await misbehave(fault, process, requested, until)
+            await misbehave(fault, process, requested, until, seen)
             if fault in ("garbage", "oversized", "drips", "hangs"):
                 # The other agent goes on: the next request is served.
                 await process.stdin.send_all(call(9, "greeter"))
@@ -124,10 +124,13 @@ async def play(fault: str, tmp: Path) -> Seen:
 
 
 async def misbehave(fault: str, process: trio.Process, requested: trio.Event,
-                    until: Any) -> None:
+                    until: Any, seen: Seen) -> None:
     assert process.stdin is not None and process.stdout is not None
     if fault == "garbage":
-        await process.stdin.send_all(b"\x00\xff{not json at all\n[1, 2\n")
+        await process.stdin.send_all(b"\x00\xff{not json at all\n")
+        await until(None)
+        assert seen.answers.pop(None) == "error: the request is not JSON; it was skipped"
+        await process.stdin.send_all(b'{"jsonrpc": "2.0", "id": 5, "method": 7}\n')
     elif fault == "oversized":
         await process.stdin.send_all(b'{"pad": "' + b"x" * MAX_REQUEST + b'"}\n')
     elif fault == "drips":
@@ -169,8 +172,10 @@ EXPECTED: dict[str, tuple[dict[Any, str], list[str]]] = {
     # notifications/cancelled: that run is cancelled; the next call is served.
     "hangs": ({1: "ok", 9: "hello"}, CANCELLED),
     "drips": ({1: "ok", 2: "hello", 9: "hello"}, []),
-    # Lines that are not JSON are dropped (the SDK answers nothing); the next is served.
-    "garbage": ({1: "ok", 9: "hello"}, []),
+    # A line that is not JSON is answered -32700 (checked in misbehave()), one that is
+    # no JSON-RPC message -32600, both to id null; the next request is served.
+    "garbage": ({1: "ok", None: "error: the request is not a JSON-RPC message; it was "
+                 "skipped", 9: "hello"}, []),
     "oversized": ({1: "ok", None: "error: the request is longer than 4194304 bytes "
                    "(MAX_REQUEST); it was skipped", 9: "hello"}, []),
     # stdin ends with a call in flight: cancelled, audited, exit 0.
