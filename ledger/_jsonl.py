@@ -125,7 +125,8 @@ class JsonlSink:
     redacts and checks its record, so entries of concurrent tasks never
     interleave. With ``fsync=True``, ``record()`` also waits until an
     ``fsync`` (in a worker thread, shared by concurrent records) has covered
-    its entry.
+    its entry. :meth:`record_nowait` writes one entry at once, without
+    waiting (the library's runs record their entries through it).
 
     **An acknowledged entry** (a :meth:`record` call that returned its entry)
     has been written to the file whole, after every entry acknowledged
@@ -216,6 +217,49 @@ class JsonlSink:
             raise outcome
         if self.fsync:
             await self._sync_through(fd, outcome.seq)
+        self._recorded += 1
+        return outcome
+
+    def record_nowait(self, record: Record) -> Entry:
+        """Redact and check ``record`` and write its entry (chained) now, with one
+        ``write``; return the entry. Not a checkpoint: it neither yields nor checks
+        for cancellation.
+
+        The synchronous form of :meth:`record` for recorders on a hot path (the
+        library's runs use it when a sink offers it, see :class:`ledger.Sink`): the
+        same checks and errors, and an acknowledged entry (this call returned) means
+        what it means for :meth:`record`: its line is in the file, after every entry
+        acknowledged before it. The write is the one :meth:`record` makes inline for
+        its batch (a short append to the page cache); what needs a wait is left to
+        :meth:`record`.
+
+        Raises:
+          trio.WouldBlock: Nothing was recorded, call :meth:`record`: the sink syncs
+            (``fsync=True``, which waits for a worker thread), its file is not open
+            yet (opening it is a worker thread's), it is of a subclass that
+            overrides :meth:`record` (whose override the recorders must call), or
+            ``record`` holds more than 64 KiB of text (redacted in a worker thread).
+          SinkError, SinkClosedError, ValueError, TypeError: as :meth:`record`.
+        """
+        fd = self._fd
+        if (
+            self.fsync
+            or (fd is None and not self._closed)
+            or type(self).record is not JsonlSink.record  # a subclass's own record() is called
+            or is_large(record)
+        ):
+            raise trio.WouldBlock
+        record = redact_record(record)
+        if fd is None or self._closed:
+            raise SinkClosedError(f"record() on a closed JsonlSink ({self.path})")
+        if self._broken is not None:
+            raise SinkError(self.path, self._broken)
+        check_content(record)
+        batch = _Batch((record, read_clock(self.clock)))
+        self._write_batch(fd, batch)
+        outcome = batch.outcomes[0]
+        if isinstance(outcome, SinkError):
+            raise outcome
         self._recorded += 1
         return outcome
 

@@ -15,7 +15,8 @@ class Sink(Protocol):
 
     A sink whose recording never blocks may also offer a synchronous
     ``record_nowait(record) -> None`` (:meth:`ledger.MemorySink.record_nowait`
-    is the stock one): the same checks, order and acknowledged entries as
+    and :meth:`ledger.JsonlSink.record_nowait`, which writes the entry's line
+    before it returns, are the stock ones): the same checks, order and acknowledged entries as
     :meth:`record`, not a checkpoint, raising ``trio.WouldBlock`` (having
     recorded nothing) for a record it can only take by waiting. The library's
     recorders call it when it is there (an audit entry recorded into a sink
