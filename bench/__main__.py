@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import tempfile
 from pathlib import Path
 
-from . import _memory, _parked, _peers, _workloads
+from . import _memory, _parked, _peers, _sinks, _workloads
 from ._timing import compare, compare_latency
 
 FULL = {"w1": 2000, "w1t": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500, "w6": 10_000}
@@ -24,8 +25,9 @@ def _load() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (for CI)")
-    parser.add_argument("--only", default="w1,w1t,w2,w3,w4,w5,w6",
-                        help="comma-separated workloads (w1t: W1-typed; w6: parked-run "
+    parser.add_argument("--only", default="w1,w1s,w1t,w2,w3,w4,w5,w6",
+                        help="comma-separated workloads (w1s: W1 by audit sink; "
+                        "w1t: W1-typed; w6: parked-run "
                         "memory; w1otel: W1 traced by subagent.otel, needs opentelemetry-sdk)")
     parser.add_argument("--repeat", type=int, help="runs of each case, best kept (default 5)")
     parser.add_argument("--peers", action="store_true",
@@ -59,6 +61,16 @@ def main(argv: list[str] | None = None) -> int:
               f"audit off {off.per_op_us:.0f}: audit on/off {pool.seconds / off.seconds:.2f}x, "
               "target <= 1.15x), "
               f"bare trio {bare.per_op_us:.0f} us/run, ratio {pool.seconds / bare.seconds:.2f}x")
+    if "w1s" in only:
+        n = sizes["w1"]
+        with tempfile.TemporaryDirectory() as directory:
+            bodies = _sinks.w1_bodies(n, directory)
+            measures = dict(zip(bodies, compare(*bodies.values(), repeat=repeat), strict=True))
+        off = measures.pop("none")
+        print(f"W1 by audit sink, {n} runs: no audit {off.per_op_us:.0f} us/run; "
+              + ", ".join(f"{name} {m.per_op_us:.0f} ({m.seconds / off.seconds:.2f}x)"
+                          for name, m in measures.items())
+              + " (targets: jsonl <= 1.3x, sqlite <= 1.6x)")
     if "w1otel" in only:
         n = sizes["w1"]
         plain, traced = compare(

@@ -26,7 +26,7 @@ from agentcore import (
     Usage,
     tool,
 )
-from ledger import MemorySink
+from ledger import JsonlSink, MemorySink, Sink, SqliteSink
 
 from ._timing import Body, Latency
 
@@ -81,19 +81,26 @@ W1_ENTRIES = 10
 
 
 def w1_pool(
-    runs: int, *, audit: bool = True, read: bool = False, otel: bool = False
+    runs: int,
+    *,
+    audit: bool = True,
+    read: bool = False,
+    otel: bool = False,
+    sink: Callable[[], Sink] | None = None,
 ) -> Body:
     """W1 on the pool; ``audit=False`` runs it without an audit sink (the ablation
     the audit's cost is measured against); ``read=True`` reads the sink's entries
     at the end, so that the time includes building the chain (a
     :class:`~ledger.MemorySink` chains on read); ``otel=True`` traces the pool
     (:func:`subagent.otel.instrument`, the SDK with a ``BatchSpanProcessor`` and an
-    exporter that discards), needing ``opentelemetry-sdk``."""
+    exporter that discards), needing ``opentelemetry-sdk``. ``sink`` makes the
+    audit sink of each repetition instead of a ``MemorySink`` (closed at the end,
+    its ``statistics().recorded`` checked: every entry acknowledged)."""
 
     async def main() -> int:
         stream: subagent.Stream = subagent.Stream(64)
         counter = Counter()
-        sink = MemorySink() if audit else None
+        audit_sink = sink() if sink is not None else MemorySink() if audit else None
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(counter.consume, stream)
@@ -101,7 +108,7 @@ def w1_pool(
                 max_concurrent=8,
                 max_queued=runs,
                 events=stream,
-                defaults=subagent.Defaults(model=TwoStepModel(), audit=sink),
+                defaults=subagent.Defaults(model=TwoStepModel(), audit=audit_sink),
             ) as pool:
                 pool.register(subagent.Spec("worker", tools=(ECHO,)))
                 tracing = _traced(pool) if otel else None
@@ -114,8 +121,11 @@ def w1_pool(
             tracing()
         assert counter.seen >= runs * 6
         if read:
-            assert sink is not None
-            assert len(sink.entries) == runs * W1_ENTRIES
+            assert isinstance(audit_sink, MemorySink)
+            assert len(audit_sink.entries) == runs * W1_ENTRIES
+        if isinstance(audit_sink, JsonlSink | SqliteSink):
+            await audit_sink.aclose()
+            assert audit_sink.statistics().recorded == runs * W1_ENTRIES
         return runs
 
     return main

@@ -27,7 +27,8 @@ def test_quick_bench_runs_every_workload() -> None:
     )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    for prefix in ("W1 fan-out", "W1-typed fan-out", "W2 stream", "W3 cancel latency",
+    for prefix in ("W1 fan-out", "W1 by audit sink", "W1-typed fan-out", "W2 stream",
+                   "W3 cancel latency",
                    "W4 memory", "W5 nesting"):
         assert sum(line.startswith(prefix) for line in lines) == 1, (prefix, out.stdout)
 
