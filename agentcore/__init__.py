@@ -42,6 +42,7 @@ from ._hooks import ModelInterceptor as ModelInterceptor
 from ._hooks import ToolInterceptor as ToolInterceptor
 from ._hookset import HookAction as HookAction
 from ._hookset import HookResult as HookResult
+from ._idempotency import CurrentToolCall as CurrentToolCall
 from ._messages import AgentPath as AgentPath
 from ._messages import Message as Message
 from ._messages import ModelRequest as ModelRequest

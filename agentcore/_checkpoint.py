@@ -132,6 +132,7 @@ def snapshot(state: RunState) -> RunState:
         copy.inbox = list(state.inbox)  # its steering is stored (Pending values are frozen)
     copy.reported = state.reported
     copy.elapsed = state.elapsed
+    copy.nonce = state.nonce
     copy.pending = [PendingCall(c, CallStatus.waiting) for c in unanswered(messages)]
     copy.summary = RunSummary(
         turns=state.turn, tool_calls=state.tool_calls, tool_errors=state.tool_errors,

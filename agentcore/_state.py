@@ -109,6 +109,10 @@ class RunState:
     checkpoint: str = ""
     """The name of the checkpoint a crashed run was recovered from, until its resume
     records it in the ``run_resumed`` audit entry (not stored by ``to_json``)."""
+    nonce: str = ""
+    """128 random bits (32 hex digits) made when the run's first tool call starts,
+    stored by ``to_json``: with the run id and a call id, it makes the call's
+    idempotency key (``current_tool_call().idempotency_key``); empty until then."""
     spent: dict[str, Spent] = attrs.field(factory=dict)
     """What the budgets over the run had spent, by budget name (see :class:`Spent`;
     written by ``subagent``, stored by ``to_json``; empty in a state stored before it
@@ -357,6 +361,7 @@ class RunState:
                        for t in d.steering]
         state.background = d.background
         state.spent = dict(d.spent)
+        state.nonce = d.nonce
         return state
 
     @property

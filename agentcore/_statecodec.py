@@ -29,7 +29,8 @@ from ._summary import EndReason, RunSummary
 #: The format name in every encoded state.
 FORMAT = "agentcore.RunState"
 #: The newest version this agentcore writes and reads (versions 1 and 2 are read). A
-#: state is written as 1 unless it has background children, schema digests or spend.
+#: state is written as 1 unless it has background children, schema digests, spend or
+#: a nonce.
 VERSION = 2
 #: The version of states without them (read and written as before).
 _VERSION_1 = 1
@@ -120,6 +121,7 @@ class _Body(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     steering: Annotated[list[str], msgspec.Meta(max_length=MAX_STATE_STEERING)] = []
     background: _Background | None = None
     spent: StoredSpent = {}
+    nonce: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")] | None = None
 
 
 class _Envelope(msgspec.Struct):
@@ -176,6 +178,8 @@ class StateLike(Protocol):
     def background(self) -> BackgroundChild | None: ...
     @property
     def spent(self) -> dict[str, Spent]: ...
+    @property
+    def nonce(self) -> str: ...
 
 
 @attrs.frozen
@@ -202,6 +206,7 @@ class Decoded:
     children: list[Decoded] = attrs.Factory(list)
     steering: list[str] = attrs.Factory(list)
     spent: dict[str, Spent] = attrs.Factory(dict)
+    nonce: str = ""
 
 
 _encoder = msgspec.json.Encoder()
@@ -255,6 +260,7 @@ def _body_of(state: StateLike, children: list[msgspec.Raw]) -> _Body:
             state.background.output, state.background.error,
         ),
         spent=spent_to_store(state.spent),
+        nonce=state.nonce or None,
     )
 
 
@@ -270,7 +276,8 @@ def encode_state(state: StateLike) -> str:
     version = _VERSION_1
     encoded: dict[int, bytes] = {}
     for node in reversed(order):
-        if node.background is not None or node.spent or any(p.schema for p in node.pending):
+        if node.background is not None or node.spent or node.nonce or any(
+                p.schema for p in node.pending):
             version = VERSION
         kids = [msgspec.Raw(encoded.pop(id(c))) for c in node.children]
         encoded[id(node)] = _encoder.encode(_body_of(node, kids))
@@ -390,8 +397,8 @@ def _check_version_1(b: _Body) -> None:
         raise ValueError(f"a version {_VERSION_1} state has no background children")
     if any(p.schema for p in b.pending):
         raise ValueError(f"a version {_VERSION_1} state has no schema digests")
-    if b.spent:
-        raise ValueError(f"a version {_VERSION_1} state has no spend")
+    if b.spent or b.nonce is not None:
+        raise ValueError(f"a version {_VERSION_1} state has no spend nor nonce")
 
 
 def _state_of(body: bytes, version: int) -> tuple[Decoded, list[msgspec.Raw]]:
@@ -447,5 +454,5 @@ def _build(b: _Body) -> Decoded:
                    b.tool_calls, b.tool_errors, b.denied, _the_usage(b.usage),
                    list(b.follow_ups), b.reported, summary, pending, b.elapsed,
                    background, delegated, steering=list(b.steering),
-                   spent=spent_of(b.spent))
+                   spent=spent_of(b.spent), nonce=b.nonce or "")
 

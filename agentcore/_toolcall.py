@@ -16,6 +16,7 @@ from ._errors import CallPaused, describe
 from ._events import EventKind
 from ._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
 from ._hookcall import intercept
+from ._idempotency import CurrentToolCall, ensure_nonce, idempotency_key
 from ._messages import Message, ToolCall
 from ._pause import Deferred, pending_of
 from ._pending import schema_digest
@@ -197,7 +198,8 @@ def resumed_call_state() -> RunState | None:
     the calls of runs started from inside that call: a subagent's). Not a checkpoint.
     The delegation tool continues that run instead of starting anew."""
     resumed = _resumed_state.get()
-    if resumed is None or resumed[0] is not _current_call.get():
+    current = _current_call.get()
+    if resumed is None or current is None or resumed[0] is not current[0]:
         return None
     return resumed[1]
 
@@ -300,22 +302,28 @@ async def _decide(run: RunPort, tool: Tool, call: ToolCall) -> GateDecision:
     return GateDecision(False, f"the gate did not decide within {timeout:g}s")
 
 
-_current_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
-    "agentcore_current_tool_call", default=None
-)
+# The call whose tool runs (the object the run holds), and what current_tool_call gives.
+_current_call: contextvars.ContextVar[tuple[ToolCall, CurrentToolCall] | None] = (
+    contextvars.ContextVar("agentcore_current_tool_call", default=None))
 
 
-def current_tool_call() -> ToolCall | None:
+def current_tool_call() -> CurrentToolCall | None:
     """The tool call whose tool is executing in this task, else ``None``. Not a checkpoint.
 
     Set around a tool's ``execute`` (in the task that runs it, so each of a turn's
     parallel calls sees its own): a tool that starts other work (the delegation tool)
-    reads the id of the call it runs in here, not from events.
+    reads the id of the call it runs in here, not from events. Its
+    ``idempotency_key`` is stable for that call across retries, pause and resume and
+    crash recovery, and differs between calls and runs (see ``_idempotency``): a
+    tool that calls an outside API taking an idempotency key passes it there.
     """
-    return _current_call.get()
+    current = _current_call.get()
+    return None if current is None else current[1]
 
 
 async def _execute(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
+    # The run's nonce before its checkpoint: a call recovered from it has the same key.
+    nonce = ensure_nonce(run.state)
     checkpoint = run.agent.checkpoint
     if checkpoint is not None and call.name not in run.agent.read_only_names:
         # Durable before the tool starts: a crash from here on finds it in flight.
@@ -325,7 +333,9 @@ async def _execute(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
         await trio.lowlevel.checkpoint()
     timeout = run.agent.tool_timeout
     # The tool runs in this frame (no coroutine of its own), the call current around it.
-    token = _current_call.set(call)
+    token = _current_call.set((call, CurrentToolCall(
+        call.id, call.name, call.arguments,
+        idempotency_key=idempotency_key(nonce, run.state.run_id, call.id))))
     try:
         if call.name in run.agent.self_monitoring_names:
             # Checked at Agent construction: the tool implements SelfMonitoring.

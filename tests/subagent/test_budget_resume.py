@@ -227,4 +227,4 @@ def test_a_version_1_state_with_spend_is_refused() -> None:
     text = _with_body(state.to_json().replace('"version":2', '"version":1'), "", "")
     with pytest.raises(agentcore.RunStateError) as info:
         RunState.from_json(text)
-    assert str(info.value) == "not a RunState: bad state: a version 1 state has no spend"
+    assert str(info.value) == "not a RunState: bad state: a version 1 state has no spend nor nonce"
