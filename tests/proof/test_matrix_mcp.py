@@ -160,6 +160,7 @@ async def play(kind: str, fault: str, moment: str, tmp: Path) -> Seen:
                 pool.register(Spec("victim", model=model, tools=pool.mcp_tools("fx", *TOOLS),
                                    audit=sink, tool_timeout=TOOL_TIMEOUT))
                 register_bystander(pool, sink)
+                model.pool = pool
                 await scenario(pool, peer, fault, moment, marker, seen)
                 if moment != "close":
                     await bystander_finishes(pool)
@@ -201,6 +202,7 @@ class KillBefore:
     def __init__(self, inner: ScriptedModel, peer: Peer, turn: int) -> None:
         self.inner, self.peer, self.turn = inner, peer, turn
         self.requests = inner.requests
+        self.pool: Pool | None = None
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if len(self.inner.requests) + 1 == self.turn:
@@ -209,7 +211,12 @@ class KillBefore:
             if self.peer.proc is not None:
                 self.peer.proc.wait()
             else:
+                # Seen down by the pool (reaped, and the next call not sent to it).
                 await wait_for(lambda: gone(pid), "the killed server reaped")
+                pool = self.pool
+                assert pool is not None
+                await wait_for(lambda: pool.mcp is not None and not pool.mcp.is_up("fx"),
+                               "the killed server seen down")
         return await self.inner.complete(request)
 
 
