@@ -15,12 +15,15 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
-from . import _workloads
+from ledger import JsonlSink
+
+from . import _sinks, _workloads
 from ._timing import Measure, once, once_latency
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,10 +152,31 @@ def main(
             print_("peers: none available; only our own figures follow")
 
     w1_runs, w3_runs = (100, 50) if quick and not peers else (W1_RUNS, W3_RUNS)
+    with tempfile.TemporaryDirectory() as files:
+        jsonl_file = _sinks.files(files, "jsonl")  # a new ledger file per run
+        return _compare(
+            python, directory, peers, w1_runs, w3_runs, jsonl_file, repeat=repeat, print_=print_
+        )
+
+
+def _compare(
+    python: str | None,
+    directory: Path,
+    peers: list[Peer],
+    w1_runs: int,
+    w3_runs: int,
+    jsonl_file: Callable[[], str],
+    *,
+    repeat: int,
+    print_: Callable[[str], None],
+) -> int:
     ours_w1: dict[str, Callable[[], Measure]] = {
         "ours, audit on (MemorySink)": lambda: once(_workloads.w1_pool(w1_runs)),
         "ours, audit on, entries read at the end": lambda: once(
             _workloads.w1_pool(w1_runs, read=True)
+        ),
+        "ours, audit to a JsonlSink": lambda: once(
+            _workloads.w1_pool(w1_runs, sink=lambda: JsonlSink(jsonl_file()))
         ),
         "ours, audit off": lambda: once(_workloads.w1_pool(w1_runs, audit=False)),
         "bare trio": lambda: once(_workloads.w1_bare(w1_runs)),
@@ -203,6 +227,9 @@ def main(
         ratio = _median(w1[fastest.name]) / on
         print_(f"  ours (audit on) vs fastest peer, {fastest.name}: {ratio:.1f}x faster"
                " (target >= 10x)")
+        jsonl = _median(w1["ours, audit to a JsonlSink"])
+        print_(f"  ours (audit to a JsonlSink, {jsonl:,.0f} us/run) vs fastest peer,"
+               f" {fastest.name}: {_median(w1[fastest.name]) / jsonl:.1f}x faster")
     print_(f"W3 cancel latency, {w3_runs} blocked runs (median of {repeat}; range):")
     for name, values in w3.items():
         print_(f"  {name}: {_median(values):,.1f} ms ({min(values):,.1f}-{max(values):,.1f})")

@@ -15,7 +15,8 @@ from ._workloads import w1_pool
 SINKS = ("memory, entries read", "jsonl", "jsonl fsync", "sqlite")
 
 
-def _files(directory: str, suffix: str) -> Callable[[], str]:
+def files(directory: str, suffix: str) -> Callable[[], str]:
+    """A function returning a new file name in ``directory`` each call."""
     numbers: Iterator[int] = itertools.count()
     return lambda: os.path.join(directory, f"w1-{next(numbers)}.{suffix}")
 
@@ -23,7 +24,7 @@ def _files(directory: str, suffix: str) -> Callable[[], str]:
 def w1_bodies(runs: int, directory: str) -> dict[str, Body]:
     """W1 of ``runs`` runs audited to each sink of :data:`SINKS` (a new file in
     ``directory`` for each repetition of a file sink), and with no audit (``"none"``)."""
-    jsonl, synced, sqlite = (_files(directory, s) for s in ("jsonl", "fsync.jsonl", "db"))
+    jsonl, synced, sqlite = (files(directory, s) for s in ("jsonl", "fsync.jsonl", "db"))
     makers: dict[str, Callable[[], Sink]] = {
         "jsonl": lambda: JsonlSink(jsonl()),
         "jsonl fsync": lambda: JsonlSink(synced(), fsync=True),
