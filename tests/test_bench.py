@@ -87,6 +87,19 @@ def test_audit_cost_runs() -> None:
 
 
 @pytest.mark.slow
+def test_sink_cost_runs() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.sink_cost", "--repeat", "1", "--runs", "20"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    names = [line.split(" wall ")[0].strip() for line in out.stdout.splitlines()[1:]]
+    assert names == [
+        "no audit", "JsonlSink, record_nowait", "JsonlSink, awaited record()", "SqliteSink"
+    ]
+
+
+@pytest.mark.slow
 def test_quick_bench_runs_w1_traced() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--only", "w1otel"],
