@@ -7,6 +7,9 @@ Exit codes:
   3  the ledger did not verify
   4  the run paused: calls wait for approval (``--approve-later``; see ``pending``)
   130  interrupted (Ctrl-C)
+  143  terminated (SIGTERM: stopped as on Ctrl-C, child processes included)
+
+Any other exception is one line (``subagent: unexpected error: ...``) and exit 1.
 
 Everything printed that a model or a tool wrote goes through
 :mod:`subagent._safe_text` first: no terminal escape or control character reaches
@@ -36,7 +39,6 @@ from agentcore import (
 
 from ._checkpoints import SqliteCheckpoints
 from ._clibase import (
-    EXIT_INTERRUPTED,
     EXIT_LEDGER,
     EXIT_OK,
     EXIT_PAUSED,
@@ -44,6 +46,7 @@ from ._clibase import (
     EXIT_USAGE,
     read_only_or_delegation,
 )
+from ._cliexit import EXIT_TERMINATED, ending, say, sigterm_as_interrupt
 from ._clirecover import add_recover, left_failed, left_paused, paused_files
 from ._clitemporal import add_temporal, run_temporal
 from ._declarative import SpecFile, load_specs
@@ -353,7 +356,25 @@ def _use_rich(args: argparse.Namespace, out: TextIO) -> bool:
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
-    """The command line; returns the exit code."""
+    """The command line; returns the exit code. Whatever ends it, standard error gets
+    one line (see :mod:`subagent._cliexit`): never a traceback."""
+    with sigterm_as_interrupt() as term:
+        try:
+            code = _main(argv, out=out)
+        except BaseException as exc:
+            found = ending(exc, term.fired)
+            if found is None:
+                raise
+            code, text = found
+            say(text)
+            return code
+    if term.fired:  # a command that stops quietly on Ctrl-C (temporal dev, worker)
+        say("terminated")
+        return EXIT_TERMINATED
+    return code
+
+
+def _main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
     if args.command == "temporal":
@@ -417,9 +438,6 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     except ledger.VerifyError as exc:
         print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_LEDGER
-    except KeyboardInterrupt:
-        print("subagent: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
 
 
 def _tracing() -> EnvironmentTracing:

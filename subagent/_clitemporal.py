@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._clibase import EXIT_INTERRUPTED, EXIT_USAGE
+from ._clibase import EXIT_USAGE
 from ._errors import SubagentError
 from ._safe_text import one_line
 
@@ -73,6 +73,3 @@ def run_temporal(args: argparse.Namespace, out: TextIO) -> int:
     except SubagentError as exc:
         print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("subagent: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED

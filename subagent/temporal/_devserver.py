@@ -5,6 +5,10 @@ file with ``db``). :class:`DevServer` starts it on loopback ports it picks (or i
 given), waits until the frontend accepts connections (within ``start_timeout``), and
 kills and reaps it on :meth:`stop`. Blocking calls: use it outside an event loop or
 in a thread.
+
+On Linux, a server started from the main thread does not outlive its parent killed
+outright (SIGKILL, a crash): it is started with ``PR_SET_PDEATHSIG`` set to SIGKILL.
+From another thread it is not (the kernel would kill it when that thread ends).
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -26,6 +32,34 @@ from ._errors import DevServerError
 #: Seconds :meth:`DevServer.start` waits for the server to accept connections.
 DEFAULT_START_TIMEOUT = 60.0
 HOST = "127.0.0.1"
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _dies_with_parent() -> Callable[[], None] | None:
+    # A preexec_fn that has the kernel SIGKILL the child when this process dies (the
+    # thread that forks it, in fact: so only from the main thread), and that exits at
+    # once if the parent died before it ran. libc is looked up before the fork: the
+    # child only calls it.
+    if not sys.platform.startswith("linux") or (
+        threading.current_thread() is not threading.main_thread()
+    ):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def temporal_binary() -> Path:
@@ -127,7 +161,7 @@ class DevServer:
         try:
             self.process = subprocess.Popen(
                 self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=_dies_with_parent(),
             )
         finally:
             if self.log is not None:
