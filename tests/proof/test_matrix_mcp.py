@@ -325,10 +325,10 @@ EXPECTED: dict[tuple[str, str, str], Seen] = {
         [failed("echo", f"is not available: failed: {REFUSED}")], [f"{SERVER} failed: {REFUSED}"],
         "back"),
 }
-KILLED_HTTP = pytest.mark.xfail(strict=True, reason=(
+KILLED_HTTP = pytest.mark.xfail(strict=True, raises=BaseExceptionGroup, reason=(
     "issue 33 bug 1 (mcpfix): a killed HTTP MCP server's ConnectError leaves the session "
     "supervisor in a BaseExceptionGroup and crashes the pool"))
-UNCANCELLED_HTTP = pytest.mark.xfail(strict=True, reason=(
+UNCANCELLED_HTTP = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "issue 33 bug 2 (mcpfix): the SDK's notifications/cancelled is only queued, and the "
     "pool closing right after never sends it: the HTTP server's handler runs on"))
 XFAIL = {
