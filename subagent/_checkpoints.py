@@ -40,7 +40,7 @@ from ._checkrows import MAX_CHECKPOINT_ROWS as MAX_CHECKPOINT_ROWS
 from ._checkrows import CheckpointError as CheckpointError
 from ._checkrows import CheckpointRow as CheckpointRow
 from ._checkrows import UnreadRow as UnreadRow
-from ._checkrows import check_schema, read_rows
+from ._checkrows import check_schema, read_rows, read_run_ids
 from ._checkschema import SCHEMA
 from ._checkwrites import Batch, Claim, Write, commit_batch, connect
 
@@ -323,6 +323,16 @@ class SqliteCheckpoints:
         """
         found = await trio.to_thread.run_sync(self._read, False)
         return [row for row in found if isinstance(row, CheckpointRow)]  # all, unscanned
+
+    async def run_ids(self) -> list[str]:
+        """The run ids of the file's rows (at most ``max_rows``; none if the file does
+        not exist yet), without their states, in a worker thread. A checkpoint.
+
+        Raises:
+          CheckpointError: the file cannot be opened or read as an SQLite database.
+        """
+        return await trio.to_thread.run_sync(
+            read_run_ids, self.path, self.busy_timeout, self.max_rows)
 
     async def scan(self) -> list[CheckpointRow | UnreadRow]:
         """Every run's last checkpoint as :meth:`rows` reads it, except that a row that

@@ -89,6 +89,32 @@ class UnreadRow:
     error: CheckpointError
 
 
+def read_run_ids(path: str, busy_timeout: float, max_rows: int) -> list[str]:
+    """The run ids of the first ``max_rows`` rows of the checkpoint file at ``path``
+    (none if it does not exist, or has no checkpoints table yet); their states are
+    not read.
+
+    Raises:
+      CheckpointError: the file cannot be opened or read as an SQLite database.
+    """
+    if not os.path.isfile(path):
+        return []
+    try:
+        conn = sqlite3.connect(path, timeout=busy_timeout)
+    except sqlite3.Error as exc:
+        raise CheckpointError(f"cannot open the checkpoint database: {exc}") from None
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                        "name = 'checkpoints'").fetchone() is None:
+            return []
+        found = conn.execute("SELECT run_id FROM checkpoints LIMIT ?", (max_rows,))
+        return [run_id for (run_id,) in found if isinstance(run_id, str)]
+    except sqlite3.Error as exc:
+        raise CheckpointError(f"cannot read the checkpoint database: {exc}") from None
+    finally:
+        conn.close()
+
+
 def read_rows(
     path: str, busy_timeout: float, max_rows: int, max_state_bytes: int, *, scan: bool
 ) -> list[CheckpointRow | UnreadRow]:

@@ -16,6 +16,7 @@ from ._checkpoints import SqliteCheckpoints
 from ._history_input import MAX_HISTORY_BYTES, MAX_HISTORY_MESSAGES, HistoryLimits
 from ._lifecycle import run_task
 from ._pool import Pool
+from ._recovery import number_past_file
 from ._spec import Defaults
 from ._stream import Stream
 from ._watchdog import LoopWatchdog, check_threshold
@@ -116,6 +117,8 @@ async def open_pool(
                     budget=budget,
                 )
                 pool.checkpoints = checkpoints
+                if checkpoints is not None:
+                    await number_past_file(pool, checkpoints)
                 if loop_watchdog is not None:
                     watchdog = LoopWatchdog(loop_watchdog, pool)
                     watchdog.start(nursery)

@@ -46,6 +46,7 @@ from ._resumable import number_past
 END_BOUND = 5.0
 
 if TYPE_CHECKING:
+    from ._core import PoolCore
     from ._spec import Spec
     from ._stream import Stream
     from ._task import Task
@@ -56,6 +57,9 @@ class Pool(Protocol):
 
     events: Stream | None
     _numbers: itertools.count[int]
+
+    @property
+    def _core(self) -> PoolCore[Task]: ...
 
     @property
     def specs(self) -> dict[str, Spec]: ...
@@ -243,6 +247,9 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     # The runs recovered start others (a nested run delegating again): none may take
     # the run id of a row of the file.
     number_past(pool, (r.run_id for r in found))
+    # The rows of runs of this pool's own live tasks are theirs, not a crash's.
+    live = _live_runs(pool)
+    found = [r for r in found if r.run_id not in live]
     rows = [r for r in found if isinstance(r, CheckpointRow)]
     _check_unique(found)
     failed = _unread(found)
@@ -292,6 +299,26 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
             failed[row.run_id] = exc
     order = {r.run_id: k for k, r in enumerate(found)}
     return Recovered(tasks, paused, sorted(failed.items(), key=lambda f: order.get(f[0], -1)))
+
+
+def _live_runs(pool: Pool) -> set[str]:
+    # The run ids of the runs of ``pool``'s live tasks (queued or running; a queued
+    # one's is its resumed run's, or the one its path gives it).
+    runs = set()
+    for node in pool._core.live.values():
+        task = node.handle
+        run = task._run if task._run is not None else task._resume
+        runs.add(run.run_id if run is not None else "/".join(task.path))
+    return runs
+
+
+async def number_past_file(pool: Pool, store: SqliteCheckpoints) -> None:
+    """Number ``pool``'s tasks past every run of ``store``'s file, so that a task
+    submitted before ``recover`` does not take (and overwrite) the row of a run a
+    crash left. A file that cannot be read is left to the first write to report. A
+    checkpoint."""
+    with contextlib.suppress(CheckpointError):
+        number_past(pool, await store.run_ids())
 
 
 def _unread(found: list[CheckpointRow | UnreadRow]) -> dict[str, Exception]:

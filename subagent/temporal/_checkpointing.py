@@ -138,6 +138,12 @@ class HeartbeatCheckpoints(SqliteCheckpoints):
         await trio.lowlevel.checkpoint()
         return list(self.start)
 
+    async def run_ids(self) -> list[str]:
+        """The run ids of the rows this attempt started from (the pool numbers its
+        tasks past them; there is no file). A checkpoint."""
+        await trio.lowlevel.checkpoint()
+        return [row.run_id for row in self.start]
+
     async def recovering(self) -> list[CheckpointRow | UnreadRow]:
         """The rows this attempt started from (what ``recover`` resumes; no lock: the
         server runs one attempt at a time). A checkpoint."""

@@ -11,7 +11,7 @@ import pytest
 
 import agentcore
 from agentcore import CheckpointKind, Message
-from agentcore.testing import ScriptedModel
+from agentcore.testing import RecordingTool, ScriptedModel
 from ledger import MemorySink
 from subagent import (
     CheckpointError,
@@ -145,3 +145,38 @@ async def test_a_task_its_submit_returned_is_in_the_file(tmp_path: Path) -> None
         assert [(await t.wait()).output for t in recovered] == [
             "released", "done after 2 turns"]
 
+
+
+async def test_recover_does_not_resume_the_pools_own_live_tasks(tmp_path: Path) -> None:
+    # recover() in a pool whose tasks are running finds their rows running: they are
+    # theirs, not a crash's. Before, it resumed each a second time (its calls ran
+    # twice).
+    path = tmp_path / "c.db"
+    write = RecordingTool("write")
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(Spec("w", model=model([[["c1", "write", 0]]]), tools=[write]))
+        task = await pool.submit("w", "go")
+        assert await pool.recover() == []
+        assert (await task.wait()).output == "done after 1 turns"
+    assert len(write.calls) == 1
+
+
+async def test_a_task_submitted_before_recover_keeps_the_crashed_row(tmp_path: Path) -> None:
+    # A crash left w/0001 queued; a new pool on the file submits a task before it
+    # recovers: the new task is numbered past the file's runs (w/0002) instead of
+    # taking w/0001's row (its start checkpoint overwrote the crashed task's, which
+    # was then lost).
+    path = tmp_path / "c.db"
+    async with SqliteCheckpoints(path) as store:
+        point = agentcore.start_checkpoint("", "go", run_id="w/0001", agent="w",
+                                           path=("w/0001",))
+        await store.write("w", None, None, point)
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        for spec in specs(release=True):
+            pool.register(spec)
+        fresh = await pool.submit("w", "new work")
+        [again] = await pool.recover()
+        assert (fresh.path, again.path) == (("w/0002",), ("w/0001",))
+        results = [await t.wait() for t in (fresh, again)]
+    assert [(r.messages[0].content, r.output) for r in results] == [
+        ("new work", "done after 2 turns"), ("go", "done after 2 turns")]
