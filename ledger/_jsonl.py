@@ -8,6 +8,7 @@ from collections.abc import Callable
 import attrs
 import trio
 
+from . import _crashpoints
 from ._canonical import line_flaw
 from ._chain import Chain
 from ._clock import read_clock, utc_now
@@ -322,6 +323,8 @@ class JsonlSink:
     def _append(self, fd: int, data: bytes) -> str | None:
         """Write ``data`` whole, or undo the part written; ``None``, or why it failed."""
         done = 0
+        k = _crashpoints.before(f"jsonl ledger: {data.count(10)} entries") if (
+            _crashpoints.ON) else 0
         try:
             while done < len(data):
                 done += _write(fd, data[done:] if done else data)
@@ -337,6 +340,8 @@ class JsonlSink:
                     )
             return cause
         self._offset += done
+        if k:
+            _crashpoints.after(k)
         return None
 
     async def _sync_through(self, fd: int, seq: int) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 import attrs
 import trio
 
+from . import _crashpoints
 from ._chain import Chain
 from ._clock import read_clock, utc_now
 from ._encoding import GENESIS, check_content, entry_hash
@@ -292,9 +293,13 @@ class SqliteSink:
         try:
             entries = batch.entries = [link(record, when)[0] for record, when in batch.records]
             rows = [to_row(entry) for entry in entries]
+            k = _crashpoints.before(f"sqlite ledger: {len(rows)} entries") if (
+                _crashpoints.ON) else 0
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(INSERT, rows)
             conn.execute("COMMIT")
+            if k:
+                _crashpoints.after(k)
         except Exception as exc:
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):

@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Final, overload
 
+from . import _crashpoints
 from ._canonical import json_flaw
 from ._check import NOT_CANONICAL, Flaw, Item
 from ._encoding import entry_from_dict, parse_json, sorted_json
@@ -90,7 +91,10 @@ def connect(path: str, *, fsync: bool, timeout: float) -> sqlite3.Connection:
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+        k = _crashpoints.before("sqlite ledger: schema") if _crashpoints.ON else 0
         conn.executescript(_SCHEMA)
+        if k:
+            _crashpoints.after(k)
     except BaseException:
         conn.close()
         raise

@@ -32,6 +32,7 @@ import msgspec
 import trio
 
 import agentcore
+from ledger import _crashpoints
 from ledger._files import create_private, lock_path, open_private, try_lock
 from ledger._oserror import describe
 
@@ -282,7 +283,10 @@ class SqliteCheckpoints:
                 create_private(self.path)
                 conn = connect(self.path, self.busy_timeout)
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync else 'NORMAL'}")
+                k = _crashpoints.before("checkpoints: schema") if _crashpoints.ON else 0
                 conn.executescript(SCHEMA)
+                if k:
+                    _crashpoints.after(k)
                 check_schema(conn)
             except CheckpointError as exc:
                 report(str(exc))

@@ -11,6 +11,7 @@ import attrs
 import trio
 
 import agentcore
+from ledger import _crashpoints
 from ledger._oserror import describe
 
 from ._checkschema import CLAIM, UPSERT
@@ -75,6 +76,14 @@ _PRUNE = ("DELETE FROM resumed WHERE rowid <= (SELECT max(rowid) FROM resumed) -
           "AND c.status = 'running')")
 
 
+def _label(batch: Batch) -> str:
+    # What a crash point's trace says of a batch: each row's run id and status.
+    parts = [f"{row[0]} {row[4]}" for row in batch.rows]
+    parts += [f"claim {c.run_id}" for c in batch.claims]
+    parts += [f"unclaim {c.run_id}" for c in batch.releases]
+    return "checkpoints: " + ", ".join(parts)
+
+
 def commit_batch(conn: sqlite3.Connection, batch: Batch, max_claims: int) -> None:
     """Commit ``batch`` in one transaction (rolled back, with ``batch.cause`` set, if
     it fails): its rows; its claims, each taken only if its marker is new (then the
@@ -88,6 +97,7 @@ def commit_batch(conn: sqlite3.Connection, batch: Batch, max_claims: int) -> Non
                              else row[6].to_json()))
             except agentcore.RunStateError as exc:  # this row's run fails alone
                 batch.refused[id(row)] = str(exc)[:300]
+        k = _crashpoints.before(_label(batch)) if _crashpoints.ON else 0
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(UPSERT, rows)
         taken = []
@@ -106,6 +116,8 @@ def commit_batch(conn: sqlite3.Connection, batch: Batch, max_claims: int) -> Non
             else:
                 conn.execute(_PUT_BACK, (*claim.before, claim.run_id))
         conn.execute("COMMIT")
+        if k:
+            _crashpoints.after(k)
         for claim, before in taken:
             claim.taken = True
             claim.before = before

@@ -41,6 +41,7 @@ from agentcore import (
     is_read_only,
 )
 from agentcore.models._replay import read_regular_file
+from ledger import _crashpoints
 from ledger._files import open_private, try_lock
 
 from ._delegation import SubagentTool
@@ -175,6 +176,7 @@ def _write_whole(path: Path, text: bytes) -> None:
     # ``text`` at ``path``, whole (a temporary file, fsync, rename), 0600.
     folder = path.parent if str(path.parent) else Path(".")
     try:
+        k = _crashpoints.before("state file: temporary copy") if _crashpoints.ON else 0
         fd, temp = tempfile.mkstemp(prefix=".paused-", dir=folder)
         try:
             os.fchmod(fd, 0o600)
@@ -182,8 +184,13 @@ def _write_whole(path: Path, text: bytes) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        if k:
+            _crashpoints.after(k)
         try:
+            k = _crashpoints.before("state file: rename into place") if _crashpoints.ON else 0
             os.replace(temp, path)
+            if k:
+                _crashpoints.after(k)
         except OSError:
             os.unlink(temp)  # no stray copy of the state is left behind
             raise
@@ -281,7 +288,10 @@ def take_for_resume(path: Path) -> RunState:
         # The claim first, at the same name: a crash before the rename leaves it claimed.
         _write_whole(path, msgspec.json.encode(claim))
         try:
+            k = _crashpoints.before("state file: rename to .resumed") if _crashpoints.ON else 0
             os.replace(path, resumed_path(path))
+            if k:
+                _crashpoints.after(k)
         except OSError as exc:
             raise StateFileError(
                 f"cannot mark the paused run {path} resumed: {exc.strerror}") from None
