@@ -178,6 +178,7 @@ def recover_calls(
     repeatable: Container[str],
     children: Mapping[str, RunState],
     checkpoint: str,
+    again: Container[str] = (),
 ) -> None:
     """Make the snapshot ``state`` of a crashed run resumable, in place. Not a checkpoint.
 
@@ -189,6 +190,8 @@ def recover_calls(
       children: For a call in flight that started a run with its own checkpoint,
         that run's recovered state (by call id): the call's tool continues it.
       checkpoint: The name of the checkpoint, for the ``run_resumed`` audit entry.
+      again: The ids of calls in flight that run again whatever their tool (a
+        delegation whose subagent never stored a checkpoint: it never started).
     """
     pending: list[PendingCall] = []
     kids: list[RunState] = []
@@ -204,7 +207,7 @@ def recover_calls(
             if child is not None:
                 pending.append(PendingCall(p.call, CallStatus.delegated, "recovered"))
                 kids.append(child)
-            elif p.call.name in repeatable:
+            elif p.call.name in repeatable or p.call.id in again:
                 pending.append(p)
             else:
                 pending.append(PendingCall(p.call, CallStatus.done, result=INTERRUPTED,

@@ -89,6 +89,7 @@ def _tree(
         _check_row(row, row.state, spec)
         children = {}
         answers: dict[str, agentcore.RunState] = {}
+        started: dict[str, agentcore.RunState] = {}
         for call_id in _delegating(row):
             child = by_call.get((row.run_id, call_id))
             if child is None:
@@ -99,13 +100,26 @@ def _tree(
                 _nest_paused(pool, child.state, by_call, background, depth + 1)
                 children[call_id] = child.state
             elif child.status == "ended" and child.state is not None:
-                answers[call_id] = _check_kept(child, background=False)  # kept (_bgrows)
+                if _delegated(child):
+                    answers[call_id] = _check_kept(child, background=False)  # _bgrows
+                else:
+                    # A "wait": false call in flight whose subagent ended already, its
+                    # result kept: answered as it was ("started"); the result is
+                    # delivered as a background child's (``_nest``).
+                    started[call_id] = _check_kept(child, background=True)
         repeatable = {t.name for t in spec.tools if agentcore.is_idempotent(t)}
+        # A delegation in flight with no row of its own never started its subagent
+        # (a subagent's start checkpoint is committed before it runs, and before a
+        # "wait": false call returns): it runs again, as if the crash came before it.
+        unstarted = {c for c in _delegating(row) if (row.run_id, c) not in by_call}
         agentcore.recover_calls(row.state, set(row.in_flight), repeatable, children,
-                                row.checkpoint)
+                                row.checkpoint, unstarted)
         if answers:
             row.state.pending = [_answered(p, answers) for p in row.state.pending]
+        if started:
+            row.state.pending = [_started(p, started) for p in row.state.pending]
         rows = _background_rows(row, background)
+        rows += [by_call[row.run_id, call_id] for call_id in started]
         background.pop(row.run_id, None)  # taken (see _nest_paused)
         _nest(pool, row.state, rows, recovered, by_call, background, depth)
         recovered[row.run_id] = row.state
@@ -133,6 +147,19 @@ def _answered(
             and value.get("agent") == mark.name and value.get("task") == kept.input):
         return p
     return agentcore.PendingCall(p.call, agentcore.CallStatus.done, result=mark.result)
+
+
+def _started(
+    p: agentcore.PendingCall, started: dict[str, agentcore.RunState]
+) -> agentcore.PendingCall:
+    # A "wait": false delegation in flight at the crash whose background child had
+    # ended (its result kept in its row): answered as the call was, "started".
+    kept = started.get(p.call.id)
+    if kept is None or p.call.name != DELEGATION or kept.background is None:
+        return p
+    text = json.dumps({"agent": kept.background.name, "path": list(kept.path),
+                       "status": "started"})
+    return agentcore.PendingCall(p.call, agentcore.CallStatus.done, result=text)
 
 
 #: The error result of a background child nested in a claimed resume whose own run
