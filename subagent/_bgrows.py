@@ -51,24 +51,49 @@ def kept_state(child: Task, *, background: bool = True) -> RunState:
     return ended
 
 
-async def write_kept(task: Task) -> None:
+async def end_row(task: Task) -> None:
+    """In a checkpointed pool, store the end of ``task`` (a delegated child whose run
+    ended; see ``_recovery.commit_checkpoint``, which holds its ``ended``
+    checkpoint): with its result (:func:`write_kept`) when its parent's run is live,
+    else its ended checkpoint alone. Until then its row holds its last checkpoint
+    before the end (``running``): a crash in between recovers the child from there
+    (its last model call is made again; no tool call runs again). Shielded, for at
+    most :data:`~subagent._recovery.END_BOUND` seconds each. A checkpoint."""
+    if await write_kept(task):
+        return
+    held, task._held_end = task._held_end, None
+    store = task.pool.checkpoints
+    if held is None or store is None:
+        await trio.lowlevel.checkpoint()
+        return
+    point, link = held
+    with trio.move_on_after(END_BOUND, shield=True):
+        with contextlib.suppress(CheckpointError):
+            await store.write(task.name, *link, point)
+
+
+async def write_kept(task: Task) -> bool:
     """In a checkpointed pool, commit the result of ``task`` (a child that ended, not
     paused: a background child, or a delegated one that finished) in its own row
     before its parent's run is handed it, when that run is live (see the module
     docstring). Shielded, for at most :data:`~subagent._recovery.END_BOUND` seconds;
     a failure to store it is dropped (the result is still handed over; only a crash
-    before the parent's next checkpoint loses it, as before). A checkpoint."""
+    before the parent's next checkpoint loses it, as before). Returns whether it was
+    stored. A checkpoint."""
     store = task.pool.checkpoints
     if store is None or task.call_id is None or task.status is TaskStatus.paused:
-        return
+        return False
     target = task._node.deliver_to
     parent = target.handle if target is not None else task.parent
     run = parent._run if parent is not None else None
     if run is None or run.ended:
-        return  # orphaned, or kept in the parent's paused state (commit_paused)
+        return False  # orphaned, or kept in the parent's paused state (commit_paused)
     if target is None and outcome(task)[1] is not None:
-        return  # a failed delegated child: its call is recovered as interrupted
+        return False  # a failed delegated child: its call is recovered as interrupted
     state = kept_state(task, background=target is not None)
     with trio.move_on_after(END_BOUND, shield=True):
         with contextlib.suppress(CheckpointError):
             await store.write_kept(task.name, *_link(task), state)
+            task._held_end = None
+            return True
+    return False

@@ -16,7 +16,7 @@ from agentcore._audit import record, record_fields_sync, record_within
 from ledger import Record, Sink
 
 from ._background import end_children, orphan, settle
-from ._bgrows import write_kept
+from ._bgrows import end_row
 from ._bgstate import has_kept, pause_asked, start_background, take_background
 from ._budgeted import budgeted_model
 from ._budgeted import settle as settle_budget
@@ -433,7 +433,7 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     if task.spec.audit is not None or task.events is not None or task.pool._observer is not None:
         await _report_end(task, kind)
     if task.call_id is not None and task.pool.checkpoints is not None:
-        await write_kept(task)  # durable before its parent's run is handed it
+        await end_row(task)  # its result durable before its parent's run is handed it
     if not settle(task):
         with trio.move_on_after(2 * END_TIMEOUT, shield=True):
             await orphan(task, bound=END_TIMEOUT)

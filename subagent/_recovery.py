@@ -134,6 +134,13 @@ async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
     assert store is not None
     if task._budget is not None:  # the budgets go on from it after a crash
         point.state.spent = task._budget.spent()
+    if point.kind is agentcore.CheckpointKind.ended and task.call_id is not None:
+        # A delegated run's end is stored with its result, in one write, once its
+        # task ends (``_bgrows.end_row``): ended alone, a crash before the result is
+        # stored would leave the delegating call with neither (answered interrupted).
+        task._held_end = (point, _link(task))
+        await trio.lowlevel.checkpoint()
+        return
     await store.write(task.name, *_link(task), point)
 
 

@@ -125,6 +125,9 @@ class Task:
     # Set once its start checkpoint is committed or refused, while a submit waits
     # for it (see _recovery.start_committed).
     _durable: trio.Event | None = None
+    # A delegated task's ended checkpoint and its row's link, held by the
+    # checkpointer until end_task stores it with the task's result (_bgrows.end_row).
+    _held_end: tuple[agentcore.Checkpoint, tuple[str | None, str | None]] | None = None
     # The task's scope, cancelled by Task.cancel (CancelRun); while the run runs also
     # its limits' scope (_limits; deadline: the earlier of timeout and idle_timeout;
     # _wall_deadline the wall one), a cancel told from a limit by Node.cancel_called.
