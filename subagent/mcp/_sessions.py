@@ -222,6 +222,16 @@ class McpSessions:
                     for problem in problems:
                         await self._report(connection, problem)
                     problem = await self._watch(connection, session)
+            except BaseExceptionGroup as group:
+                # The SDK's task groups report a transport's error (a refused connect,
+                # a reset) beside a Cancelled when one of our scopes (the pool
+                # closing, the start's deadline) was cancelled as it failed: that
+                # cancel is ours and goes on to its scope; the error alone is a failure.
+                failed, ours = group.split(Exception)
+                if ours is not None:
+                    raise ours from group
+                assert failed is not None
+                problem = f"failed: {link.reason}" if link.ended else _failure(failed)
             except Exception as exc:
                 problem = f"failed: {link.reason}" if link.ended else _failure(exc)
             return link.described(problem)

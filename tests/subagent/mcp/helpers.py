@@ -79,6 +79,33 @@ def free_port() -> int:
         return port
 
 
+async def spawn_http_fixture(port: int) -> trio.Process:
+    """Start the fixture server over streamable HTTP on 127.0.0.1:``port``; return its
+    process once it accepts connections. The caller kills and reaps it."""
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, FIXTURE, "--http", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+    def accepts() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError("the fixture HTTP server did not start")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    try:
+        await wait_for(accepts, "the fixture HTTP server accepts")
+    except BaseException:
+        proc.kill()
+        with trio.CancelScope(shield=True):
+            await proc.wait()
+        raise
+    return proc
+
+
 def http_fixture_server() -> Iterator[str]:
     """Run the fixture server over streamable HTTP on 127.0.0.1; yield its URL."""
     port = free_port()
