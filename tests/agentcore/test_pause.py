@@ -300,6 +300,46 @@ async def test_a_tool_that_raises_call_paused_pauses_the_run() -> None:
     assert resumed_call_state() is None
 
 
+async def test_a_run_started_inside_a_continued_call_does_not_see_its_state() -> None:
+    # The continued call starts another run (as the delegation tool starts a
+    # subagent's): that run's own tool calls read no resumed state. Before, they read
+    # the continued call's (the context variable is inherited), so a subagent
+    # resumed this way tried to resume its own running state when it delegated again.
+    inner = RunState.begin([Message("user", "inner")], run_id="inner-1", path=("x",))
+    inner.pending = [PendingCall(ToolCall("k1", "write"), CallStatus.deferred, "ask")]
+    inner.summary = attrs.evolve(RunSummary(), end_reason=EndReason.paused)
+    seen: list[tuple[str, RunState | None]] = []
+
+    async def look(arguments: str) -> str:
+        seen.append(("look", resumed_call_state()))
+        return "looked"
+
+    nested = Agent(model=ScriptedModel([
+        Message("assistant", "", tool_calls=[ToolCall("n1", "look")]), "nested done"]),
+        tools=[FunctionTool("look", "l", {}, look, read_only=True)], agent_id="nested")
+
+    async def starts_a_run(arguments: str) -> str:
+        state = resumed_call_state()
+        seen.append(("start", state))
+        if state is None:
+            raise CallPaused("the inner run paused", inner)
+        return (await nested.run("go on")).output
+
+    worker = Agent(
+        model=ScriptedModel(lambda r: "ok" if r.messages[-1].role == "tool" else Message(
+            "assistant", "", tool_calls=[ToolCall("c1", "start")])),
+        tools=[FunctionTool("start", "s", {}, starts_a_run, resumes_paused_calls=True)],
+        agent_id="outer",
+    )
+    state = (await worker.run("go")).state
+    assert state is not None
+    state.approve("k1", path=("x",))
+    again = await worker.resume(state)
+    assert again.messages[-2] == Message("tool", "nested done", tool_call_id="c1")
+    assert [(k, s.run_id if s else None) for k, s in seen] == [
+        ("start", None), ("start", "inner-1"), ("look", None)]
+
+
 async def test_call_paused_without_a_state_is_a_failure() -> None:
     async def odd(arguments: str) -> str:
         raise CallPaused("no state", "not a state")
