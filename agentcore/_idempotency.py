@@ -28,14 +28,20 @@ if TYPE_CHECKING:
 
 @attrs.frozen(slots=True)
 class CurrentToolCall(ToolCall):
-    """The :class:`ToolCall` whose tool runs, as ``current_tool_call()`` gives it.
+    """The :class:`ToolCall` whose tool runs, as ``current_tool_call()`` gives it, with
+    its :attr:`idempotency_key` (computed when read: a call that does not read it
+    does not pay for the hash)."""
 
-    Attributes:
-      idempotency_key: 64 hex digits, stable for this call of this run (see the
-        module docstring): pass it to an outside API as its idempotency key.
-    """
+    nonce: str = attrs.field(default="", kw_only=True, repr=False)
+    """The run's nonce (``RunState.nonce``)."""
+    run_id: str = attrs.field(default="", kw_only=True)
+    """The run's id."""
 
-    idempotency_key: str = attrs.field(default="", kw_only=True)
+    @property
+    def idempotency_key(self) -> str:
+        """64 hex digits, stable for this call of this run (see the module docstring):
+        pass it to an outside API as its idempotency key."""
+        return idempotency_key(self.nonce, self.run_id, self.id)
 
 
 def ensure_nonce(state: RunState) -> str:

@@ -16,7 +16,7 @@ from ._errors import CallPaused, describe
 from ._events import EventKind
 from ._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
 from ._hookcall import intercept
-from ._idempotency import CurrentToolCall, ensure_nonce, idempotency_key
+from ._idempotency import CurrentToolCall, ensure_nonce
 from ._messages import Message, ToolCall
 from ._pause import Deferred, pending_of
 from ._pending import schema_digest
@@ -199,7 +199,7 @@ def resumed_call_state() -> RunState | None:
     The delegation tool continues that run instead of starting anew."""
     resumed = _resumed_state.get()
     current = _current_call.get()
-    if resumed is None or current is None or resumed[0] is not current[0]:
+    if resumed is None or current is None or resumed[0] is not current.call:
         return None
     return resumed[1]
 
@@ -302,9 +302,20 @@ async def _decide(run: RunPort, tool: Tool, call: ToolCall) -> GateDecision:
     return GateDecision(False, f"the gate did not decide within {timeout:g}s")
 
 
-# The call whose tool runs (the object the run holds), and what current_tool_call gives.
-_current_call: contextvars.ContextVar[tuple[ToolCall, CurrentToolCall] | None] = (
-    contextvars.ContextVar("agentcore_current_tool_call", default=None))
+class _Current:
+    # The call whose tool runs (the object the run holds), its run's nonce and id, and
+    # the CurrentToolCall made of them the first time current_tool_call() is read.
+    __slots__ = ("call", "made", "nonce", "run_id")
+
+    def __init__(self, call: ToolCall, nonce: str, run_id: str) -> None:
+        self.call = call
+        self.nonce = nonce
+        self.run_id = run_id
+        self.made: CurrentToolCall | None = None
+
+
+_current_call: contextvars.ContextVar[_Current | None] = contextvars.ContextVar(
+    "agentcore_current_tool_call", default=None)
 
 
 def current_tool_call() -> CurrentToolCall | None:
@@ -318,7 +329,14 @@ def current_tool_call() -> CurrentToolCall | None:
     tool that calls an outside API taking an idempotency key passes it there.
     """
     current = _current_call.get()
-    return None if current is None else current[1]
+    if current is None:
+        return None
+    made = current.made
+    if made is None:
+        call = current.call
+        made = current.made = CurrentToolCall(call.id, call.name, call.arguments,
+                                              nonce=current.nonce, run_id=current.run_id)
+    return made
 
 
 async def _execute(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
@@ -333,9 +351,7 @@ async def _execute(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
         await trio.lowlevel.checkpoint()
     timeout = run.agent.tool_timeout
     # The tool runs in this frame (no coroutine of its own), the call current around it.
-    token = _current_call.set((call, CurrentToolCall(
-        call.id, call.name, call.arguments,
-        idempotency_key=idempotency_key(nonce, run.state.run_id, call.id))))
+    token = _current_call.set(_Current(call, nonce, run.state.run_id))
     try:
         if call.name in run.agent.self_monitoring_names:
             # Checked at Agent construction: the tool implements SelfMonitoring.
