@@ -21,7 +21,7 @@ from agentcore import RunState
 
 from ._errors import SubagentError
 from ._resumed import AlreadyResumedError, resume_key
-from ._statefile import read_state, take_checked
+from ._statefile import give_back, read_state, take_checked
 
 if TYPE_CHECKING:
     from ._pool import Pool
@@ -95,11 +95,20 @@ async def take_once(pool: Pool, file: Path, sink: ledger.Sink, path: Path) -> Ru
 
     Raises:
       StateFileError: as ``take_checked`` (the file resumed already, among others).
-      AlreadyResumedError, LedgerClaimError: as :func:`claim_in_ledger`.
+      AlreadyResumedError: as :func:`claim_in_ledger`.
+      LedgerClaimError: the ledger cannot be read, or the claim cannot be recorded
+        (the file is then given back as it was).
       SubagentError, agentcore.ResumeError: as ``Pool.resume``'s checks.
     """
     # Checked before the file is taken: a state the ledger refuses leaves it as it was.
     await check_unclaimed(path, await trio.to_thread.run_sync(read_state, file))
     state = await take_checked(pool, file)
-    await claim_in_ledger(sink, path, state)
+    try:
+        await claim_in_ledger(sink, path, state)
+    except ledger.LedgerError as exc:
+        # Not recorded, so nothing ran: the file is given back, to be resumed later.
+        await trio.to_thread.run_sync(give_back, file, state)
+        raise LedgerClaimError(
+            f"cannot record the resume in the ledger ({exc}); the paused run {file} is "
+            "left as it was") from None
     return state

@@ -296,3 +296,23 @@ def take_for_resume(path: Path) -> RunState:
             raise StateFileError(
                 f"cannot mark the paused run {path} resumed: {exc.strerror}") from None
         return state
+
+
+def give_back(path: Path, state: RunState) -> None:
+    """Undo :func:`take_for_resume` of ``path`` (its resume did not start: nothing of
+    it ran): ``state`` is written back at ``path`` and ``FILE.resumed`` removed, under
+    the file's lock. Not a checkpoint.
+
+    Raises:
+      StateFileError: the lock cannot be taken, or the file cannot be written (it then
+        stays claimed: resuming it is refused, never run twice).
+    """
+    with locked(path):
+        write_state(path, state)
+        try:
+            os.unlink(resumed_path(path))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StateFileError(
+                f"cannot give back the paused run {path}: {exc.strerror}") from None

@@ -82,3 +82,33 @@ def test_a_copy_made_before_the_resume_is_refused_by_the_ledger(tmp_path: Path) 
     assert not (tmp_path / "copy.json.resumed").exists()
     assert _resume(tmp_path, copy, specs, log)[::2] == (2, err)
     assert _results(log) == ["c1"]
+
+
+@pytest.mark.slow
+def test_a_resume_whose_ledger_claim_cannot_be_written_leaves_the_file(tmp_path: Path) -> None:
+    import trio
+
+    specs, paused, log = _paused_and_approved(tmp_path)
+    text = paused.read_text()
+
+    async def held() -> tuple[int, str, str]:
+        # Another writer holds the ledger: the claim cannot be recorded.
+        sink = ledger.JsonlSink(log)
+        try:
+            await sink.record(ledger.Record("note"))
+            return await trio.to_thread.run_sync(_resume, tmp_path, paused, specs, log)
+        finally:
+            await sink.aclose()
+
+    code, out, err = trio.run(held)
+    assert code == 2, out + err
+    # Before: "unexpected error: SinkError", exit 1, and the file taken: never resumable.
+    assert err == (
+        f"subagent: cannot record the resume in the ledger (cannot record to ledger {log}: "
+        "another sink is writing to it (in this process or another); a ledger takes one "
+        f"writer at a time); the paused run {paused} is left as it was\n")
+    assert paused.read_text() == text  # not claimed: it can be resumed later
+    assert not (tmp_path / "out.txt").exists()
+    code, out, err = _resume(tmp_path, paused, specs, log)
+    assert code == 0, out + err
+    assert (tmp_path / "out.txt").read_text() == "x"
