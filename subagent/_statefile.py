@@ -149,7 +149,9 @@ def read_state(path: Path) -> RunState:
         )
     try:
         data = read_regular_file(path, MAX_STATE_BYTES)
-        if _is_claim(data):
+        # A claim, or a state taken by a version before claims (moved to FILE.resumed
+        # as it was): both were resumed.
+        if _is_claim(data) or path.name.endswith(".resumed"):
             raise StateFileError(
                 f"the paused run {path} was resumed already: resuming or answering it "
                 "again could run its approved calls twice")

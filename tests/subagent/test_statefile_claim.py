@@ -1,0 +1,40 @@
+"""A paused-run file taken by ``subagent resume`` is refused by every command, whatever
+its name, and a ``FILE.resumed`` left by a version before claims (the state moved as
+it was) is refused too (issue 32 item 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentcore import Message, RunState
+from subagent._statefile import StateFileError, read_state, take_for_resume
+
+
+def _state() -> RunState:
+    return RunState.begin([Message("user", "go")], run_id="w/0001", agent="w",
+                          path=("w/0001",), input="go")
+
+
+def test_a_taken_file_is_refused_under_any_name(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(_state().to_json())
+    assert take_for_resume(path).run_id == "w/0001"
+    renamed = tmp_path / "anything.json"
+    (tmp_path / "run.json.resumed").rename(renamed)
+    with pytest.raises(StateFileError) as info:
+        read_state(renamed)
+    assert str(info.value) == (
+        f"the paused run {renamed} was resumed already: resuming or answering it again "
+        "could run its approved calls twice")
+
+
+def test_a_file_taken_before_claims_is_refused(tmp_path: Path) -> None:
+    old = tmp_path / "run.json.resumed"
+    old.write_text(_state().to_json())  # what an older version left: the state itself
+    with pytest.raises(StateFileError) as info:
+        read_state(old)
+    assert str(info.value) == (
+        f"the paused run {old} was resumed already: resuming or answering it again could "
+        "run its approved calls twice")
