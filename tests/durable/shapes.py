@@ -125,7 +125,10 @@ def generate(seed: int) -> Shape:
     budget: dict[str, int] = {}
     counter = 0
 
-    def agent(depth: int) -> str:
+    def agent(depth: int, under_background: bool = False) -> str:
+        # No approval pause under a background delegation: there the uncrashed run's
+        # own outcome races (issue 32 item 4: a paused background child's parent is
+        # told "1 result arrived" and may end, cancelling it), so it is no reference.
         nonlocal counter
         counter += 1
         name = f"a{counter}" if depth else "root"
@@ -136,12 +139,12 @@ def generate(seed: int) -> Shape:
             for _ in range(rng.randint(1, 2)):
                 if depth < 2 and counter < 7 and rng.random() < 0.45:
                     wait = rng.random() < 0.6
-                    child = agent(depth + 1)
+                    child = agent(depth + 1, under_background or not wait)
                     if not wait and rng.random() < 0.3:
                         critical.add(child)
                     background |= not wait
                     turn.append(("sub", child, wait))
-                elif rng.random() < 0.08:
+                elif rng.random() < 0.08 and not under_background:
                     turn.append(("ask",))
                 else:
                     turn.append(rng.choice(_TOOLS))

@@ -128,7 +128,14 @@ def model(shape: Shape, name: str, files: Files) -> ScriptedModel:
 
     def reply(request: ModelRequest) -> Message:
         _told(files, request)
-        n = sum(1 for m in request.messages if m.role == "assistant")
+        assistant = [m for m in request.messages if m.role == "assistant"]
+        again = sum(1 for m in assistant if m.tool_calls and "-again-" in m.tool_calls[0].id)
+        last = request.messages[-1]
+        if last.role == "tool" and "call subagent_results again" in last.content:
+            # A background child paused for approval had no result yet: as told.
+            call = ToolCall(f"{name}-again-{again}", "subagent_results", "{}")
+            return Message("assistant", f"{name} waits again", tool_calls=[call])
+        n = len(assistant) - again
         task = _task_of(request)
         if n < len(steps):
             calls = []
