@@ -133,8 +133,8 @@ def model(shape: Shape, name: str, files: Files) -> ScriptedModel:
         last = request.messages[-1]
         if last.role == "tool" and "call subagent_results again" in last.content:
             # A background child paused for approval had no result yet: as told.
-            call = ToolCall(f"{name}-again-{again}", "subagent_results", "{}")
-            return Message("assistant", f"{name} waits again", tool_calls=[call])
+            wait = ToolCall(f"{name}-again-{again}", "subagent_results", "{}")
+            return Message("assistant", f"{name} waits again", tool_calls=[wait])
         n = len(assistant) - again
         task = _task_of(request)
         if n < len(steps):
