@@ -27,8 +27,9 @@ async def complete(
 
     Before each call the history is fitted to the agent's budget. Transient errors,
     context-too-long errors and ``length`` responses are retried as the agent's
-    :class:`RetryPolicy` says, each retry announced by a ``retry`` event. Other
-    errors, and the last one when retries are exhausted, propagate.
+    :class:`RetryPolicy` says, each retry announced by a ``retry`` event (a transient
+    error's also by a ``retry`` audit entry holding it). Other errors, and the last
+    one when retries are exhausted, propagate.
 
     ``transient``, ``context`` and ``length`` are the retries of each kind made
     already (by :func:`retry_direct` and :func:`settle`, after a direct call).
@@ -171,9 +172,11 @@ async def _retry_transient(run: RunPort, exc: TransientModelError, attempt: int)
     if attempt >= policy.max_attempts:
         raise exc
     delay = policy.delay(attempt, exc.retry_after)
-    await run.emit(
-        EventKind.retry, text=f"{describe(exc)}; retrying in {delay:g}s", attempt=attempt
-    )
+    text = f"{describe(exc)}; retrying in {delay:g}s"
+    # Audited as well as announced: a model server's failure is in the ledger even when
+    # a retry then succeeds.
+    await run.audit("retry", error=text, data={"attempt": attempt})
+    await run.emit(EventKind.retry, text=text, attempt=attempt)
     await trio.sleep(delay)
 
 

@@ -133,13 +133,19 @@ async def revive_after_kill(peer: ModelPeer, nursery: trio.Nursery) -> None:
 
 
 FAILED = ["retry", "error", "agent_end", "task_finished"]
-FAILED_ENTRIES = ["task_queued", "task_started", "prompt", "run_end", "task_finished"]
+#: The ledger of a run whose model call failed: the failed attempt ("retry", its
+#: error), then the run's end.
+FAILED_ENTRIES = ["task_queued", "task_started", "prompt", "retry", "run_end",
+                  "task_finished"]
+NOT_RETRIED = ["task_queued", "task_started", "prompt", "run_end", "task_finished"]
 CANCELLED = ["agent_end", "task_cancelled"]
 CANCELLED_ENTRIES = ["task_queued", "task_started", "prompt", "abort", "run_end",
                      "task_cancelled"]
 ANSWERED = ["model_delta", "model_response", "agent_end", "task_finished"]
 ANSWERED_ENTRIES = ["task_queued", "task_started", "prompt", "model_response", "run_end",
                     "task_finished"]
+RECOVERED_ENTRIES = ["task_queued", "task_started", "prompt", "retry", "model_response",
+                     "run_end", "task_finished"]
 REFUSED = "TransientModelError: {api} connection failed: all attempts to connect to {host} failed"
 #: (fault, moment): the victim's end ("fine" or its error, {api} and {host} filled in),
 #: the virtual seconds from the fault (or the cancel) to it, its events after its first
@@ -163,14 +169,14 @@ EXPECTED: dict[tuple[str, str], tuple[str, float, list[str], list[str]]] = {
         "bytearray(b'\\x00\\xffNOT HTTP AT ALL')", 1.0, FAILED, FAILED_ENTRIES),
     ("oversized", "mid_call"): (
         "ModelError: {api} reply is larger than max_response_bytes (65536 bytes)", 0.0,
-        FAILED[1:], FAILED_ENTRIES),
+        FAILED[1:], NOT_RETRIED),
     ("closes_early", "mid_call"): (
         "TransientModelError: {api} connection failed: Server disconnected without sending "
         "a response.", 1.0, FAILED, FAILED_ENTRIES),
-    ("comes_back", "starting"): ("fine", 1.0, ["retry", *ANSWERED], ANSWERED_ENTRIES),
+    ("comes_back", "starting"): ("fine", 1.0, ["retry", *ANSWERED], RECOVERED_ENTRIES),
     ("comes_back", "idle"): (
-        "fine", 1.0, [*ANSWERED, "retry", *ANSWERED], ANSWERED_ENTRIES * 2),
-    ("comes_back", "mid_call"): ("fine", 1.0, ["retry", *ANSWERED], ANSWERED_ENTRIES),
+        "fine", 1.0, [*ANSWERED, "retry", *ANSWERED], ANSWERED_ENTRIES + RECOVERED_ENTRIES),
+    ("comes_back", "mid_call"): ("fine", 1.0, ["retry", *ANSWERED], RECOVERED_ENTRIES),
 }
 QUIET = {"task_queued", "task_started", "agent_start", "turn_start", "model_request"}
 
@@ -200,3 +206,7 @@ def test_model_server_cell(peer: str, fault: str, moment: str) -> None:
     assert got.elapsed == elapsed
     assert [e.kind for e in got.events if e.kind not in QUIET] == events
     assert [kind for kind, _ in got.entries] == entries
+    # Each failed attempt's entry says what failed, as its event does.
+    retried = [e.event.text for e in got.events if e.kind == "retry" and e.event is not None]
+    assert [error for kind, error in got.entries if kind == "retry"] == retried
+    assert all(text.endswith("; retrying in 1s") for text in retried)
