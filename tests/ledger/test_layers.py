@@ -17,8 +17,10 @@ def imports_of(module: str) -> set[str]:
         if isinstance(node, ast.Import):
             found |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
+            if node.level and node.module:
                 found.add(f".{node.module}")
+            elif node.level:
+                found |= {f".{alias.name}" for alias in node.names}
             elif node.module:
                 found.add(node.module.split(".")[0])
     return found
