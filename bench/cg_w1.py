@@ -1,5 +1,5 @@
 """W1 of N runs, run the same way every time, for callgrind:
-``python -m bench.cg_w1 N on|off|nothing``.
+``python -m bench.cg_w1 N on|off|nothing|memread|jsonl|sqlite``.
 
 Instructions per W1 run = (I(600) - I(200)) / 400, each total from the ``summary:``
 line of callgrind's output file::
@@ -21,14 +21,16 @@ this they differed by up to ~25,000 per W1 run, more on a loaded machine.
 from __future__ import annotations
 
 import gc
+import os
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 import trio.testing
 
-from ledger import MemorySink
+from ledger import JsonlSink, MemorySink, SqliteSink
 
 from .audit_cost import w1_body
 from .audit_parts import _Nothing
@@ -38,8 +40,17 @@ def _none() -> None:
     return None
 
 
-#: The sinks of the modes, by name.
-SINKS: dict[str, Callable[[], Any]] = {"on": MemorySink, "off": _none, "nothing": _Nothing}
+def _file(suffix: str) -> str:
+    # A new ledger file in a new directory (removed with the process's temp files).
+    return os.path.join(tempfile.mkdtemp(prefix="cg_w1-"), f"w1.{suffix}")
+
+
+#: The sinks of the modes, by name (``jsonl`` and ``sqlite``: a new file each).
+SINKS: dict[str, Callable[[], Any]] = {
+    "on": MemorySink, "off": _none, "nothing": _Nothing,
+    "jsonl": lambda: JsonlSink(_file("jsonl")),
+    "sqlite": lambda: SqliteSink(_file("db")),
+}
 
 
 def run_fixed(body: Callable[[], Awaitable[int]]) -> int:
@@ -57,9 +68,15 @@ def run_fixed(body: Callable[[], Awaitable[int]]) -> int:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 2 or argv[1] not in SINKS:
-        raise SystemExit("usage: python -m bench.cg_w1 N on|off|nothing")
-    run_fixed(w1_body(int(argv[0]), SINKS[argv[1]]))
+    modes = (*SINKS, "memread")
+    if len(argv) != 2 or argv[1] not in modes:
+        raise SystemExit(f"usage: python -m bench.cg_w1 N {'|'.join(modes)}")
+    if argv[1] != "memread":
+        run_fixed(w1_body(int(argv[0]), SINKS[argv[1]]))
+        return
+    sink = MemorySink()  # memread: a MemorySink whose entries are read after the run
+    run_fixed(w1_body(int(argv[0]), lambda: sink))
+    assert len(sink.entries) == 10 * int(argv[0])
 
 
 if __name__ == "__main__":

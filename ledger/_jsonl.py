@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from hashlib import sha256
 
 import attrs
 import trio
 
 from . import _crashpoints
-from ._canonical import line_flaw
 from ._chain import Chain
 from ._clock import read_clock, utc_now
-from ._encoding import check_content, decode_line, entry_hash, line_from_body
-from ._entry import Entry, Record
+from ._encoding import check_content, line_from_body
+from ._entry import Entry, Record, Scalar
 from ._errors import SinkClosedError, SinkError
-from ._files import LOCKED, open_private, try_lock
-from ._jsonl_file import MAX_LINE_BYTES, scan_end
+from ._fieldline import LARGE, NOT_PLAIN, fields_body
+from ._jsonl_file import MAX_LINE_BYTES, open_for_append
 from ._offload import is_large, redact_in_thread
 from ._oserror import describe
 from ._redact import redact_record
@@ -25,58 +25,6 @@ from ._sink import SinkStatistics, to_path
 # Indirection so tests can simulate a full disk.
 _write = os.write
 _fsync = os.fsync
-
-
-def _open_file(path: str) -> tuple[int, Chain, int]:
-    """Open (creating, mode 0600) a ledger file for appending, take the writer's
-    lock on it and find where its chain ends.
-
-    Runs in a worker thread.
-
-    Raises:
-      SinkError: It cannot be opened, another sink writes it, it ends in a
-        torn line, or its last entry is bad.
-    """
-    try:
-        fd = open_private(path, os.O_RDWR | os.O_APPEND)
-    except OSError as exc:
-        raise SinkError(path, describe(exc)) from exc
-    try:
-        if not try_lock(fd):
-            raise SinkError(path, LOCKED)
-        line, good_end, size = scan_end(fd)
-        if good_end != size:
-            raise SinkError(
-                path,
-                f"it ends with a torn line ({size - good_end} bytes after the last newline);"
-                f" run `python -m ledger repair {path}` first",
-            )
-        if line is None:
-            return fd, Chain(), size
-        try:
-            if len(line) > MAX_LINE_BYTES:
-                raise ValueError(f"a line of {len(line)} bytes")
-            last = decode_line(line)
-            flaw = line_flaw(line, last)
-            if flaw is not None:
-                raise ValueError(f"not canonical: {flaw}")
-        except ValueError as exc:
-            raise SinkError(
-                path, f"its last entry is malformed ({exc}); run `python -m ledger verify {path}`"
-            ) from None
-        if entry_hash(last) != last.hash:
-            raise SinkError(
-                path,
-                f"its last entry (seq {last.seq}) does not match its hash;"
-                f" run `python -m ledger verify {path}`",
-            )
-        return fd, Chain(last.seq, last.hash), size
-    except OSError as exc:
-        os.close(fd)
-        raise SinkError(path, describe(exc)) from exc
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 class _Batch:
@@ -127,7 +75,9 @@ class JsonlSink:
     interleave. With ``fsync=True``, ``record()`` also waits until an
     ``fsync`` (in a worker thread, shared by concurrent records) has covered
     its entry. :meth:`record_nowait` writes one entry at once, without
-    waiting (the library's runs record their entries through it).
+    waiting, and :meth:`record_fields_nowait` the same from a recorder's fields,
+    with no ``Record`` nor ``Entry`` built (the library's runs record their
+    entries through it).
 
     **An acknowledged entry** (a :meth:`record` call that returned its entry)
     has been written to the file whole, after every entry acknowledged
@@ -165,7 +115,7 @@ class JsonlSink:
         async with self._open_lock:
             if self._fd is not None or self._closed:
                 return
-            fd, chain, size = await trio.to_thread.run_sync(_open_file, self.path)
+            fd, chain, size = await trio.to_thread.run_sync(open_for_append, self.path)
             if self._closed:
                 os.close(fd)
                 return
@@ -263,6 +213,80 @@ class JsonlSink:
             raise outcome
         self._recorded += 1
         return outcome
+
+    def record_fields_nowait(
+        self, kind: str, run_id: str, path: tuple[str, ...], agent_id: str,
+        tool: str | None, call_id: str | None, arguments: str | None, verdict: str | None,
+        reason: str | None, result: str | None, error: str | None,
+        duration: float | None, data: Mapping[str, Scalar] | None,
+    ) -> None:
+        """:meth:`record_nowait` of the record of these fields (in ``Record``'s order;
+        ``data`` a dict or ``None``), without building the :class:`Record` nor its
+        :class:`Entry`: the same line, chain, checks, errors and acknowledged entry.
+        Returns ``None``. Not a checkpoint.
+
+        A plain record (every field of the exact type the encoder takes without
+        question) is redacted and encoded straight from its fields
+        (:mod:`ledger._fieldline`), hashed once and written with one ``write``; any
+        other is built with ``Record(...)`` (its converters' errors) and recorded by
+        :meth:`record_nowait`.
+
+        Raises:
+          trio.WouldBlock, SinkError, SinkClosedError, ValueError, TypeError: as
+            :meth:`record_nowait`.
+        """
+        fd = self._fd
+        if (
+            self.fsync
+            or fd is None
+            or self._closed
+            or self._broken is not None
+            or type(self).record is not JsonlSink.record
+            or type(self).record_nowait is not JsonlSink.record_nowait
+        ):
+            # The record_nowait path says which (WouldBlock, closed, broken).
+            self.record_nowait(Record(
+                kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
+                result, error, duration, {} if data is None else data,
+            ))
+            return
+        chain = self._chain
+        seq = chain.seq + 1
+        try:
+            when = read_clock(self.clock)
+        except TypeError:
+            when = NOT_PLAIN  # the Record path raises the first error, as record() would
+        body = when and fields_body(
+            seq, when, chain.head, kind, run_id, path, agent_id, tool, call_id,
+            arguments, verdict, reason, result, error, duration, data,
+        )
+        if body is NOT_PLAIN or body is LARGE:
+            if body is LARGE:
+                raise trio.WouldBlock
+            self.record_nowait(Record(
+                kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
+                result, error, duration, {} if data is None else data,
+            ))
+            return
+        encoded = body.encode("utf-8", "surrogatepass")
+        digest = sha256(encoded).hexdigest()
+        line = b"%s,\"hash\":\"%s\"}\n" % (encoded[:-1], digest.encode("ascii"))
+        if len(line) > MAX_LINE_BYTES + 1:
+            raise SinkError(
+                self.path,
+                f"the entry's line would be {len(line) - 1} bytes, over the"
+                f" {MAX_LINE_BYTES}-byte limit of a ledger line",
+            )
+        broken = self._moved(fd)
+        if broken is not None:
+            self._broken = broken
+            raise SinkError(self.path, broken)
+        cause = self._append(fd, line)
+        if cause is not None:
+            raise SinkError(self.path, cause)
+        chain.seq = self._written = seq
+        chain.head = digest
+        self._recorded += 1
 
     def _write_batch(self, fd: int, batch: _Batch) -> None:
         """Chain a batch's records, write their lines with one ``write``, and

@@ -8,8 +8,12 @@ from collections.abc import Sequence
 from typing import Final, overload
 
 from ._canonical import line_flaw
+from ._chain import Chain
 from ._check import NOT_CANONICAL, Flaw, Item
-from ._encoding import decode_line
+from ._encoding import decode_line, entry_hash
+from ._errors import SinkError
+from ._files import LOCKED, open_private, try_lock
+from ._oserror import describe
 
 _CHUNK = 65536
 _READ = 1 << 20
@@ -185,3 +189,55 @@ def scan_end(fd: int) -> tuple[bytes | None, int, int]:
         return None, 0, size
     begin = _rfind_newline(fd, last) + 1
     return os.pread(fd, min(last - begin, MAX_LINE_BYTES + 1), begin), last + 1, size
+
+
+def open_for_append(path: str) -> tuple[int, Chain, int]:
+    """Open (creating, mode 0600) a ledger file for appending, take the writer's
+    lock on it and find where its chain ends.
+
+    Runs in a worker thread.
+
+    Raises:
+      SinkError: It cannot be opened, another sink writes it, it ends in a
+        torn line, or its last entry is bad.
+    """
+    try:
+        fd = open_private(path, os.O_RDWR | os.O_APPEND)
+    except OSError as exc:
+        raise SinkError(path, describe(exc)) from exc
+    try:
+        if not try_lock(fd):
+            raise SinkError(path, LOCKED)
+        line, good_end, size = scan_end(fd)
+        if good_end != size:
+            raise SinkError(
+                path,
+                f"it ends with a torn line ({size - good_end} bytes after the last newline);"
+                f" run `python -m ledger repair {path}` first",
+            )
+        if line is None:
+            return fd, Chain(), size
+        try:
+            if len(line) > MAX_LINE_BYTES:
+                raise ValueError(f"a line of {len(line)} bytes")
+            last = decode_line(line)
+            flaw = line_flaw(line, last)
+            if flaw is not None:
+                raise ValueError(f"not canonical: {flaw}")
+        except ValueError as exc:
+            raise SinkError(
+                path, f"its last entry is malformed ({exc}); run `python -m ledger verify {path}`"
+            ) from None
+        if entry_hash(last) != last.hash:
+            raise SinkError(
+                path,
+                f"its last entry (seq {last.seq}) does not match its hash;"
+                f" run `python -m ledger verify {path}`",
+            )
+        return fd, Chain(last.seq, last.hash), size
+    except OSError as exc:
+        os.close(fd)
+        raise SinkError(path, describe(exc)) from exc
+    except BaseException:
+        os.close(fd)
+        raise

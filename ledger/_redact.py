@@ -292,6 +292,17 @@ def _redact_data(data: Mapping[str, Scalar]) -> Mapping[str, Scalar] | None:
     return clean
 
 
+redact_text: Final = _settled
+"""A text field (arguments, result, error, reason) of an exact str, redacted as
+:func:`redact_record` redacts it (``value`` itself when nothing changed)."""
+
+redact_name: Final = _redact_name
+"""A tool name or call id of an exact str, redacted as :func:`redact_record` does it."""
+
+redact_data: Final = _redact_data
+"""``data`` redacted as :func:`redact_record` does it: a copy, or ``None`` if unchanged."""
+
+
 def redact_record(record: Record) -> Record:
     """Return ``record`` with its text fields, tool name, call id and ``data`` redacted.
 

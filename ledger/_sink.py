@@ -25,7 +25,9 @@ class Sink(Protocol):
 
     Such a sink may further offer ``record_fields_nowait(kind, run_id, path,
     agent_id, tool, call_id, arguments, verdict, reason, result, error,
-    duration, data) -> None`` (:meth:`ledger.MemorySink.record_fields_nowait`):
+    duration, data) -> None`` (:meth:`ledger.MemorySink.record_fields_nowait`,
+    and :meth:`ledger.JsonlSink.record_fields_nowait`, which encodes the line
+    straight from the fields):
     ``record_nowait`` of the record of those fields, without the
     :class:`Record` (``data`` a dict given away, or ``None``). A run's and a
     task's own entries are offered this way first, so that no ``Record`` is

@@ -4,8 +4,9 @@ Afterwards the ledger verifies (a JSONL ledger may end in a torn line, which
 ``repair`` removes), every entry whose ``record()`` had returned is present,
 and a new sink continues the chain. ``LEDGER_CRASH_RUNS`` sets how many kills
 per format (default 3, for CI). The ``jsonl-nowait`` writer acknowledges its
-entries through ``JsonlSink.record_nowait`` (the library's hot path), each
-followed by a checkpoint so that the eight writers interleave.
+entries through ``JsonlSink.record_nowait``, and the ``jsonl-fields`` one through
+``JsonlSink.record_fields_nowait`` (the library's hot path), each followed by a
+checkpoint so that the eight writers interleave.
 """
 
 from __future__ import annotations
@@ -44,13 +45,25 @@ async def main():
             )
             if fmt == "jsonl-nowait":
                 try:
-                    entry = sink.record_nowait(record)
+                    seq = sink.record_nowait(record).seq
                 except trio.WouldBlock:
-                    entry = await sink.record(record)
+                    seq = (await sink.record(record)).seq
+                await trio.lowlevel.checkpoint()
+            elif fmt == "jsonl-fields":
+                try:
+                    r = record
+                    sink.record_fields_nowait(
+                        r.kind, r.run_id, r.path, r.agent_id, r.tool, r.call_id,
+                        r.arguments, r.verdict, r.reason, r.result, r.error, r.duration,
+                        {"n": n},
+                    )
+                    seq = sink.statistics().last_seq  # no checkpoint since the write
+                except trio.WouldBlock:
+                    seq = (await sink.record(record)).seq
                 await trio.lowlevel.checkpoint()
             else:
-                entry = await sink.record(record)
-            sys.stdout.write(f"{entry.seq}\\n")
+                seq = (await sink.record(record)).seq
+            sys.stdout.write(f"{seq}\\n")
             sys.stdout.flush()
 
     async with trio.open_nursery() as nursery:
@@ -93,7 +106,7 @@ async def continue_chain(fmt: str, path: Path) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(RUNS))
-@pytest.mark.parametrize("fmt", ["jsonl", "jsonl-nowait", "sqlite"])
+@pytest.mark.parametrize("fmt", ["jsonl", "jsonl-nowait", "jsonl-fields", "sqlite"])
 def test_killed_writer_leaves_a_sound_ledger(tmp_path: Path, fmt: str, seed: int) -> None:
     path = tmp_path / f"audit.{fmt}"
     seen = run_and_kill(fmt, path, seed)
