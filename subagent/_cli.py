@@ -319,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--path", default=None,
                          help="the run's path, when several deferred calls share the id")
     add_temporal(commands)
+    from .serve._cli import add_serve
+
+    add_serve(commands)
     return parser
 
 
@@ -379,6 +382,10 @@ def _main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> in
     args = build_parser().parse_args(argv)
     if args.command == "temporal":
         return run_temporal(args, out)
+    if args.command == "serve":
+        from .serve._cli import run_serve
+
+        return run_serve(args, out)
     try:
         if args.command in ("pending", "approve", "deny"):
             return _answer_command(args, out)
