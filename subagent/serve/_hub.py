@@ -19,6 +19,10 @@ from . import _wire
 from ._log import EventLog
 from ._tree import LiveTree
 
+#: The most root tasks the server remembers (the oldest ended ones are forgotten).
+MAX_TASKS = 10_000
+#: The most event streams open at once.
+MAX_READERS = 64
 #: How long a submit waits for room in a full queue before it is refused (seconds).
 SUBMIT_WAIT = 5.0
 
@@ -48,6 +52,9 @@ class BusyError(ServeError):
     status = 503
 
 
+_LIVE = (subagent.TaskStatus.queued, subagent.TaskStatus.running)
+
+
 @attrs.define(eq=False)
 class TaskEntry:
     """A root task the server knows: one it started, resumed or recovered."""
@@ -64,7 +71,10 @@ class TaskEntry:
         """The entry as JSON-ready data (its status now)."""
         status = self.status
         if self.task is not None and status in ("queued", "running"):
-            status = str(self.task.status)
+            # Until its follower records how it ended (its result with it), an ended
+            # task still shows running: a status of finished always comes with its output.
+            live = self.task.status
+            status = str(live) if live in _LIVE else "running"
         out: dict[str, Any] = {"id": self.id, "agent": self.agent, "status": status,
                                "output": self.output, "error": self.error}
         out["usage"] = None if self.usage is None else _wire.usage(self.usage)
@@ -198,7 +208,13 @@ class Hub:
         if self._nursery is None:
             raise BusyError("the server is not running")
         entry = TaskEntry("/".join(task.path), task.name, task, "queued")
+        self.tasks.pop(entry.id, None)  # a resumed task: its entry goes to the end
         self.tasks[entry.id] = entry
+        if len(self.tasks) > MAX_TASKS:
+            ended = next((k for k, e in self.tasks.items()
+                          if e.task is not None and e.task.done), None)
+            if ended is not None:
+                del self.tasks[ended]
         self._nursery.start_soon(self._follow, entry, task)
         return entry
 
@@ -301,7 +317,13 @@ class Hub:
     # -- reading -------------------------------------------------------------
 
     def open_reader(self) -> tuple[int, Reader]:
-        """Register an event stream; returns its number and counts."""
+        """Register an event stream; returns its number and counts.
+
+        Raises:
+          BusyError: ``MAX_READERS`` streams are open.
+        """
+        if len(self.readers) >= MAX_READERS:
+            raise BusyError(f"{MAX_READERS} event streams are open: close one first")
         number = next(self._reader_ids)
         reader = self.readers[number] = Reader()
         return number, reader

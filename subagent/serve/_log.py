@@ -29,10 +29,13 @@ class Entry:
 
 @attrs.define(eq=False)
 class EventLog:
-    """The last ``max_events`` events, numbered from 1 (see the module docstring)."""
+    """The last ``max_events`` events (and at most about ``max_bytes`` of their JSON),
+    numbered from 1 (see the module docstring)."""
 
     max_events: int
+    max_bytes: int = 32 << 20
     _entries: deque[Entry] = attrs.Factory(deque)
+    _bytes: int = 0
     _last: int = 0
     _changed: trio.Event = attrs.Factory(trio.Event)
     closed: bool = False
@@ -51,8 +54,10 @@ class EventLog:
         """Log one event and wake the readers; returns its number. Not a checkpoint."""
         self._last += 1
         self._entries.append(Entry(self._last, path, data))
-        if len(self._entries) > self.max_events:
-            self._entries.popleft()
+        self._bytes += len(data)
+        while len(self._entries) > self.max_events or (
+                self._bytes > self.max_bytes and len(self._entries) > 1):
+            self._bytes -= len(self._entries.popleft().data)
         self._wake()
         return self._last
 

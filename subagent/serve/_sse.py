@@ -43,7 +43,7 @@ async def stream_events(hub: Hub, epoch: str, scope: Scope, receive: Receive, se
     log = hub.log
     # A new stream starts at the oldest event held; what came before is no drop of its own.
     cursor = resume if resume is not None else max(0, log.last_id - log.held)
-    number, reader = hub.open_reader()
+    number, reader = hub.open_reader()  # before the answer starts: a refusal is a 503
     try:
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"text/event-stream; charset=utf-8"), *COMMON_HEADERS]})

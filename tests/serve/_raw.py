@@ -56,13 +56,17 @@ async def read_events(url: str, *, limit: int, last_id: str | None = None,
     return got
 
 
-async def post_chunked(url: str, path: str, chunks: int, size: int) -> tuple[int, bytes]:
-    """POST a chunked JSON body of ``chunks`` chunks of ``size`` bytes, stopping at the
-    server's answer; returns its status and body."""
+async def post_big(url: str, path: str, chunks: int, size: int, *,
+                   declared: bool = False) -> tuple[int, bytes]:
+    """POST a JSON body of ``chunks`` chunks of ``size`` bytes (chunked, or with its
+    Content-Length when ``declared``), stopping at the server's answer; returns its
+    status and body."""
     stream, conn, host = await connect(url)
+    length = (("Content-Length", str(chunks * size)) if declared
+              else ("Transfer-Encoding", "chunked"))
     await stream.send_all(conn.send(h11.Request(method="POST", target=path, headers=[
         ("Host", host), ("Authorization", f"Bearer {TOKEN}"),
-        ("Content-Type", "application/json"), ("Transfer-Encoding", "chunked")])))
+        ("Content-Type", "application/json"), length])))
     answer: list[Any] = []
 
     async def read() -> None:

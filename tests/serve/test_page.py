@@ -6,6 +6,7 @@ answer holding markup shows as text."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,7 @@ async def test_the_page_approves_a_paused_write_once_and_shows_markup_as_text(
     assert (seen["talker_text"], seen["talker_elements"], seen["pwned"]) == (HOSTILE, 0, None)
     assert seen["problems"] == []
     assert (tmp_path / "serve-done.png").stat().st_size > 10_000
-    shots = Path(__file__).parent / "artifacts"
-    if shots.is_dir():  # kept for the README when the folder exists (it is not committed)
-        shutil.copy(tmp_path / "serve-paused.png", shots)
+    keep = os.environ.get("SUBAGENT_SCREENSHOTS")
+    if keep:  # a folder to keep the screenshots in (docs/serve.png is one of them)
+        for name in ("serve-paused.png", "serve-done.png"):
+            shutil.copy(tmp_path / name, Path(keep) / name)
