@@ -16,7 +16,7 @@ import pytest
 import trio
 
 import ledger
-from subagent._cli import main
+from subagent.__main__ import main
 
 from ._served import wait_for
 
