@@ -4,6 +4,7 @@ stops it (130); the ledger records the answer with who gave it."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import pytest
 import trio
 
 import ledger
-from subagent.__main__ import main
+from subagent.serve._cli import add_serve, run_serve
 
 from ._served import wait_for
 
@@ -90,8 +91,11 @@ def test_a_short_token_from_the_environment_is_refused(
 ) -> None:
     _files(tmp_path)
     monkeypatch.setenv("SUBAGENT_SERVE_TOKEN", "short")
-    code = main(["serve", str(tmp_path / "specs.toml"), "--port", "0",
-                 "--ledger", str(tmp_path / "l.jsonl")])
+    parser = argparse.ArgumentParser()
+    add_serve(parser.add_subparsers())
+    args = parser.parse_args(["serve", str(tmp_path / "specs.toml"), "--port", "0",
+                              "--ledger", str(tmp_path / "l.jsonl")])
+    code = run_serve(args, sys.stdout)
     assert code == 2
     assert capsys.readouterr().err == (
         "subagent: the token must be at least 16 printable ASCII characters\n")
