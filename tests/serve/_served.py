@@ -114,7 +114,7 @@ async def running(
     spec_list: list[subagent.Spec] | Callable[[subagent.Pool], list[subagent.Spec]], *,
     checkpoints: Path | None = None,
     audit: MemorySink | Any = None, max_events: int = served.MAX_EVENTS,
-    max_concurrent: int = 8, stream_size: int = 256,
+    max_concurrent: int = 8, stream_size: int = 256, budget: subagent.Budget | None = None,
 ) -> AsyncIterator[Served]:
     """Serve a pool of ``spec_list`` (the page's gate) until the block ends."""
     stream = subagent.Stream(stream_size)
@@ -122,10 +122,11 @@ async def running(
     defaults = subagent.Defaults(gate=served.approve_on_the_page, audit=audit)
     try:
         async with subagent.open_pool(events=stream, checkpoints=store, defaults=defaults,
-                                      max_concurrent=max_concurrent, max_queued=4096) as pool:
+                                      max_concurrent=max_concurrent, max_queued=4096,
+                                      budget=budget) as pool:
             for spec in spec_list if isinstance(spec_list, list) else spec_list(pool):
                 pool.register(spec)
-            application = served.app(pool, token=TOKEN, max_events=max_events)
+            application = served.app(pool, token=TOKEN, max_events=max_events, budget=budget)
             async with trio.open_nursery() as nursery:
                 binds = await nursery.start(partial(serve, application, config()))  # type: ignore[arg-type]
                 try:

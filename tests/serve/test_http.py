@@ -15,7 +15,7 @@ from agentcore.testing import Blocked, ScriptedModel
 from ledger import MemorySink
 
 from ._raw import post_big, read_events
-from ._served import TOKEN, Notes, running, specs, wait_for
+from ._served import TOKEN, Notes, running, specs, tree_specs, wait_for
 
 
 def _finished(task_id: str) -> object:
@@ -46,6 +46,29 @@ async def test_submit_then_status_and_result() -> None:
         stats = (await client.get("/api/stats")).json()
         assert stats["pool"]["accepted"] == 2
         assert stats["budget"] is None
+
+
+async def test_statistics_show_the_tree_and_the_budget_left() -> None:
+    budget = subagent.Budget(tokens=10_000, model_calls=10, tasks=5)
+    notes = Notes()
+    async with running(tree_specs(notes, "hi"), budget=budget) as served, \
+            served.client() as client:
+        await client.post("/api/tasks", json={"agent": "talker", "text": "x"})
+        await wait_for(client, "/api/tasks/talker/0001", lambda d: d["status"] == "finished")
+        stats = (await client.get("/api/stats")).json()
+        assert stats["budget"] == {
+            "tokens": {"limit": 10_000, "spent": 1280, "left": 8720},
+            "model_calls": {"limit": 10, "spent": 1, "left": 9},
+            "tasks": {"limit": 5, "spent": 1, "left": 4}}
+        assert stats["pool"]["finished"] == 1
+        assert stats["server"]["waiting_trees"] == 0
+        tree = (await client.get("/api/tree")).json()
+        assert tree == {
+            "runs": [{"path": ["talker/0001"], "agent": "talker", "status": "done", "turn": 1,
+                      "input_tokens": 1200, "output_tokens": 80, "cost": 0.0021,
+                      "activity": ""}],
+            "trees": [{"root": "talker/0001", "runs": 1, "input_tokens": 1200,
+                       "output_tokens": 80, "cost": 0.0021}]}
 
 
 async def test_a_dropped_event_stream_resumed_with_last_event_id_loses_nothing() -> None:
