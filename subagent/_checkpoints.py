@@ -8,10 +8,12 @@ checkpoints of ``agentcore`` replace the row; the end of a run marks it.
 
 One writer thread, owned by the object and stopped by :meth:`aclose`, does every
 write; checkpoints that arrive while it commits share its next transaction (group
-commit, as ``ledger.SqliteSink`` does). A checkpoint that returned is committed: it
-survives the process being killed. The file (and SQLite's ``-wal`` and ``-shm``)
-is created 0600; the writer holds ``<path>-lock`` so a second writer, here or in
-another process, is refused.
+commit, as ``ledger.SqliteSink`` does); with ``ledger._crashpoints`` on, each write
+has a transaction of its own, so that a tree's crash points do not depend on its
+tasks' timing (a joined write's points are those of its writes in some order). A
+checkpoint that returned is committed: it survives the process being killed. The
+file (and SQLite's ``-wal`` and ``-shm``) is created 0600; the writer holds
+``<path>-lock`` so a second writer, here or in another process, is refused.
 
 Reading it back (:meth:`SqliteCheckpoints.rows`, ``scan``, ``recovering``; see
 ``subagent._checkrows``) treats the file as hostile: a cap
@@ -90,6 +92,7 @@ class SqliteCheckpoints:
     _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _wakeup: threading.Condition = attrs.field(init=False)
     _pending: Batch | None = attrs.field(default=None, init=False)
+    _one_by_one: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _closing: bool = attrs.field(default=False, init=False)
     commits: int = attrs.field(default=0, init=False)
     """Checkpoints committed (for statistics and tests)."""
@@ -206,6 +209,13 @@ class SqliteCheckpoints:
     ) -> None:
         # Hand ``row`` or ``claim`` (to take, or to release) to the writer thread and
         # wait for its commit.
+        if _crashpoints.ON:  # one write a transaction (the harness's points fixed)
+            async with self._one_by_one:
+                await self._commit_now(row, claim, release)
+        else:
+            await self._commit_now(row, claim, release)
+
+    async def _commit_now(self, row: Write | None, claim: Claim | None, release: bool) -> None:
         if self._thread is None:
             await self._open()
         if self._closed:
