@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import msgspec
+import trio
 
 from ._errors import ConfigurationError, OutputValidationError
 from ._events import EventKind
@@ -93,7 +94,9 @@ class OutputSchema(abc.ABC):
 
     @abc.abstractmethod
     def decode(self, arguments: str) -> Any:
-        """The answer in a ``final_result`` call's argument text. Not a checkpoint.
+        """The answer in a ``final_result`` call's argument text. Not a checkpoint;
+        a run calls it (and :meth:`encode`) in a worker thread, so it must be safe to
+        call from several threads at once.
 
         Raises:
           ToolArgumentsError: the arguments do not fit; the message names the field.
@@ -269,8 +272,12 @@ class OutputCheck:
         run.count_calls(len(calls))
         problem: str | None = None
         try:
-            value = self.schema.decode(call.arguments)
-            text = self.schema.encode(value)
+            if len(call.arguments) > THREAD_ABOVE_CHARS:
+                value, text = await trio.to_thread.run_sync(
+                    _decode_encode, self.schema, call.arguments
+                )
+            else:
+                value, text = _decode_encode(self.schema, call.arguments)
         except ToolArgumentsError as exc:
             problem = f"{FINAL_RESULT}: {exc}"
         except (TypeError, ValueError) as exc:  # a checker of another kind
@@ -322,6 +329,29 @@ class OutputCheck:
                 f"no valid {FINAL_RESULT} after {self.invalid} invalid attempts "
                 f"(output_retries={self.retries}); the last: {problem}"
             )
+
+
+#: A ``final_result`` argument text longer than this is checked in a worker thread.
+THREAD_ABOVE_CHARS = 16 * 1024
+
+
+def _decode_encode(schema: OutputSchema, arguments: str) -> tuple[Any, str]:
+    """An answer's value and JSON text; in a worker thread for an answer longer than
+    :data:`THREAD_ABOVE_CHARS`.
+
+    The answer is capped (``load_arguments``) and a schema's check is bounded
+    (``subagent.JsonSchemaOutput`` counts its steps), but a bounded check of a 1 MiB
+    answer can still take tenths of a second: run on the trio thread, it would stall
+    every other task of the pool (heartbeats, other runs). A thread rather than
+    cooperative checkpoints because the validators (``jsonschema``, ``msgspec``) are
+    synchronous code we do not own and cannot yield from. Cancelling waits for the
+    thread (``abandon_on_cancel`` stays False): the bound keeps that wait short, and no
+    thread is left running after its run. A short answer is checked inline: a thread
+    costs more than its check, and a thread in flight looks idle to trio's autojump
+    clock (tests' virtual time would jump past deadlines while it runs).
+    """
+    value = schema.decode(arguments)
+    return value, schema.encode(value)
 
 
 def _skip_text(call: ToolCall) -> str:

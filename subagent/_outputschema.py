@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -206,9 +207,9 @@ class _TooMuchWork(Exception):
     """A validation ran out of steps (caught inside this module only)."""
 
 
-class _Steps:
-    """The keyword checks left to the validation under way (one at a time: the
-    validator is synchronous)."""
+class _Steps(threading.local):
+    """The keyword checks left to the validation under way, one count per thread
+    (runs check answers in worker threads, several at once)."""
 
     def __init__(self) -> None:
         self.left = MAX_CHECK_STEPS

@@ -4,14 +4,19 @@ answer (issue 33 item 3): steps are counted, never wall time."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("jsonschema")
 
-from agentcore import ToolArgumentsError
-from subagent import JsonSchemaOutput, SpecError
+from agentcore import FINAL_RESULT, ToolArgumentsError
+from agentcore.testing import ScriptedModel, tool_call_reply
+from subagent import JsonSchemaOutput, Spec, SpecError, open_pool
 from subagent._outputschema import MAX_CHECK_STEPS
 
 
@@ -89,3 +94,90 @@ def test_quadratic_unevaluated_keywords_are_refused(keyword: str) -> None:
         f"output_schema may not use {keyword!r} (its check is quadratic in the answer's size"
     )
     assert str(info.value).endswith("- at `$.items`")
+
+
+class _WaitsForHeartbeat(JsonSchemaOutput):
+    """A JSON Schema output whose check first waits for a trio task's heartbeat: on
+    the trio thread it would wait in vain (the heartbeat could not run)."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        super().__init__(schema)
+        self.checking = threading.Event()
+        self.beat = threading.Event()
+
+    def decode(self, arguments: str) -> Any:
+        self.checking.set()
+        if not self.beat.wait(timeout=10):
+            raise AssertionError("no heartbeat while the answer was checked")
+        return super().decode(arguments)
+
+
+@pytest.mark.slow
+async def test_a_heartbeat_runs_while_a_large_answer_is_checked() -> None:
+    output = _WaitsForHeartbeat({"type": "array", "items": {"enum": CODES}})
+    answer = [CODES[i % 2000] for i in range(20_000)]
+    model = ScriptedModel([tool_call_reply(FINAL_RESULT, json.dumps({"result": answer}))])
+    beats = 0
+
+    async def heartbeat() -> None:
+        nonlocal beats
+        while True:
+            if output.checking.is_set():
+                beats += 1
+                output.beat.set()
+            await trio.sleep(0.001)
+
+    async with open_pool() as pool, trio.open_nursery() as nursery:
+        nursery.start_soon(heartbeat)
+        pool.register(Spec("r", model=model, output_type=output))
+        result = await (await pool.submit("r", "go")).wait()
+        nursery.cancel_scope.cancel()
+    assert result.structured == answer
+    assert beats >= 1
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, 1.0, 1.5])
+    | st.sampled_from(["", "a", "b"]),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["a", "b"]), inner, max_size=2),
+    max_leaves=6,
+)
+_schemas = st.recursive(
+    st.fixed_dictionaries({}, optional={
+        "type": st.sampled_from(["object", "array", "string", "integer", "number",
+                                 "boolean", "null"]),
+        "enum": st.lists(_values, min_size=1, max_size=4),
+        "const": _values,
+        "minimum": st.integers(-2, 2),
+        "maxItems": st.integers(0, 2),
+    }),
+    lambda inner: st.fixed_dictionaries({}, optional={
+        "items": inner,
+        "contains": inner,
+        "properties": st.dictionaries(st.sampled_from(["a", "b"]), inner, max_size=2),
+        "additionalProperties": inner | st.booleans(),
+        "required": st.lists(st.sampled_from(["a", "b"]), max_size=2, unique=True),
+        "anyOf": st.lists(inner, min_size=1, max_size=2),
+        "not": inner,
+    }),
+    max_leaves=4,
+)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None)
+@given(schema=_schemas, value=_values)
+def test_the_counted_check_agrees_with_jsonschema(schema: dict[str, Any], value: Any) -> None:
+    import jsonschema
+
+    expected = jsonschema.Draft202012Validator(schema).is_valid(value)
+    out = JsonSchemaOutput(schema)
+    arguments = json.dumps(value if not out.wrapped else {"result": value})
+    try:
+        out.decode(arguments)
+    except ToolArgumentsError as exc:
+        assert "too much work" not in str(exc)
+        assert not expected, str(exc)
+    else:
+        assert expected
