@@ -48,6 +48,10 @@ PING_TIMEOUT = 10.0
 MIN_BACKOFF = 1.0
 #: The longest wait between restarts.
 MAX_BACKOFF = 60.0
+#: Seconds a live session has, when the pool closes, to send what is queued (the
+#: ``notifications/cancelled`` of a call cancelled just before) and end its session
+#: (an HTTP server's ``DELETE``, which cancels its handlers); past them it is cut.
+CLOSE_TIMEOUT = 3.0
 
 
 class _Connection:
@@ -65,6 +69,9 @@ class _Connection:
         self.settled = trio.Event()  # the first start ended (either way)
         self.wake = trio.Event()  # the watcher should look now (a new one after each look)
         self.closed = False  # a call found the current session closed
+        # The supervisor's scope: shielded, so that the pool closing ends a live
+        # session in order (see McpSessions._close) rather than cutting it.
+        self.guard = trio.CancelScope(shield=True)
 
     def wake_up(self) -> None:
         self.wake.set()
@@ -99,6 +106,7 @@ class McpSessions:
                 raise SpecError(f"MCP server {name!r} is declared twice")
         self._connections = {s.name: _Connection(s) for s in servers}
         self._events = events
+        self._closing = False
 
     def __repr__(self) -> str:
         up = sorted(n for n, c in self._connections.items() if c.session is not None)
@@ -189,15 +197,35 @@ class McpSessions:
 
     # -- supervision ---------------------------------------------------------------
 
+    def _close(self) -> None:
+        # The pool closes: a server not running stops now; a live session ends in
+        # order (its watcher returns, the SDK's transport flushes what is queued and
+        # ends the session) within CLOSE_TIMEOUT. Not a checkpoint.
+        self._closing = True
+        for connection in self._connections.values():
+            if connection.session is None:
+                connection.guard.cancel()
+            else:
+                connection.guard.deadline = trio.current_time() + CLOSE_TIMEOUT
+                connection.wake.set()
+
+    async def _supervised(self, connection: _Connection) -> None:
+        with connection.guard:
+            await self._supervise(connection)
+
     async def _supervise(self, connection: _Connection) -> None:
         backoff = MIN_BACKOFF
-        while True:
+        while not self._closing:
             problem = await self._run_once(connection)
+            if self._closing:
+                return
             connection.session = None
             connection.problem = problem = connection.server.masked(problem)
             connection.failures += 1
             connection.settled.set()
             await self._report(connection, problem)
+            if self._closing:
+                return
             await trio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF)
 
@@ -246,6 +274,8 @@ class McpSessions:
             with trio.move_on_after(PING_INTERVAL):
                 await connection.wake.wait()
             connection.wake = trio.Event()
+            if self._closing:
+                return "was closed with the pool"
             if link.ended:
                 return link.reason
             if connection.closed:
@@ -311,7 +341,7 @@ async def open_mcp_sessions(
         async with trio.open_nursery() as nursery:
             for connection in sessions._connections.values():
                 nursery.start_soon(
-                    sessions._supervise, connection, name=f"mcp server {connection.server.name}"
+                    sessions._supervised, connection, name=f"mcp server {connection.server.name}"
                 )
             for connection in sessions._connections.values():
                 await connection.settled.wait()
@@ -321,7 +351,7 @@ async def open_mcp_sessions(
                 body_error = exc
                 raise
             finally:
-                nursery.cancel_scope.cancel()
+                sessions._close()
     except BaseExceptionGroup as group:
         # The supervisors never raise: a group of the body's exception alone is it.
         if body_error is None or group.exceptions != (body_error,):

@@ -345,19 +345,10 @@ EXPECTED: dict[tuple[str, str, str], Seen] = {
         [failed("echo", f"is not available: failed: {REFUSED}")], [f"{SERVER} failed: {REFUSED}"],
         "back"),
 }
-UNCANCELLED_HTTP = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "issue 33 bug 2 (mcpfix): the SDK's notifications/cancelled is only queued, and the "
-    "pool closing right after never sends it: the HTTP server's handler runs on"))
-XFAIL = {
-    ("mcp_http", "hangs", "mid_call"): UNCANCELLED_HTTP,
-    ("mcp_http", "hangs", "cancel"): UNCANCELLED_HTTP,
-    ("mcp_http", "hangs", "close"): UNCANCELLED_HTTP,
-}
 
 
 def params() -> list[object]:
-    return [pytest.param(*cell, marks=[XFAIL[cell]] if cell in XFAIL else [])
-            for cell in cells("mcp_stdio", "mcp_http")]
+    return [pytest.param(*cell) for cell in cells("mcp_stdio", "mcp_http")]
 
 
 @pytest.mark.slow
