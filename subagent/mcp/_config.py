@@ -41,6 +41,11 @@ def _frozen_strings(value: Mapping[str, str]) -> Mapping[str, str]:
     return types.MappingProxyType(dict(value))
 
 
+def _hidden(table: Mapping[str, str]) -> str:
+    # An env or headers table in a repr: its keys, never its values (credentials).
+    return repr({key: "***" for key in table})
+
+
 @attrs.frozen
 class McpServer:
     """One MCP server the pool connects to: a command run over stdio, or a URL
@@ -54,6 +59,7 @@ class McpServer:
         server does not inherit the rest of the caller's environment.
       url: An ``http://`` or ``https://`` endpoint (streamable HTTP).
       headers: Sent with every HTTP request (e.g. an authorization header).
+        The repr shows the keys of ``env`` and ``headers``, never their values.
       read_only: The server's tools that the gate may treat as read-only. Only these:
         the server's own hints are untrusted and ignored.
       start_timeout: Seconds the server may take to start (spawn or connect,
@@ -64,9 +70,13 @@ class McpServer:
     name: str
     command: str | None = None
     args: tuple[str, ...] = attrs.field(default=(), converter=_strings)
-    env: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_strings)
+    env: Mapping[str, str] = attrs.field(
+        factory=dict, converter=_frozen_strings, repr=_hidden
+    )
     url: str | None = None
-    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_strings)
+    headers: Mapping[str, str] = attrs.field(
+        factory=dict, converter=_frozen_strings, repr=_hidden
+    )
     read_only: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     start_timeout: float = START_TIMEOUT
 

@@ -108,3 +108,15 @@ def test_a_result_is_cut_at_one_mebibyte_and_says_so() -> None:
     big = mcp_types.TextContent(type="text", text="x" * (MAX_RESULT + 10))
     text = result_text(call_result(big, big))
     assert text == "x" * MAX_RESULT + f"\n[cut: the result is longer than {MAX_RESULT} characters]"
+
+
+def test_repr_hides_env_and_headers_values() -> None:
+    # Issue 33 item 5: the repr printed bearer tokens and env secrets in clear.
+    stdio = McpServer("s", command="srv", env={"API_KEY": "sk-live-0123456789"})
+    http = McpServer("h", url="http://127.0.0.1:1/mcp",
+                     headers={"Authorization": "Bearer tok-0123456789"})
+    assert "sk-live-0123456789" not in repr(stdio)
+    assert "tok-0123456789" not in repr(http)
+    assert "env={'API_KEY': '***'}" in repr(stdio)
+    assert "headers={'Authorization': '***'}" in repr(http)
+    assert repr(http).startswith("McpServer(name='h', command=None, args=(), env={},")
