@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
@@ -150,16 +150,19 @@ class Pool(Waits):
         self._budgets.check_spec(resolved)
         self._specs[spec.name] = resolved
 
-    def mcp_tools(self, server: str, *names: str) -> tuple[Tool, ...]:
+    def mcp_tools(
+        self, server: str, *names: str, taken: Collection[str] = ()
+    ) -> tuple[Tool, ...]:
         """The tools of MCP server ``server`` (all it listed, or those ``names``), for a
-        :class:`Spec`'s ``tools``; not a checkpoint. See :meth:`McpSessions.tools`.
+        :class:`Spec`'s ``tools``; not a checkpoint. Of all it listed, those named in
+        ``taken`` are left out (and reported). See :meth:`McpSessions.tools`.
 
         Raises:
           SpecError: the pool has no server of that name, or it has no such tool.
         """
         if self.mcp is None:
             raise SpecError(f"no MCP server is named {server!r}: the pool has none")
-        return self.mcp.tools(server, *names)
+        return self.mcp.tools(server, *names, taken=taken)
 
     # -- submitting ----------------------------------------------------------------
 

@@ -107,7 +107,9 @@ class SpecFile:
         """The specs, each given the pool tools it listed, from ``pool_tools`` by name
         (e.g. ``{"subagent": SubagentTool(pool), "subagent_results":
         SubagentResultsTool(pool)}``), and the MCP tools it listed, from ``mcp_tools``
-        (the pool's :meth:`~subagent.Pool.mcp_tools`).
+        (the pool's :meth:`~subagent.Pool.mcp_tools`). Of all a server lists
+        (``"mcp:NAME"``), a tool named as one the agent has already is left out (and
+        reported); one named explicitly (``"mcp:NAME/TOOL"``) is not.
 
         Raises:
           SpecError: an agent lists MCP tools and ``mcp_tools`` is not given, or a
@@ -118,7 +120,12 @@ class SpecFile:
             for ref in self.mcp_tools.get(spec.name, ()):
                 if mcp_tools is None:
                     raise SpecError(f"{self.source}: agents list MCP tools; pass mcp_tools")
-                tools.extend(mcp_tools(*ref.split("/", 1)))
+                if "/" in ref:
+                    tools.extend(mcp_tools(*ref.split("/", 1)))
+                else:
+                    # All a server lists, but the names the agent has already.
+                    taken = {t.name for t in (*spec.tools, *tools)}
+                    tools.extend(mcp_tools(ref, taken=taken))
             return tools
 
         return tuple(

@@ -17,9 +17,10 @@ Every failure is logged on the ``subagent`` logger and sent to the pool's events
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -128,9 +129,16 @@ class McpSessions:
             raise SpecError(f"no MCP server is named {name!r}; the pool's servers: {known}")
         return connection
 
-    def tools(self, name: str, *only: str) -> tuple[McpTool, ...]:
+    def tools(
+        self, name: str, *only: str, taken: Collection[str] = ()
+    ) -> tuple[McpTool, ...]:
         """Tools of server ``name``: all it listed, or those named in ``only``; not a
         checkpoint.
+
+        Of all it listed, a tool whose name is in ``taken`` (the agent's other tools:
+        a built-in's, another server's) is left out, and reported as an
+        ``mcp_server_error`` event (and a log line). A tool named in ``only`` is not:
+        the agent then has two tools of one name, which registering it refuses.
 
         A server that has not started yet has listed nothing: it gives no tools, and
         each tool named in ``only`` gets a stand-in with an open schema, whose calls
@@ -147,7 +155,14 @@ class McpSessions:
         if listed is None:
             return tuple(placeholder(self, server, tool) for tool in only)
         if not only:
-            return tuple(McpTool.from_listing(self, server, t) for t in listed.values())
+            for tool in sorted(set(listed) & set(taken)):
+                self._report_nowait(
+                    connection, f"tool {tool!r} is left out: the agent has a tool of that name"
+                )
+            return tuple(
+                McpTool.from_listing(self, server, t)
+                for t in listed.values() if t.name not in taken
+            )
         missing = [t for t in only if t not in listed]
         if missing:
             raise SpecError(
@@ -288,6 +303,15 @@ class McpSessions:
                     return link.reason if link.ended else f"did not answer a ping: {_failure(exc)}"
                 continue
             return f"did not answer a ping within {PING_TIMEOUT:g}s"
+
+    def _report_nowait(self, connection: _Connection, problem: str) -> None:
+        # As _report, for a caller that cannot wait: an event the stream has no room
+        # for is left (the log line says it). Not a checkpoint.
+        text = f"MCP server {connection.server.name!r} {connection.server.masked(problem)}"
+        logger.warning("%s", text)
+        if self._events is not None:
+            with contextlib.suppress(trio.WouldBlock):
+                self._events.send_nowait(Event((), EventKind.mcp_server_error, error=text))
 
     async def _report(self, connection: _Connection, problem: str) -> None:
         problem = connection.server.masked(problem)

@@ -8,6 +8,7 @@ JSON-RPC lines, no SDK. ``python hostile_stdio.py MODE [ARG]``:
 - ``fake-closed FILE``: ``tools/call`` answers a JSON-RPC error with code -32000 (the
   SDK's "connection closed") and the message ``Connection closed``; pings are answered,
   and a line written to FILE for each.
+- ``names A,B``: ``tools/list`` lists tools of those names (open schemas).
 - ``echo-env``: ``tools/call`` echoes the server's ``API_KEY`` environment value: in a
   JSON-RPC error when the arguments hold ``"refuse"``, else in its text result.
 - ``stderr-edge``: writes its ``API_KEY`` environment value to stderr, then a space and
@@ -43,6 +44,8 @@ def tools(mode: str, arg: str) -> list[dict[str, Any]]:
             {"name": "big", "inputSchema": "BIG"},
             echo,
         ]
+    if mode == "names":
+        return [{"name": name, "inputSchema": {"type": "object"}} for name in arg.split(",")]
     return [echo]
 
 
