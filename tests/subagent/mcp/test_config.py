@@ -52,7 +52,7 @@ def test_a_specs_file_declares_servers_and_names_their_tools() -> None:
         specs.specs_for({})
     asked: list[tuple[str, ...]] = []
 
-    def tools(*ref: str) -> tuple[Any, ...]:
+    def tools(*ref: str, taken: object = ()) -> tuple[Any, ...]:
         asked.append(ref)
         return ()
 
