@@ -129,8 +129,9 @@ def result_text(
 ) -> str:
     """A call's result as text: the text content joined by newlines; the structured
     content as JSON when there is no text; images, audio and resources summarised.
-    Each part goes through ``masked`` (the server's secrets hidden) before the whole
-    is cut to :data:`MAX_RESULT` characters (the cut is said)."""
+    The joined text goes through ``masked`` (the server's secrets hidden, one split
+    over two content items too) before it is cut to :data:`MAX_RESULT` characters
+    (the cut is said)."""
     import mcp_types
 
     parts: list[str] = []
@@ -149,15 +150,14 @@ def result_text(
             part = f"[resource: {str(res.uri)[:500]}, {str(mime)[:100]}]"
         else:
             part = f"[{type(item).__name__} content]"
-        part = masked(part)
         parts.append(part)
         size += len(part) + 1
         if size > MAX_RESULT:
             break
     has_text = any(isinstance(i, mcp_types.TextContent) for i in result.content)
     if result.structured_content is not None and not has_text:
-        parts.append(masked(json.dumps(result.structured_content, ensure_ascii=False)))
-    text = "\n".join(parts)
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = masked("\n".join(parts))
     if len(text) > MAX_RESULT:
         text = (
             text[:MAX_RESULT]

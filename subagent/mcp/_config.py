@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from .._errors import SpecError, SubagentError
+from ._mask import mask
 
 #: Names of servers (and of the tools a model may call): what model APIs accept.
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -107,15 +108,13 @@ class McpServer:
         TOKEN``), written ``***``: a server may echo them back (a stdio server's
         credentials are its ``env``, as an HTTP server's are its headers). Values
         shorter than 8 characters are left alone (replacing them would garble text).
-        Not a checkpoint."""
+        Encoded forms too (``\\uXXXX`` and ``%XX`` escapes, base64, a newline
+        inside: :mod:`._mask`). Not a checkpoint."""
         secrets = set(self.env.values())
         for value in self.headers.values():
             secrets.add(value)
             secrets.add(value.partition(" ")[2])
-        for secret in sorted(secrets, key=len, reverse=True):
-            if len(secret) >= 8:
-                text = text.replace(secret, "***")
-        return text
+        return mask(text, secrets)
 
     @property
     def transport(self) -> str:
