@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._config import NAME, McpServer
 from ._link import Link
+from ._schemarefs import ref_loop
 
 if TYPE_CHECKING:
     import mcp_types
@@ -75,8 +76,8 @@ async def list_tools(session: ClientSession) -> tuple[dict[str, mcp_types.Tool],
 
     At most :data:`MAX_TOOLS` tools over :data:`MAX_PAGES` pages; a tool whose name a
     model API would refuse, or whose schema is larger than :data:`MAX_SCHEMA` or holds
-    ``NaN`` or an infinity (not JSON: a model API refuses the whole request), is left
-    out.
+    ``NaN`` or an infinity (not JSON: a model API refuses the whole request), or
+    whose references loop without end (:mod:`._schemarefs`), is left out.
     """
     import mcp_types
 
@@ -112,6 +113,8 @@ def _schema_problem(schema: Mapping[str, Any]) -> str | None:
         return "its schema holds NaN or Infinity (not JSON)"
     if len(text) > MAX_SCHEMA:
         return "its schema is too large"
+    if (where := ref_loop(schema)) is not None:
+        return f"its schema's references loop without end (at {where[:200]!r})"
     return None
 
 

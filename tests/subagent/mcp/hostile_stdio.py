@@ -8,6 +8,8 @@ JSON-RPC lines, no SDK. ``python hostile_stdio.py MODE [ARG]``:
 - ``fake-closed FILE``: ``tools/call`` answers a JSON-RPC error with code -32000 (the
   SDK's "connection closed") and the message ``Connection closed``; pings are answered,
   and a line written to FILE for each.
+- ``refloop``: ``tools/list`` lists ``loop`` (a ``$ref`` loop behind a property),
+  ``tree`` (a reference through ``items``: ends with the value) and ``echo``.
 - ``names A,B``: ``tools/list`` lists tools of those names (open schemas).
 - ``echo-env``: ``tools/call`` echoes the server's ``API_KEY`` environment value: in a
   JSON-RPC error when the arguments hold ``"refuse"``, else in its text result.
@@ -44,6 +46,13 @@ def tools(mode: str, arg: str) -> list[dict[str, Any]]:
             {"name": "big", "inputSchema": "BIG"},
             echo,
         ]
+    if mode == "refloop":
+        behind = {"type": "object", "properties": {"a": {"$ref": "#/$defs/x"}},
+                  "$defs": {"x": {"anyOf": [{"$ref": "#/$defs/y"}]},
+                            "y": {"allOf": [{"$ref": "#/$defs/x"}]}}}
+        tree = {"type": "object", "properties": {"kids": {"items": {"$ref": "#"}}}}
+        return [{"name": "loop", "inputSchema": behind}, {"name": "tree", "inputSchema": tree},
+                echo]
     if mode == "names":
         return [{"name": name, "inputSchema": {"type": "object"}} for name in arg.split(",")]
     return [echo]

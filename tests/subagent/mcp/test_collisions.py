@@ -1,7 +1,8 @@
 """Tool names an MCP server shares with an agent's other tools (issue 33 item 5): of
 all a server lists, a colliding tool is left out with an ``mcp_server_error`` event; a
 collision the specs name explicitly, or a tool a server no longer lists, ends
-``subagent run`` with one line and exit 2, not an exception group's traceback."""
+``subagent run`` with one line and exit 2, not an exception group's traceback. A tool
+whose schema's references loop without end is left out too (issue 33 item 6)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from subagent import EventKind, Stream, open_pool
+from subagent import EventKind, SpecError, Stream, open_pool
 from subagent._cli import main
 from subagent.mcp import McpServer
 
@@ -83,3 +84,19 @@ def test_subagent_run_refuses_a_named_collision_in_one_line(
                  "--plain", "--ledger", str(tmp_path / "l.jsonl")], out=io.StringIO())
     assert code == 2
     assert capsys.readouterr().err == line
+
+
+@pytest.mark.slow
+async def test_a_tool_whose_schema_references_loop_is_left_out() -> None:
+    # Issue 33 item 6: a $ref loop behind a property loaded (refs may not loop).
+    stream = Stream(100)
+    server = McpServer("a", command=sys.executable, args=(HOSTILE, "refloop"))
+    async with open_pool(events=stream, mcp=[server]) as pool:
+        assert [t.name for t in pool.mcp_tools("a")] == ["tree", "echo"]
+        with pytest.raises(SpecError, match=r"^MCP server 'a' has no tool 'loop'; its tools: "
+                           r"echo, tree$"):
+            pool.mcp_tools("a", "loop")
+    stream.close()
+    errors = [e.error async for e in stream if e.kind is EventKind.mcp_server_error]
+    assert errors == ["MCP server 'a' tool 'loop' is left out: its schema's references loop "
+                      "without end (at '/$defs/y')"]
