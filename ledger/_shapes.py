@@ -58,20 +58,22 @@ from typing import Final
 Span = tuple[int, int]
 
 # Each pattern starts with its literal prefix (so that the search skips to it) and
-# then looks behind the prefix for a boundary.
+# then looks behind the prefix for a boundary. "_" counts as one: a key glued to a
+# word by it (``tool_ghp_...``, ``x_sk-proj-...``, as tool names and call ids carry
+# them) is found.
 _TOKENS: Final = tuple(
     re.compile(pattern)
     for pattern in (
-        r"sk-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{12,}+",
-        r"[sr]k_(?:live|test|prod)_(?<![A-Za-z0-9_][sr]k_...._)[A-Za-z0-9]{10,}+",
-        r"gh[pousr]_(?<![A-Za-z0-9_]gh._)[A-Za-z0-9]{20,}+",
-        r"github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{20,}+",
-        r"glpat-(?<![A-Za-z0-9_-]glpat-)[A-Za-z0-9_-]{20,}+",
-        r"hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}+",
-        r"xox[abposr]-(?<![A-Za-z0-9_-]xox.-)[A-Za-z0-9-]{10,}+",
-        r"AIza(?<![A-Za-z0-9_-]AIza)[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])",
+        r"sk-(?<![A-Za-z0-9-]sk-)[A-Za-z0-9_-]{12,}+",
+        r"[sr]k_(?:live|test|prod)_(?<![A-Za-z0-9][sr]k_...._)[A-Za-z0-9]{10,}+",
+        r"gh[pousr]_(?<![A-Za-z0-9]gh._)[A-Za-z0-9]{20,}+",
+        r"github_pat_(?<![A-Za-z0-9]github_pat_)[A-Za-z0-9_]{20,}+",
+        r"glpat-(?<![A-Za-z0-9-]glpat-)[A-Za-z0-9_-]{20,}+",
+        r"hf_(?<![A-Za-z0-9]hf_)[A-Za-z0-9]{30,}+",
+        r"xox[abposr]-(?<![A-Za-z0-9-]xox.-)[A-Za-z0-9-]{10,}+",
+        r"AIza(?<![A-Za-z0-9-]AIza)[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])",
         r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?<![A-Za-z0-9]A...)[A-Z0-9]{16}(?![A-Za-z0-9])",
-        r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+",
+        r"eyJ(?<![A-Za-z0-9-]eyJ)[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+",
     )
 )
 # "Bearer" as HTTP writes it takes any token; other spellings need a token with a
