@@ -178,6 +178,11 @@ async def play(kind: str, fault: str, moment: str, tmp: Path) -> Seen:
             if kind == "mcp_stdio" and peer.pidfile.exists():
                 # Closed with the pool, and reaped.
                 assert gone(peer.pid())
+            if kind == "mcp_http" and fault == "hangs" and moment != "starting":
+                # The pool sent the cancel and ended the session as it closed; the
+                # server cancels its handler on its own time, before it is stopped.
+                await wait_for(lambda: marker.read_text() == "cancelled",
+                               "the server cancelled its handler")
     finally:
         peer.stop()
     seen.tool_texts = [m.content for m in model.requests[-1].messages if m.role == "tool"] \
