@@ -363,18 +363,21 @@ async def open_mcp_sessions(
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
-            for connection in sessions._connections.values():
-                nursery.start_soon(
-                    sessions._supervised, connection, name=f"mcp server {connection.server.name}"
-                )
-            for connection in sessions._connections.values():
-                await connection.settled.wait()
             try:
-                yield sessions
-            except BaseException as exc:
-                body_error = exc
-                raise
+                for connection in sessions._connections.values():
+                    nursery.start_soon(
+                        sessions._supervised, connection,
+                        name=f"mcp server {connection.server.name}",
+                    )
+                for connection in sessions._connections.values():
+                    await connection.settled.wait()
+                try:
+                    yield sessions
+                except BaseException as exc:
+                    body_error = exc
+                    raise
             finally:
+                # The supervisors are shielded: every way out closes them.
                 sessions._close()
     except BaseExceptionGroup as group:
         # The supervisors never raise: a group of the body's exception alone is it.
