@@ -9,22 +9,22 @@ import attrs
 
 from ._errors import ConfigurationError
 from ._events import EventSink
-from ._gate import ToolGate
 from ._history import MessageCounter, count_chars
 from ._hookset import NO_HOOKS, HookSet
 from ._messages import AgentPath, Message, ToolSpec
 from ._models import ChatModel
-from ._output import DEFAULT_OUTPUT_RETRIES, FINAL_RESULT, OutputSchema, output_schema
 from ._retry import DEFAULT_RETRY, RetryPolicy
-from ._run import Run
-from ._tools import Liveness, Tool, check_liveness, is_read_only, tool_spec
+from ._run._output import DEFAULT_OUTPUT_RETRIES, FINAL_RESULT, OutputSchema, output_schema
+from ._run._run import Run
+from ._tools._gate import ToolGate
+from ._tools._tools import Liveness, Tool, check_liveness, is_read_only, tool_spec
 
 if TYPE_CHECKING:
     from ledger import Sink
 
-    from ._checkpoint import Checkpointer
-    from ._result import RunResult
-    from ._state import RunState
+    from ._run._checkpoint import Checkpointer
+    from ._run._result import RunResult
+    from ._run._state import RunState
 
 
 def _positive(name: str, value: float) -> None:
@@ -74,7 +74,7 @@ class Agent:
         next one ends the run ``error`` with :class:`OutputValidationError`.
       checkpoint: Awaited with a :class:`Checkpoint` of each run at every turn
         boundary, before each call of a tool that is not read-only, and at its end
-        (see ``agentcore._checkpoint``); ``None`` (the default) costs nothing.
+        (see ``agentcore._run._checkpoint``); ``None`` (the default) costs nothing.
 
     Raises:
       ConfigurationError: a duplicate tool name, a tool whose declared liveness
@@ -266,7 +266,7 @@ class Agent:
             runs' states (resume those with the pool), has a deferred call not yet
             answered, or an approved call of a tool this Agent does not have.
         """
-        from ._resume import check_resumable
+        from ._run._resume import check_resumable
 
         check_resumable(self, state)
         return Run(self, state.input, path=state.path, emit=emit, run_id=state.run_id,

@@ -9,9 +9,9 @@ from typing import Any
 
 import attrs
 
-from ._gate import GateDecision
 from ._messages import Message, ToolCall, Usage
 from ._summary import RunSummary
+from ._tools._gate import GateDecision
 
 
 class EventKind(enum.StrEnum):

@@ -30,8 +30,8 @@ from ._hookset import HookResult
 from ._messages import ModelRequest, ModelResponse, ToolCall
 
 if TYPE_CHECKING:
-    from ._run import Run
-    from ._tools import ToolOutcome
+    from ._run._run import Run
+    from ._tools._tools import ToolOutcome
 
 
 class EventObserver(Protocol):

@@ -26,7 +26,7 @@ import trio
 from ._errors import ModelError
 from ._messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from ._models import DeltaSink
-from ._tools import Liveness
+from ._tools._tools import Liveness
 
 
 @attrs.frozen

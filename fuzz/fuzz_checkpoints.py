@@ -17,10 +17,10 @@ import trio
 
 import agentcore
 from agentcore import Message, RunState, ToolCall
-from agentcore._checkpoint import snapshot
+from agentcore._run._checkpoint import snapshot
 from subagent import CheckpointError, SqliteCheckpoints
-from subagent._checkschema import SCHEMA as _SCHEMA
-from subagent._checkschema import UPSERT as _UPSERT
+from subagent._durable._schema import SCHEMA as _SCHEMA
+from subagent._durable._schema import UPSERT as _UPSERT
 
 from ._bytes import ByteReader
 from ._runner import main

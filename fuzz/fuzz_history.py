@@ -1,4 +1,4 @@
-"""The history a submit starts from (``subagent._history_input.check_history``):
+"""The history a submit starts from (``subagent._specs._history.check_history``):
 messages of any shape (wrong roles, forged field types, tool calls and answers in
 any order, lone surrogates, long ids), with tiny caps half the time. The input is
 accepted unchanged (as a tuple) or refused with ``InvalidHistoryError``, whose text
@@ -10,7 +10,7 @@ from typing import Any
 
 from agentcore import Message, ToolCall
 from subagent import InvalidHistoryError
-from subagent._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
+from subagent._specs._history import DEFAULT_LIMITS, HistoryLimits, check_history
 
 from ._bytes import ByteReader
 from ._runner import main

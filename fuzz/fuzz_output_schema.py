@@ -19,7 +19,7 @@ from typing import Any
 
 from agentcore import ToolArgumentsError
 from subagent import JsonSchemaOutput, SpecError
-from subagent._outputschema import MAX_QUOTED_CHARS
+from subagent._specs._outputschema import MAX_QUOTED_CHARS
 
 from ._bytes import ByteReader
 from ._runner import main

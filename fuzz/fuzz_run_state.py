@@ -28,7 +28,7 @@ from agentcore import (
     ToolCall,
     Usage,
 )
-from agentcore._state import Phase
+from agentcore._run._state import Phase
 
 from ._bytes import ByteReader
 from ._runner import main

@@ -23,8 +23,8 @@ from typing import Any
 import trio
 
 from subagent import SpecFileError, load_specs, open_pool, specs_from_mapping
-from subagent._declarative import AGENT_KEYS, POOL_KEYS
-from subagent._speclimits import BUDGET_KEYS
+from subagent._specs._file import AGENT_KEYS, POOL_KEYS
+from subagent._specs._limits import BUDGET_KEYS
 
 from ._bytes import ByteReader
 from ._runner import main

@@ -20,7 +20,7 @@ from typing import Any, Literal, TypedDict
 import attrs
 
 from agentcore import ToolArgumentsError, tool
-from agentcore._typed import MAX_QUOTED_CHARS, encode_result
+from agentcore._tools._typed import MAX_QUOTED_CHARS, encode_result
 
 from ._bytes import ByteReader
 from ._runner import main

@@ -6,7 +6,7 @@ before or right after write *k*.
 The durable writes: a ``JsonlSink`` group write, a ``SqliteSink`` transaction, a
 ``SqliteCheckpoints`` transaction (checkpoints, resume claims and their undoing), the
 schema each SQLite file is created with, and a paused-run file's temporary copy and
-renames (``subagent._statefile``). Each calls :func:`before` and :func:`after` around
+renames (``subagent._cli._statefile``). Each calls :func:`before` and :func:`after` around
 its write, only when :data:`ON` is true: off (the default), a durable write costs one
 module attribute test. Not checkpoints; safe from any thread.
 

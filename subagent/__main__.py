@@ -1,5 +1,5 @@
 """``python -m subagent`` and the ``subagent`` script: the command line (see
-``subagent._cli``)."""
+``subagent._cli._cli``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import sys
 from typing import NoReturn
 
-from ._cli import main
+from ._cli._cli import main
 
 
 def run() -> NoReturn:

@@ -6,7 +6,7 @@ import contextvars
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._task import Task
+    from ._pool._task import Task
 
 #: Set by the pool around each task's run; the delegation tool reads it to find its parent.
 current_task: contextvars.ContextVar[Task | None] = contextvars.ContextVar(

@@ -11,7 +11,7 @@ import agentcore
 from agentcore import AgentPath, RunSummary, Usage
 from agentcore._events import wall_clock
 
-from ._budget import BudgetReport
+from ._cost._budget import BudgetReport
 
 
 class EventKind(enum.StrEnum):

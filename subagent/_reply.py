@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from agentcore import EndReason
 
 if TYPE_CHECKING:
-    from ._task import Task
+    from ._pool._task import Task
 
 
 def with_output(body: dict[str, object], task: Task, output: str) -> str:

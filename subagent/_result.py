@@ -8,7 +8,7 @@ import attrs
 
 from agentcore import AgentPath, EndReason, Message, RunSummary, Usage
 
-from ._core import TaskStatus
+from ._core._core import TaskStatus
 
 _SUCCESS = frozenset({EndReason.stop, EndReason.max_turns, EndReason.interrupted})
 

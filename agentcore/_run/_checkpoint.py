@@ -32,10 +32,10 @@ from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 import attrs
 import trio
 
-from ._messages import AgentPath, Message, ToolCall
+from .._messages import AgentPath, Message, ToolCall
+from .._summary import EndReason, RunSummary
 from ._pending import CallStatus, PendingCall
 from ._state import Phase, RunState
-from ._summary import EndReason, RunSummary
 
 #: The error result of a call that was in flight at a crash and is not repeated.
 INTERRUPTED = "interrupted by a crash; not repeated"

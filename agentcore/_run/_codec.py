@@ -19,12 +19,12 @@ from typing import Annotated, Literal, Protocol
 import attrs
 import msgspec
 
-from ._errors import RunStateError
-from ._messages import AgentPath, Message, ToolCall, Usage
+from .._errors import RunStateError
+from .._messages import AgentPath, Message, ToolCall, Usage
+from .._spent import Spent, StoredSpent, spent_of, spent_to_store
+from .._summary import EndReason, RunSummary
 from ._pending import BackgroundChild, CallStatus, PendingCall
-from ._spent import Spent, StoredSpent, spent_of, spent_to_store
 from ._statechecks import MAX_STATE_STEERING, check_mark, check_schema, steering_to_store
-from ._summary import EndReason, RunSummary
 
 #: The format name in every encoded state.
 FORMAT = "agentcore.RunState"

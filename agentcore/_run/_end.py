@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ._audit import overrun
-from ._errors import AuditError, describe
-from ._events import EventKind
-from ._summary import EndReason, RunSummary, ended
+from .._audit import overrun
+from .._errors import AuditError, describe
+from .._events import EventKind
+from .._summary import EndReason, RunSummary, ended
 
 if TYPE_CHECKING:
     from ._port import RunPort

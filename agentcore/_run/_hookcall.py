@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from ._errors import describe
-from ._hookset import BoundHook, Denial, HookAction, HookResult
+from .._errors import describe
+from .._hookset import BoundHook, Denial, HookAction, HookResult
 
 if TYPE_CHECKING:
     from ._port import RunPort

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._messages import ToolCall
+from .._messages import ToolCall
 
 if TYPE_CHECKING:
     from ._state import RunState

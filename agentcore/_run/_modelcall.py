@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ._errors import ContextTooLongError, TransientModelError, describe
-from ._events import EventKind
-from ._history import drop_oldest_half, fit
+from .._errors import ContextTooLongError, TransientModelError, describe
+from .._events import EventKind
+from .._history import drop_oldest_half, fit
+from .._messages import Message, ModelRequest, ModelResponse, ToolSpec
+from .._steering import LENGTH_RECOVERY
 from ._hookcall import intercept
-from ._messages import Message, ModelRequest, ModelResponse, ToolSpec
-from ._steering import LENGTH_RECOVERY
 
 if TYPE_CHECKING:
     from ._port import RunPort

@@ -38,13 +38,13 @@ import attrs
 import msgspec
 import trio
 
-from ._errors import ConfigurationError, OutputValidationError
-from ._events import EventKind
-from ._messages import Message, ToolCall, ToolSpec
-from ._schema import Parameter, arguments_type, parameters_schema
+from .._errors import ConfigurationError, OutputValidationError
+from .._events import EventKind
+from .._messages import Message, ToolCall, ToolSpec
+from .._tools._schema import Parameter, arguments_type, parameters_schema
+from .._tools._tools import ToolOutcome
+from .._tools._typed import ToolArgumentsError, decode_checked
 from ._toolcall import run_tools
-from ._tools import ToolOutcome
-from ._typed import ToolArgumentsError, decode_checked
 
 if TYPE_CHECKING:
     from ._port import RunPort

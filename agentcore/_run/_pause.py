@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import attrs
 
-from ._messages import ToolCall
+from .._messages import ToolCall
+from .._tools._tools import ToolOutcome
 from ._pending import CallStatus, PendingCall
 from ._state import RunState
-from ._tools import ToolOutcome
 
 
 @attrs.frozen(slots=True)

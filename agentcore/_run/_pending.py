@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from ._messages import AgentPath, ToolCall
+from .._messages import AgentPath, ToolCall
 
 
 class CallStatus(enum.StrEnum):

@@ -17,18 +17,18 @@ if TYPE_CHECKING:
     from ledger import Record
     from ledger._entry import Scalar
 
+    from .._events import EventKind
+    from .._history import MessageCounter
+    from .._hookset import HookSet
+    from .._messages import AgentPath, Message, ToolCall, Usage
+    from .._models import ChatModel
+    from .._retry import RetryPolicy
+    from .._summary import RunSummary
+    from .._tools._gate import GateDecision, ToolGate
+    from .._tools._tools import Tool, ToolOutcome
     from ._checkpoint import Checkpointer
-    from ._events import EventKind
-    from ._gate import GateDecision, ToolGate
-    from ._history import MessageCounter
-    from ._hookset import HookSet
-    from ._messages import AgentPath, Message, ToolCall, Usage
-    from ._models import ChatModel
     from ._pending import PendingCall
-    from ._retry import RetryPolicy
     from ._state import RunState
-    from ._summary import RunSummary
-    from ._tools import Tool, ToolOutcome
 
 
 class AgentSettings(Protocol):

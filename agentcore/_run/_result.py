@@ -6,9 +6,9 @@ from typing import Any
 
 import attrs
 
-from ._messages import Message
+from .._messages import Message
+from .._summary import RunSummary
 from ._state import RunState
-from ._summary import RunSummary
 
 
 @attrs.frozen(slots=True, eq=False)

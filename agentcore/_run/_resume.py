@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from .._errors import ResumeError
+from .._messages import Message
+from .._tools._gate import GateDecision
+from .._tools._tools import ToolOutcome
 from ._checkpoint import INTERRUPTED
-from ._errors import ResumeError
-from ._gate import GateDecision
-from ._messages import Message
 from ._pause import Deferred, pending_of
 from ._pending import CallStatus, PendingCall, schema_digest
 from ._state import RunState
 from ._toolcall import answer_call, continue_call, result_message, run_tools
-from ._tools import ToolOutcome
 
 if TYPE_CHECKING:
     from ledger._entry import Scalar

@@ -10,25 +10,25 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from .._errors import ContextTooLongError, TransientModelError
+from .._events import EventKind, EventSink
+from .._messages import AgentPath, Message
+from .._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED
+from .._summary import EndReason, RunSummary
 from ._checkpoint import at_end, at_turn, opening
-from ._errors import ContextTooLongError, TransientModelError
-from ._events import EventKind, EventSink
-from ._messages import AgentPath, Message
+from ._end import conclude, summarise
 from ._modelcall import complete, direct, retry_direct, settle
 from ._output import OutputCheck
 from ._result import RunResult
 from ._resume import audit_answers, finish_pending, last_answer
-from ._runend import conclude, summarise
 from ._runhandle import RunHandle, ScopeOwner, uncancelled
 from ._runport import RunPortMethods
 from ._state import Phase, RunState
-from ._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED
-from ._summary import EndReason, RunSummary
 from ._toolcall import run_tools, skip_calls
 
 if TYPE_CHECKING:
-    from ._agent import Agent
-    from ._steering import Pending
+    from .._agent import Agent
+    from .._steering import Pending
 
 _run_ids = itertools.count(1)
 # Read once for the way out of a cancelled run: an enum member read goes through

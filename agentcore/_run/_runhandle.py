@@ -10,10 +10,10 @@ from typing import Protocol
 
 import trio
 
-from ._events import EventKind
-from ._messages import Message
+from .._events import EventKind
+from .._messages import Message
+from .._steering import Pending, RunEndedError
 from ._state import Phase, RunState
-from ._steering import Pending, RunEndedError
 
 
 class ScopeOwner(Protocol):

@@ -1,4 +1,4 @@
-"""RunPortMethods: the :class:`~agentcore._port.RunPort` side of a :class:`Run` (a mixin).
+"""RunPortMethods: the :class:`~agentcore._run._port.RunPort` side of a :class:`Run` (a mixin).
 
 The events, audit entries, messages and counters the helpers of a run's turns
 (model call, tool calls, hooks, its end) go through. :class:`agentcore.Run`
@@ -13,22 +13,22 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from ._audit import cancelled, failed, record, record_fields_sync
-from ._events import EventKind, EventSink, event_of, taken_now
-from ._fastpath import fields_nowait_of
+from .._audit import cancelled, failed, record, record_fields_sync
+from .._events import EventKind, EventSink, event_of, taken_now
+from .._fastpath import fields_nowait_of
 from ._hookcall import call_hook
 
 if TYPE_CHECKING:
     from ledger import Record, Sink
     from ledger._entry import Scalar
 
-    from ._gate import GateDecision
-    from ._hookset import HookSet
-    from ._messages import Message, ToolCall, Usage
+    from .._hookset import HookSet
+    from .._messages import Message, ToolCall, Usage
+    from .._summary import RunSummary
+    from .._tools._gate import GateDecision
+    from .._tools._tools import ToolOutcome
     from ._pending import PendingCall
     from ._state import RunState
-    from ._summary import RunSummary
-    from ._tools import ToolOutcome
 
 
 class _PortAgent(Protocol):

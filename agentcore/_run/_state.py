@@ -22,14 +22,14 @@ from collections.abc import Iterator, Sequence
 
 import attrs
 
-from ._errors import RunStateError
-from ._events import EventKind
-from ._messages import AgentPath, Message, Usage
+from .._errors import RunStateError
+from .._events import EventKind
+from .._messages import AgentPath, Message, Usage
+from .._spent import Spent
+from .._steering import Pending
+from .._summary import EndReason, RunSummary
+from ._codec import Decoded, decode_state, encode_state
 from ._pending import BackgroundChild, CallStatus, PendingApproval, PendingCall
-from ._spent import Spent
-from ._statecodec import Decoded, decode_state, encode_state
-from ._steering import Pending
-from ._summary import EndReason, RunSummary
 
 #: How many pending ids an error about an unknown call id lists.
 _LISTED = 20

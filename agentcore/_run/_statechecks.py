@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._errors import RunStateError
+from .._errors import RunStateError
 from ._pending import BackgroundChild
 
 #: The most steering messages waiting in a run's inbox that a state holds (a

@@ -9,20 +9,20 @@ from typing import TYPE_CHECKING, cast
 import attrs
 import trio
 
-from ._arguments import ArgumentsError, load_arguments
-from ._audit import batch_failure
+from .._audit import batch_failure
+from .._errors import CallPaused, describe
+from .._events import EventKind
+from .._messages import Message, ToolCall
+from .._steering import SKIPPED_INTERRUPTED, SKIPPED_STEERED
+from .._tools._arguments import ArgumentsError, load_arguments
+from .._tools._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
+from .._tools._tools import SelfMonitoring, Tool, ToolOutcome
 from ._checkpoint import before_call
-from ._errors import CallPaused, describe
-from ._events import EventKind
-from ._gate import ALLOW, AllOf, GateDecision, GateRequest, ask
 from ._hookcall import intercept
 from ._idempotency import CurrentToolCall, ensure_nonce
-from ._messages import Message, ToolCall
 from ._pause import Deferred, pending_of
 from ._pending import schema_digest
 from ._state import RunState
-from ._steering import SKIPPED_INTERRUPTED, SKIPPED_STEERED
-from ._tools import SelfMonitoring, Tool, ToolOutcome
 
 if TYPE_CHECKING:
     from ._port import RunPort

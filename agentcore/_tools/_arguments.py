@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import AgentCoreError
+from .._errors import AgentCoreError
 
 #: The most bytes (UTF-8) of argument JSON text a tool call may carry: 1 MiB.
 MAX_ARGUMENT_BYTES = 1 << 20

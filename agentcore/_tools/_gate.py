@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable, Iterable
 import attrs
 import trio
 
-from ._errors import describe
-from ._messages import AgentPath, ToolCall
+from .._errors import describe
+from .._messages import AgentPath, ToolCall
 from ._tools import Tool, is_read_only
 
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import attrs
 import msgspec
 
-from ._errors import ConfigurationError
+from .._errors import ConfigurationError
 
 # Google-style section headers: a line of its own, unindented, ending in a colon.
 _SECTIONS = frozenset({

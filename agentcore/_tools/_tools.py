@@ -8,8 +8,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from ._errors import ConfigurationError
-from ._messages import ToolSpec
+from .._errors import ConfigurationError
+from .._messages import ToolSpec
 
 
 class Liveness(enum.StrEnum):

@@ -28,8 +28,8 @@ import attrs
 import msgspec
 import trio
 
+from .._errors import AgentCoreError, ConfigurationError
 from ._arguments import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, ArgumentsError, load_arguments
-from ._errors import AgentCoreError, ConfigurationError
 from ._schema import (
     Parameter,
     arguments_type,

@@ -10,7 +10,7 @@ import trio
 
 from agentcore import GateDecision, GateRequest, read_only
 
-from ._delegation import SubagentTool
+from .._delegation._tool import SubagentTool
 
 EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, EXIT_LEDGER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_PAUSED = 4

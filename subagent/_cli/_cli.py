@@ -37,8 +37,17 @@ from agentcore import (
     allow_all,
 )
 
-from ._checkpoints import SqliteCheckpoints
-from ._clibase import (
+from .._delegation._results import SubagentResultsTool
+from .._delegation._tool import SubagentTool
+from .._durable._store import SqliteCheckpoints
+from .._errors import SubagentError, TaskError, TaskPaused, UnknownAgentError, format_path
+from .._events import Event
+from .._ledgerfile import default_ledger_path, open_sink
+from .._pool._open import open_pool
+from .._safe_text import one_line, safe_text
+from .._specs._file import SpecFile, load_specs
+from .._stream import Stream
+from ._base import (
     EXIT_LEDGER,
     EXIT_OK,
     EXIT_PAUSED,
@@ -46,21 +55,12 @@ from ._clibase import (
     EXIT_USAGE,
     read_only_or_delegation,
 )
-from ._cliexit import EXIT_TERMINATED, ending, say, sigterm_as_interrupt
-from ._clirecover import add_recover, left_failed, left_paused, paused_files
-from ._clitemporal import add_temporal, run_temporal
-from ._declarative import SpecFile, load_specs
-from ._delegation import SubagentTool
 from ._demo import PRICING as DEMO_PRICING
 from ._demo import TASK as DEMO_TASK
 from ._demo import demo_specs
-from ._errors import SubagentError, TaskError, TaskPaused, UnknownAgentError, format_path
-from ._events import Event
+from ._exit import EXIT_TERMINATED, ending, say, sigterm_as_interrupt
 from ._ledgerclaim import take_once
-from ._ledgerfile import default_ledger_path, open_sink
-from ._open import open_pool
-from ._results import SubagentResultsTool
-from ._safe_text import one_line, safe_text
+from ._recover import add_recover, left_failed, left_paused, paused_files
 from ._statefile import (
     answer,
     defer_changes,
@@ -68,13 +68,13 @@ from ._statefile import (
     read_state,
     write_state,
 )
-from ._stream import Stream
+from ._temporal import add_temporal, run_temporal
 from ._terminal import Screen, TerminalAnswers, TerminalApproval
 from ._view import TreeView, dollars, left, render_lines, render_rich
 
 if TYPE_CHECKING:
-    from ._pool import Pool
-    from .otel._environment import EnvironmentTracing
+    from .._pool._pool import Pool
+    from ..otel._environment import EnvironmentTracing
 
 
 
@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--path", default=None,
                          help="the run's path, when several deferred calls share the id")
     add_temporal(commands)
-    from .serve._cli import add_serve
+    from ..serve._cli import add_serve
 
     add_serve(commands)
     return parser
@@ -360,7 +360,7 @@ def _use_rich(args: argparse.Namespace, out: TextIO) -> bool:
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """The command line; returns the exit code. Whatever ends it, standard error gets
-    one line (see :mod:`subagent._cliexit`): never a traceback."""
+    one line (see :mod:`subagent._cli._exit`): never a traceback."""
     with sigterm_as_interrupt() as term:
         try:
             code = _main(argv, out=out)
@@ -383,7 +383,7 @@ def _main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> in
     if args.command == "temporal":
         return run_temporal(args, out)
     if args.command == "serve":
-        from .serve._cli import run_serve
+        from ..serve._cli import run_serve
 
         return run_serve(args, out)
     try:
@@ -401,7 +401,7 @@ def _main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> in
         workspace = args.workspace or Path.cwd()
         specs = load_specs(args.specs, workspace=workspace)
         if args.command == "mcp":
-            from .mcp._server import serve_specs_file
+            from ._mcp import serve_specs_file
 
             # Standard output is the protocol's: nothing else is printed there.
             serve_gate: ToolGate = allow_all if args.yes else read_only_or_delegation
@@ -452,7 +452,7 @@ def _tracing() -> EnvironmentTracing:
     import os
 
     try:
-        from .otel._environment import tracing_from_environment
+        from ..otel._environment import tracing_from_environment
     except ImportError:
         raise SubagentError(
             "--otel needs the otel extra: pip install 'subagent[otel]' opentelemetry-sdk"

@@ -27,11 +27,11 @@ from agentcore import FINAL_RESULT, ChatModel, Message, ModelRequest, ModelRespo
 from agentcore.models import ModelPrices, PriceTable, price
 from agentcore.testing import Delayed, ScriptedModel, ScriptItem
 
-from ._background import RESULT_PREFIX
-from ._budget import Budget
-from ._declarative import SpecFile
-from ._spec import Defaults, Spec
-from .tools import workspace_tools
+from .._cost._budget import Budget
+from .._delegation._background import RESULT_PREFIX
+from .._specs._file import SpecFile
+from .._specs._spec import Defaults, Spec
+from ..tools import workspace_tools
 
 SAMPLE = Path(__file__).parent / "_demo_sample"
 PAUSE = 0.3

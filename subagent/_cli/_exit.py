@@ -21,9 +21,9 @@ import attrs
 
 import ledger
 
-from ._clibase import EXIT_INTERRUPTED, EXIT_LEDGER, EXIT_TASK_FAILED, EXIT_USAGE
-from ._errors import SubagentError
-from ._safe_text import one_line
+from .._errors import SubagentError
+from .._safe_text import one_line
+from ._base import EXIT_INTERRUPTED, EXIT_LEDGER, EXIT_TASK_FAILED, EXIT_USAGE
 
 #: The exit code after SIGTERM (128 + 15).
 EXIT_TERMINATED = 143

@@ -19,12 +19,12 @@ import trio
 import ledger
 from agentcore import RunState
 
-from ._errors import SubagentError
-from ._resumed import AlreadyResumedError, resume_key
+from .._durable._claims import AlreadyResumedError, resume_key
+from .._errors import SubagentError
 from ._statefile import give_back, read_state, take_checked
 
 if TYPE_CHECKING:
-    from ._pool import Pool
+    from .._pool._pool import Pool
 
 #: The kind of the ledger entry that claims a paused state's resume.
 RESUME_CLAIMED = "resume_claimed"

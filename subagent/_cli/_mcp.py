@@ -22,13 +22,13 @@ import trio
 
 from agentcore import Tool, ToolGate
 
-from .._declarative import SpecFile
-from .._delegation import SubagentTool
+from .._delegation._results import SubagentResultsTool
+from .._delegation._tool import SubagentTool
 from .._errors import TaskError, format_path
-from .._open import open_pool
-from .._pool import Pool
-from .._results import SubagentResultsTool
+from .._pool._open import open_pool
+from .._pool._pool import Pool
 from .._safe_text import one_line
+from .._specs._file import SpecFile
 from .._stream import Stream
 from ._serve_stdio import serve_stdio
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from agentcore import RunState
 
-from ._safe_text import one_line
+from .._safe_text import one_line
 from ._statefile import print_pending
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import trio
 
-from ._framing import Lines, McpMessageError, check_values
+from ..mcp._framing import Lines, McpMessageError, check_values
 
 #: The largest request (line of stdin) ``subagent mcp`` reads: 4 MiB.
 MAX_REQUEST = 4 * 1024 * 1024

@@ -44,14 +44,14 @@ from agentcore.models._replay import read_regular_file
 from ledger import _crashpoints
 from ledger._files import open_private, try_lock
 
-from ._delegation import SubagentTool
-from ._errors import SubagentError
-from ._resumable import bind
-from ._resumed import resume_key
-from ._safe_text import one_line
+from .._delegation._tool import SubagentTool
+from .._durable._claims import resume_key
+from .._durable._resumable import bind
+from .._errors import SubagentError
+from .._safe_text import one_line
 
 if TYPE_CHECKING:
-    from ._pool import Pool
+    from .._pool._pool import Pool
 
 #: How much of a deferred call's arguments ``subagent pending`` shows.
 SHOWN_ARGUMENTS = 500

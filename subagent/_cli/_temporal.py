@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._clibase import EXIT_USAGE
-from ._errors import SubagentError
-from ._safe_text import one_line
+from .._errors import SubagentError
+from .._safe_text import one_line
+from ._base import EXIT_USAGE
 
 
 def add_temporal(commands: Any) -> None:
@@ -64,7 +64,7 @@ def add_temporal(commands: Any) -> None:
 def run_temporal(args: argparse.Namespace, out: TextIO) -> int:
     """Run a ``subagent temporal`` command (importing temporalio only now)."""
     try:
-        from .temporal import _command
+        from . import _temporal_command as _command
     except ImportError as exc:
         print(f"subagent: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE

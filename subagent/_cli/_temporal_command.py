@@ -23,18 +23,18 @@ from temporalio.client import Client, WorkflowFailureError
 
 from agentcore import EndReason, ToolGate, allow_all
 
-from .._clibase import EXIT_OK, EXIT_TASK_FAILED, read_only_or_delegation
-from .._declarative import SpecFile, load_specs
 from .._errors import UnknownAgentError, format_path
 from .._events import Event, EventKind
 from .._safe_text import one_line, safe_text
-from .._statefile import defer_changes
-from .._view import TreeView
-from ._client import events, new_workflow_id, start
-from ._devserver import DevServer
-from ._errors import TemporalError
-from ._signals import approve, deny, interrupt, pending, steer
-from ._worker import Worker, default_ledger_dir
+from .._specs._file import SpecFile, load_specs
+from ..temporal._client import events, new_workflow_id, start
+from ..temporal._devserver import DevServer
+from ..temporal._errors import TemporalError
+from ..temporal._signals import approve, deny, interrupt, pending, steer
+from ..temporal._worker import Worker, default_ledger_dir
+from ._base import EXIT_OK, EXIT_TASK_FAILED, read_only_or_delegation
+from ._statefile import defer_changes
+from ._view import TreeView
 
 DEFAULT_TASK_QUEUE = "subagent"
 DEFAULT_ADDRESS = "127.0.0.1:7233"

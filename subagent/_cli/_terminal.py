@@ -25,8 +25,8 @@ import trio
 
 from agentcore import GateDecision, GateRequest
 
-from ._errors import format_path
-from ._safe_text import one_line
+from .._errors import format_path
+from .._safe_text import one_line
 
 #: The longest answer line read; the rest of a longer line is dropped (it is no "y").
 MAX_ANSWER_BYTES = 4096

@@ -20,10 +20,10 @@ import attrs
 from agentcore import EndReason, Usage
 from agentcore import EventKind as K
 
-from ._budget import Budget, Spend, show
-from ._events import Event
-from ._events import EventKind as P
-from ._safe_text import one_line
+from .._cost._budget import Budget, Spend, show
+from .._events import Event
+from .._events import EventKind as P
+from .._safe_text import one_line
 
 _END_STATUS = {
     EndReason.stop: "done",

@@ -17,7 +17,7 @@ import weakref
 from collections import deque
 from typing import Generic
 
-from ._errors import MaxDepthError, PoolClosedError
+from .._errors import MaxDepthError, PoolClosedError
 from ._family import FamilyRules
 from ._node import (
     TRANSITIONS,

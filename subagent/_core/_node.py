@@ -1,6 +1,6 @@
 """The pool core's values: a task's status and its legal moves, the core's record of
 one task (:class:`Node`), and the effects the core returns for the trio shell to carry
-out. Sans-IO: nothing here imports trio or does I/O (see ``subagent._core``).
+out. Sans-IO: nothing here imports trio or does I/O (see ``subagent._core._core``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 spend of each budgeted subtree (:class:`Meter`, its one owner).
 
 Pure bookkeeping: no trio, no I/O. The trio side (checking before each model call,
-reporting, stopping the subtree) is ``subagent._budgeted``.
+reporting, stopping the subtree) is ``subagent._cost._shell``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import attrs
 
 from agentcore import Spent, Usage
 
-from ._errors import BudgetExceeded, SpecError, format_path
+from .._errors import BudgetExceeded, SpecError, format_path
 
 #: The limits of a :class:`Budget`, in the order they are checked and reported.
 LIMITS = ("tokens", "input_tokens", "output_tokens", "cost", "model_calls", "tasks")
@@ -334,7 +334,7 @@ class TaskBudget:
     Attributes:
       meters: The meters of every budget over the task, its own first.
       own: The meter of its own budget (``Spec.budget``), if it has one.
-      shell: The pool's budgets (``subagent._budgeted.Budgets``).
+      shell: The pool's budgets (``subagent._cost._shell.Budgets``).
       in_flight: Whether its run has a model call in flight.
       stopped: The report that stopped it, once a budget over it is spent.
       summary_left: Model calls it may still make once stopped (0 or 1).

@@ -2,7 +2,7 @@
 the model wrapper that checks and charges every model call of a budgeted task, the
 reports (events and audit entries), and the stop of a spent subtree.
 
-The accounting itself is ``subagent._budget`` (one :class:`Meter` per budgeted subtree).
+The accounting itself is ``subagent._cost._budget`` (one :class:`Meter` per budgeted subtree).
 """
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from agentcore import AuditError, ChatModel, EndReason, ModelRequest, ModelRespo
 from agentcore._audit import record_within
 from agentcore.models import has_price, model_name
 
+from .._core._core import TaskStatus
+from .._errors import SpecError, format_path
+from .._events import Event, EventKind
 from ._budget import Budget, BudgetReport, Meter, TaskBudget
-from ._core import TaskStatus
-from ._errors import SpecError, format_path
-from ._events import Event, EventKind
 
 if TYPE_CHECKING:
     from agentcore import DeltaSink
     from ledger import Sink
 
-    from ._spec import Spec
-    from ._stream import Stream
-    from ._task import Task
+    from .._pool._task import Task
+    from .._specs._spec import Spec
+    from .._stream import Stream
 
 #: Seconds a budget's audit entry may take (shielded).
 REPORT_TIMEOUT = 5.0

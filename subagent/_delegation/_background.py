@@ -17,14 +17,14 @@ import trio
 
 from agentcore import AuditError, Pending
 
+from .._events import Event, EventKind
 from ._bgresult import RESULT_PREFIX as RESULT_PREFIX
 from ._bgresult import audit_delivery, audit_entry, outcome, result_message
-from ._bgstate import keep_background, keeps_result, orphan_kept, take_kept
-from ._events import Event, EventKind
+from ._paused import keep_background, keeps_result, orphan_kept, take_kept
 
 if TYPE_CHECKING:
 
-    from ._task import Task
+    from .._pool._task import Task
 
 def settle(task: Task) -> bool:
     """Account for a task that has ended and reported its end (see

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 from agentcore import AgentPath, AuditError, Message
 from agentcore._audit import record_within
 
-from ._events import EventKind
-from ._reply import with_output
+from .._events import EventKind
+from .._reply import with_output
 
 if TYPE_CHECKING:
     from ledger import Sink
 
-    from ._task import Task
+    from .._pool._task import Task
 
 #: Starts the content of the message that delivers a background result. The rest is
 #: JSON: ``{"agent", "path", "output"}``, or ``"error"`` instead of ``"output"``.

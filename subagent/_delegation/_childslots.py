@@ -13,15 +13,15 @@ import agentcore
 from agentcore import AgentPath
 
 if TYPE_CHECKING:
-    from ._pool import Pool
-    from ._task import Task
+    from .._pool._pool import Pool
+    from .._pool._task import Task
 
 _T = TypeVar("_T")
 
 
 async def lend_slot(pool: Pool, task: Task, fn: Callable[[], Awaitable[_T]]) -> _T:
     """Await ``fn()`` while ``task`` lends its concurrency slot (see
-    ``subagent._delegation.lend_slot``). A checkpoint."""
+    ``subagent._delegation._tool.lend_slot``). A checkpoint."""
     return await pool._lend_slot(task, fn)
 
 

@@ -30,18 +30,18 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import agentcore
 from agentcore import AuditError, BackgroundChild, Message, Pending, RunState
-from agentcore._run import _current_run
-from agentcore._state import Phase
+from agentcore._run._run import _current_run
+from agentcore._run._state import Phase
 
+from .._core._core import TaskStatus
+from .._durable._kept import kept_state
+from .._durable._recovery import commit_paused
+from .._events import Event, EventKind
 from ._bgresult import RESULT_PREFIX, audit_delivery, audit_entry
-from ._bgrows import kept_state
-from ._core import TaskStatus
-from ._events import Event, EventKind
-from ._recovery import commit_paused
 
 if TYPE_CHECKING:
-    from ._pool import Pool
-    from ._task import Task
+    from .._pool._pool import Pool
+    from .._pool._task import Task
 
 class StartChild(Protocol):
     """``_delegation.start_child``: starts a background child (passed in, so that

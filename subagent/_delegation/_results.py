@@ -9,20 +9,14 @@ import trio
 
 from agentcore import Liveness
 
-from ._bgstate import has_kept, kept_count
-from ._core import TaskStatus
-from ._delegation import (
-    calling_task,
-    fallback_bound,
-    invalid_arguments,
-    lend_slot,
-    object_arguments,
-)
-from ._errors import InvalidArgumentsError, SubagentError, format_path
+from .._core._core import TaskStatus
+from .._errors import InvalidArgumentsError, SubagentError, format_path
+from ._paused import has_kept, kept_count
+from ._tool import calling_task, fallback_bound, invalid_arguments, lend_slot, object_arguments
 
 if TYPE_CHECKING:
-    from ._pool import Pool
-    from ._task import Task
+    from .._pool._pool import Pool
+    from .._pool._task import Task
 
 
 def _invalid(text: str) -> InvalidArgumentsError:

@@ -13,16 +13,16 @@ import trio
 import agentcore
 from agentcore import ArgumentsError, Liveness, Tool, load_arguments
 
+from .._current import current_task
+from .._durable._recovery import start_committed
+from .._durable._resumable import Names, check_resumable
+from .._errors import InvalidArgumentsError, SubagentError, TaskPaused, format_path
+from .._reply import with_output
 from . import _childslots as shell
-from ._current import current_task
-from ._errors import InvalidArgumentsError, SubagentError, TaskPaused, format_path
-from ._recovery import start_committed
-from ._reply import with_output
-from ._resumable import Names, check_resumable
 
 if TYPE_CHECKING:
-    from ._pool import Pool
-    from ._task import Task
+    from .._pool._pool import Pool
+    from .._pool._task import Task
 
 _ARGUMENTS = ("agent", "task", "wait")
 _T = TypeVar("_T")
@@ -127,7 +127,7 @@ class SubagentTool:
     With ``"wait": false`` it starts the subagent in the background and returns at
     once (``agent``, ``path``, ``"status": "started"``); the result, or the error,
     comes into the calling run later as a user message (see ``RESULT_PREFIX`` in
-    ``subagent._background``) before a model call, with a ``result_delivered`` event;
+    ``subagent._delegation._background``) before a model call, with a ``result_delivered`` event;
     :class:`SubagentResultsTool` waits for it. Background delegation is open to runs
     of the pool's tasks.
 

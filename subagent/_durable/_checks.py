@@ -1,6 +1,6 @@
 """Crash recovery's checks of rows read back from a checkpoint store (outside input):
 one row per run id, and a row's columns outside its state's digest agree with the
-state. Pure code, not checkpoints (see ``subagent._recovery.recover``)."""
+state. Pure code, not checkpoints (see ``subagent._durable._recovery.recover``)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import agentcore
 
-from ._bgresult import RESULT_PREFIX
-from ._checkpoints import CheckpointError, CheckpointRow, UnreadRow
+from .._delegation._bgresult import RESULT_PREFIX
+from ._store import CheckpointError, CheckpointRow, UnreadRow
 
 if TYPE_CHECKING:
-    from ._spec import Spec
+    from .._specs._spec import Spec
 
 
 def _check_unique(rows: Sequence[CheckpointRow | UnreadRow]) -> None:
@@ -39,7 +39,7 @@ def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> Non
     if row.status != "running":
         return
     if not (row.claimed and row.parent is None):
-        # A turn, call or start snapshot (agentcore._checkpoint.snapshot) holds only
+        # A turn, call or start snapshot (agentcore._run._checkpoint.snapshot) holds only
         # calls without a result, ``waiting``, and no nested run: an answered call
         # there (re-digested by hand) would run without its gate.
         for p in state.pending:

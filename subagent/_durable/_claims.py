@@ -19,7 +19,7 @@ import msgspec
 
 import agentcore
 
-from ._errors import SubagentError
+from .._errors import SubagentError
 
 T = TypeVar("T")
 

@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING
 import trio
 
 from agentcore import BackgroundChild, RunState
-from agentcore._state import Phase
+from agentcore._run._state import Phase
 
-from ._bgresult import outcome, result_message
-from ._checkpoints import CheckpointError
-from ._core import TaskStatus
+from .._core._core import TaskStatus
+from .._delegation._bgresult import outcome, result_message
+from .._reply import with_output
 from ._recovery import END_BOUND, _link
-from ._reply import with_output
+from ._store import CheckpointError
 
 if TYPE_CHECKING:
-    from ._task import Task
+    from .._pool._task import Task
 
 
 def kept_state(child: Task, *, background: bool = True) -> RunState:
@@ -58,7 +58,7 @@ async def end_row(task: Task) -> None:
     else its ended checkpoint alone. Until then its row holds its last checkpoint
     before the end (``running``): a crash in between recovers the child from there
     (its last model call is made again; no tool call runs again). Shielded, for at
-    most :data:`~subagent._recovery.END_BOUND` seconds each. A checkpoint."""
+    most :data:`~subagent._durable._recovery.END_BOUND` seconds each. A checkpoint."""
     if await write_kept(task):
         return
     held, task._held_end = task._held_end, None
@@ -76,7 +76,7 @@ async def write_kept(task: Task) -> bool:
     """In a checkpointed pool, commit the result of ``task`` (a child that ended, not
     paused: a background child, or a delegated one that finished) in its own row
     before its parent's run is handed it, when that run is live (see the module
-    docstring). Shielded, for at most :data:`~subagent._recovery.END_BOUND` seconds;
+    docstring). Shielded, for at most :data:`~subagent._durable._recovery.END_BOUND` seconds;
     a failure to store it is dropped (the result is still handed over; only a crash
     before the parent's next checkpoint loses it, as before). Returns whether it was
     stored. A checkpoint."""

@@ -32,24 +32,24 @@ import trio
 
 import agentcore
 
-from ._bgresult import audit_entry
-from ._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints, UnreadRow
-from ._current import current_task
-from ._errors import SubagentError
-from ._events import Event, EventKind
-from ._recoverchecks import _check_row as _check_row
-from ._recoverchecks import _check_unique
-from ._recovertree import _nest_paused, _tree
+from .._current import current_task
+from .._delegation._bgresult import audit_entry
+from .._errors import SubagentError
+from .._events import Event, EventKind
+from ._checks import _check_row as _check_row
+from ._checks import _check_unique
 from ._resumable import number_past
+from ._store import CheckpointError, CheckpointRow, SqliteCheckpoints, UnreadRow
+from ._tree import _nest_paused, _tree
 
 #: Seconds the audit entry of an orphan found at recovery may take.
 END_BOUND = 5.0
 
 if TYPE_CHECKING:
-    from ._core import PoolCore
-    from ._spec import Spec
-    from ._stream import Stream
-    from ._task import Task
+    from .._core._core import PoolCore
+    from .._pool._task import Task
+    from .._specs._spec import Spec
+    from .._stream import Stream
 
 
 class Pool(Protocol):

@@ -13,14 +13,14 @@ import attrs
 import trio
 
 from agentcore import AgentPath, RunState
-from agentcore._resume import check_resumable as check_resumable
+from agentcore._run._resume import check_resumable as check_resumable
 
-from ._checkpoints import CheckpointError, SqliteCheckpoints
-from ._errors import UnknownAgentError
-from ._resumed import already_resumed, resume_key
+from .._errors import UnknownAgentError
+from ._claims import already_resumed, resume_key
+from ._store import CheckpointError, SqliteCheckpoints
 
 if TYPE_CHECKING:
-    from ._spec import Spec
+    from .._specs._spec import Spec
 
 #: Seconds the undoing of a claim whose resume was not queued may take (shielded).
 RELEASE_BOUND = 5.0

@@ -18,8 +18,8 @@ import msgspec
 
 import agentcore
 
-from ._checkschema import STATUSES, schema_ok
-from ._errors import SubagentError
+from .._errors import SubagentError
+from ._schema import STATUSES, schema_ok
 
 #: The most rows :meth:`SqliteCheckpoints.rows` reads (one per run): 100,000.
 MAX_CHECKPOINT_ROWS = 100_000

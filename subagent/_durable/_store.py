@@ -16,7 +16,7 @@ file (and SQLite's ``-wal`` and ``-shm``) is created 0600; the writer holds
 ``<path>-lock`` so a second writer, here or in another process, is refused.
 
 Reading it back (:meth:`SqliteCheckpoints.rows`, ``scan``, ``recovering``; see
-``subagent._checkrows``) treats the file as hostile: a cap
+``subagent._durable._rows``) treats the file as hostile: a cap
 on rows and on each state's bytes, column types checked, and each state read by
 ``RunState.from_json`` (size cap, depth bound, digest, version).
 """
@@ -38,14 +38,14 @@ from ledger import _crashpoints
 from ledger._files import create_private, lock_path, open_private, try_lock
 from ledger._oserror import describe
 
-from ._checkrows import MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES
-from ._checkrows import MAX_CHECKPOINT_ROWS as MAX_CHECKPOINT_ROWS
-from ._checkrows import CheckpointError as CheckpointError
-from ._checkrows import CheckpointRow as CheckpointRow
-from ._checkrows import UnreadRow as UnreadRow
-from ._checkrows import check_schema, read_rows, read_run_ids
-from ._checkschema import SCHEMA
-from ._checkwrites import Batch, Claim, Write, commit_batch, connect
+from ._rows import MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES
+from ._rows import MAX_CHECKPOINT_ROWS as MAX_CHECKPOINT_ROWS
+from ._rows import CheckpointError as CheckpointError
+from ._rows import CheckpointRow as CheckpointRow
+from ._rows import UnreadRow as UnreadRow
+from ._rows import check_schema, read_rows, read_run_ids
+from ._schema import SCHEMA
+from ._writes import Batch, Claim, Write, commit_batch, connect
 
 #: The most resumes a ``SqliteCheckpoints`` file remembers (``max_claims``): 100,000.
 MAX_RESUME_CLAIMS = 100_000
@@ -161,7 +161,7 @@ class SqliteCheckpoints:
 
     async def claim(self, name: str, state: agentcore.RunState, key: str) -> bool:
         """Record that the paused ``state`` is being resumed (by its run id and
-        ``key``, see ``subagent._resumed``) and, in the same transaction, store it as
+        ``key``, see ``subagent._durable._claims``) and, in the same transaction, store it as
         its run's checkpoint (``running``, nothing in flight: answered, not yet
         resumed), so a crash from here on is recovered with its answers. Returns
         ``False``, writing nothing, when that state was resumed already. The file

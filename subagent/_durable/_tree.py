@@ -2,7 +2,7 @@
 one resumable state (children in flight nested by their calls, background children
 tied to their parents' runs), deepest first with an explicit stack, never deeper than
 ``agentcore.MAX_STATE_DEPTH``. Pure code over rows already read: no I/O, not
-checkpoints (see ``subagent._recovery.recover``)."""
+checkpoints (see ``subagent._durable._recovery.recover``)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Protocol
 
 import agentcore
 from agentcore import MAX_STATE_DEPTH
-from agentcore._state import Phase
+from agentcore._run._state import Phase
 
-from ._bgresult import RESULT_PREFIX
-from ._checkpoints import CheckpointError, CheckpointRow
-from ._errors import UnknownAgentError
-from ._recoverchecks import _check_kept, _check_row, _delegated
+from .._delegation._bgresult import RESULT_PREFIX
+from .._errors import UnknownAgentError
+from ._checks import _check_kept, _check_row, _delegated
+from ._store import CheckpointError, CheckpointRow
 
 if TYPE_CHECKING:
-    from ._spec import Spec
+    from .._specs._spec import Spec
 
 
 #: The name of the delegation tool (``SubagentTool.name``): only its calls in flight

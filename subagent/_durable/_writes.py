@@ -14,7 +14,7 @@ import agentcore
 from ledger import _crashpoints
 from ledger._oserror import describe
 
-from ._checkschema import CLAIM, UPSERT
+from ._schema import CLAIM, UPSERT
 
 # A row to write: run_id, name, parent, call_id, status, in_flight, and the state
 # (JSON text, or a snapshot the writer thread encodes).

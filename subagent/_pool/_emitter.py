@@ -33,8 +33,8 @@ from trio.abc import Clock
 
 import agentcore
 
-from ._events import Event, tagged_of
-from ._stream import Stream
+from .._events import Event, tagged_of
+from .._stream import Stream
 from ._task import Task
 
 #: Seconds within which a run's events push its idle watchdogs back only once (the

@@ -15,22 +15,22 @@ from agentcore import Agent, AuditError, EndReason, RunSummary
 from agentcore._audit import record, record_fields_sync, record_within
 from ledger import Record, Sink
 
-from ._background import end_children, orphan, settle
-from ._bgrows import end_row
-from ._bgstate import has_kept, pause_asked, start_background, take_background
-from ._budgeted import budgeted_model
-from ._budgeted import settle as settle_budget
-from ._checkpoints import CheckpointError
-from ._core import TaskStatus
-from ._current import current_task
-from ._delegation import SubagentTool, limit_delegation, start_child
+from .._core._core import TaskStatus
+from .._cost._shell import budgeted_model
+from .._cost._shell import settle as settle_budget
+from .._current import current_task
+from .._delegation._background import end_children, orphan, settle
+from .._delegation._paused import has_kept, pause_asked, start_background, take_background
+from .._delegation._results import SubagentResultsTool
+from .._delegation._tool import SubagentTool, limit_delegation, start_child
+from .._durable._kept import end_row
+from .._durable._recovery import commit_checkpoint, commit_start, end_unstarted, start_done
+from .._durable._store import CheckpointError
+from .._events import EventKind, tagged_of
+from .._result import end_status
+from .._specs._spec import Spec, agent_settings
 from ._emitter import emitter
-from ._events import EventKind, tagged_of
-from ._recovery import commit_checkpoint, commit_start, end_unstarted, start_done
-from ._result import end_status
-from ._results import SubagentResultsTool
 from ._scopes import exit_scope
-from ._spec import Spec, agent_settings
 from ._task import Task
 
 #: Appended to every subagent's system prompt (SPEC 3.4, isolation).

@@ -11,19 +11,19 @@ import trio
 
 from agentcore.models import load_prices
 
-from ._budget import Budget
-from ._checkpoints import SqliteCheckpoints
-from ._history_input import MAX_HISTORY_BYTES, MAX_HISTORY_MESSAGES, HistoryLimits
+from .._cost._budget import Budget
+from .._durable._recovery import number_past_file
+from .._durable._store import SqliteCheckpoints
+from .._specs._history import MAX_HISTORY_BYTES, MAX_HISTORY_MESSAGES, HistoryLimits
+from .._specs._spec import Defaults
+from .._stream import Stream
+from ..mcp._sessions import open_mcp_sessions
 from ._lifecycle import run_task
 from ._pool import Pool
-from ._recovery import number_past_file
-from ._spec import Defaults
-from ._stream import Stream
 from ._watchdog import LoopWatchdog, check_threshold
-from .mcp._sessions import open_mcp_sessions
 
 if TYPE_CHECKING:
-    from .mcp import McpServer
+    from ..mcp import McpServer
 
 
 def _at_least_one(name: str, value: int) -> None:

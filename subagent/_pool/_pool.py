@@ -11,9 +11,7 @@ import trio
 import agentcore
 from agentcore import AgentPath, Message
 
-from ._budgeted import Budgets
-from ._checkpoints import MAX_RESUME_CLAIMS, CheckpointError, SqliteCheckpoints
-from ._core import (
+from .._core._core import (
     Arrived,
     CancelRun,
     Effect,
@@ -26,30 +24,32 @@ from ._core import (
     WakeFanout,
     WakeSubmitter,
 )
-from ._current import current_task
-from ._errors import SpecError, UnknownAgentError, format_path
-from ._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
-from ._recovery import Recovered, recover, start_committed
-from ._resumable import bind, claim_and_submit, number_past, resumed_path, run_ids
-from ._resumed import MemoryClaims
+from .._core._statistics import PoolStatistics
+from .._cost._shell import Budgets
+from .._current import current_task
+from .._durable._claims import MemoryClaims
+from .._durable._recovery import Recovered, recover, start_committed
+from .._durable._resumable import bind, claim_and_submit, number_past, resumed_path, run_ids
+from .._durable._store import MAX_RESUME_CLAIMS, CheckpointError, SqliteCheckpoints
+from .._errors import SpecError, UnknownAgentError, format_path
+from .._specs._history import DEFAULT_LIMITS, HistoryLimits, check_history
+from .._specs._spec import Defaults, Spec, delegated
+from .._stream import Stream
 from ._scopes import Canceller
-from ._spec import Defaults, Spec, delegated
-from ._statistics import PoolStatistics
-from ._stream import Stream
 from ._task import Task
 from ._waits import Waits
 
 if TYPE_CHECKING:
     from agentcore import Tool
 
-    from ._budget import Budget
-    from ._events import Event
-    from .mcp._sessions import McpSessions
+    from .._cost._budget import Budget
+    from .._events import Event
+    from ..mcp._sessions import McpSessions
 
 _T = TypeVar("_T")
 
 #: What runs a task from queued to resolved in the pool's nursery, telling the core its
-#: run's end and its resolution through the task (subagent._lifecycle; open_pool's).
+#: run's end and its resolution through the task (subagent._pool._lifecycle; open_pool's).
 Runner = Callable[[Task], Awaitable[None]]
 
 
@@ -58,7 +58,7 @@ class Pool(Waits):
 
     Create it with :func:`open_pool`; every task runs in that block's nursery.
 
-    It is the trio shell over a :class:`subagent._core.PoolCore`: the core decides,
+    It is the trio shell over a :class:`subagent._core._core.PoolCore`: the core decides,
     this class carries out the effects (:meth:`_apply`) and does every wait.
     """
 
@@ -319,7 +319,7 @@ class Pool(Waits):
 
     async def recover(self) -> Recovered:
         """Resume the root tasks a crash left unfinished in :attr:`checkpoints`, each
-        from its last checkpoint (see ``subagent._recovery``); returns their Tasks
+        from its last checkpoint (see ``subagent._durable._recovery``); returns their Tasks
         (a list), with the trees that wait for a human's answers, not resumed, in
         ``.paused`` (:class:`PausedTree`: answer, then :meth:`resume`). A checkpoint.
         Raises ``CheckpointError`` when the pool has no checkpoints."""

@@ -8,7 +8,7 @@ effects; the cancels among them are made last, in order, after every other effec
 ``trio.Cancelled`` says is what ``cancel()`` makes it say.
 
 :func:`exit_scope` exits a scope entered by hand (a task's scope is entered and
-exited without a with-block, see ``subagent._lifecycle``) through its ``__exit__``.
+exited without a with-block, see ``subagent._pool._lifecycle``) through its ``__exit__``.
 
 Only trio's public API is used here: earlier releases took the steps of trio's private
 cancel machinery inline for speed (W3 1.70x bare trio against 2.5x); a trio release

@@ -12,21 +12,21 @@ import trio
 import agentcore
 from agentcore import AgentPath, Message, RunSummary, Usage
 
-from ._core import Effect, Node, PoolCore, TaskStatus
-from ._errors import TaskCancelled, TaskError, TaskFailed, TaskPaused, TaskTimeout, format_path
-from ._history_input import conversation
-from ._result import Result
+from .._core._core import Effect, Node, PoolCore, TaskStatus
+from .._errors import TaskCancelled, TaskError, TaskFailed, TaskPaused, TaskTimeout, format_path
+from .._result import Result
+from .._specs._history import conversation
+from .._specs._spec import Spec
+from .._stream import Stream
 from ._scopes import Canceller
-from ._spec import Spec
-from ._stream import Stream
 from ._taskparts import Done as _Done
 from ._taskparts import ReadOnly as _ReadOnly
 
 if TYPE_CHECKING:
-    from ._budget import TaskBudget
-    from ._checkpoints import SqliteCheckpoints
-    from ._events import Event
-    from ._statistics import PoolStatistics
+    from .._core._statistics import PoolStatistics
+    from .._cost._budget import TaskBudget
+    from .._durable._store import SqliteCheckpoints
+    from .._events import Event
 
 T = TypeVar("T")
 
@@ -94,7 +94,7 @@ class Task:
       status: Its :class:`TaskStatus` now.
       children: The tasks submitted under it.
 
-    A handle over the pool core's node of the task (see ``subagent._core``): its
+    A handle over the pool core's node of the task (see ``subagent._core._core``): its
     status, slot and place in the tree are the core's, read here.
     """
 

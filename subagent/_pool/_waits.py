@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from ._core import Effect, PoolCore
-from ._errors import MaxChildrenError, format_path
+from .._core._core import Effect, PoolCore
+from .._errors import MaxChildrenError, format_path
 
 if TYPE_CHECKING:
     from ._task import Task
@@ -47,7 +47,7 @@ class Waits:
     # -- lending a slot (the delegation tools' interface) ----------------------------
 
     async def _lend_slot(self, task: Task, fn: Callable[[], Awaitable[_T]]) -> _T:
-        # Await fn() while the task lends its slot; see subagent._delegation.lend_slot.
+        # Await fn() while the task lends its slot; see subagent._delegation._tool.lend_slot.
         core = self._core
         self._apply(core.lend(task._node))
         try:

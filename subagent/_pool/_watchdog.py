@@ -28,8 +28,8 @@ import trio
 
 from agentcore import AgentPath
 
-from ._errors import format_path
-from ._events import Event, EventKind, LoopStall
+from .._errors import format_path
+from .._events import Event, EventKind, LoopStall
 
 if TYPE_CHECKING:
     from ._pool import Pool
@@ -51,7 +51,7 @@ def check_threshold(value: float | None) -> None:
 def _running_call(frame: FrameType | None) -> tuple[str | None, str | None, AgentPath]:
     # The innermost tool call on the stack: agentcore's call_tool frame holds the call
     # and the run (read from the watchdog thread, like a debugger does).
-    from agentcore import _toolcall
+    from agentcore._run import _toolcall
 
     code = _toolcall.call_tool.__code__
     while frame is not None:

@@ -95,13 +95,13 @@ from typing import Any
 from agentcore import Tool
 from agentcore.models._replay import read_regular_file
 
-from ._specreader import AGENT_KEYS as AGENT_KEYS
-from ._specreader import POOL_KEYS as POOL_KEYS
-from ._specreader import POOL_TOOLS as POOL_TOOLS
-from ._specreader import ModelResolver as ModelResolver
-from ._specreader import Reader
-from ._specreader import SpecFile as SpecFile
-from ._specreader import SpecFileError as SpecFileError
+from ._reader import AGENT_KEYS as AGENT_KEYS
+from ._reader import POOL_KEYS as POOL_KEYS
+from ._reader import POOL_TOOLS as POOL_TOOLS
+from ._reader import ModelResolver as ModelResolver
+from ._reader import Reader
+from ._reader import SpecFile as SpecFile
+from ._reader import SpecFileError as SpecFileError
 
 #: The largest specs file :func:`load_specs` reads (1 MiB).
 MAX_SPECS_BYTES = 1024 * 1024

@@ -16,7 +16,7 @@ import attrs
 
 from agentcore import Message, ToolCall
 
-from ._errors import InvalidHistoryError
+from .._errors import InvalidHistoryError
 
 #: The default of ``open_pool(max_history_messages=...)``: messages a submit's history may hold.
 MAX_HISTORY_MESSAGES = 10_000

@@ -10,7 +10,7 @@ from typing import Any
 from agentcore import RetryPolicy
 from agentcore.models import RateLimiter
 
-from ._budget import LIMITS, Budget
+from .._cost._budget import LIMITS, Budget
 
 #: The fields of a ``[limits.NAME]`` table.
 LIMIT_KEYS = ("requests_per_minute", "tokens_per_minute")

@@ -30,7 +30,7 @@ from typing import Any
 
 from agentcore import ArgumentsError, OutputSchema, ToolArgumentsError, load_arguments
 
-from ._errors import SpecError
+from .._errors import SpecError
 
 #: The largest ``output_schema``, as JSON text (64 KiB).
 MAX_SCHEMA_BYTES = 64 * 1024

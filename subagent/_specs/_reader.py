@@ -16,12 +16,12 @@ import attrs
 from agentcore import ChatModel, RetryPolicy, Tool
 from agentcore.models import FallbackModel, RateLimited, RateLimiter
 
-from ._budget import Budget
-from ._errors import SpecError
+from .._cost._budget import Budget
+from .._errors import SpecError
+from ..mcp._config import NAME, McpServer, server_from_table
+from ._limits import read_budget, read_limits, read_retry
 from ._outputschema import read_output_schema, read_retries
 from ._spec import Defaults, Spec
-from ._speclimits import read_budget, read_limits, read_retry
-from .mcp._config import NAME, McpServer, server_from_table
 
 #: Tools that belong to a pool, added by :meth:`SpecFile.specs_for`.
 POOL_TOOLS = ("subagent", "subagent_results")
@@ -367,7 +367,7 @@ class Reader:
         if self._workspace_tools is None:
             self._workspace_tools = {}
             if self.workspace is not None:
-                from .tools import workspace_tools
+                from ..tools import workspace_tools
 
                 try:
                     found = workspace_tools(Path(self.workspace))

@@ -18,10 +18,10 @@ from agentcore import (
     ToolGate,
     nested_gate,
 )
-from agentcore._output import output_schema
+from agentcore._run._output import output_schema
 
-from ._budget import Budget
-from ._errors import SpecError, format_path
+from .._cost._budget import Budget
+from .._errors import SpecError, format_path
 
 if TYPE_CHECKING:
     from ledger import Sink
@@ -119,7 +119,7 @@ class Spec:
       idle_timeout: Seconds a run may go without an event (its own or a
         descendant's) before it is aborted; ``None`` disables the watchdog. Its
         resolution is 10 ms: events less than 10 ms after the one that last pushed
-        the watchdog back do not push it again (``subagent._emitter.PUSH_RESOLUTION``).
+        the watchdog back do not push it again (``subagent._pool._emitter.PUSH_RESOLUTION``).
       critical: Whether it keeps running when its parent run ends other than by a
         hard abort (its result then becomes a ``task_orphaned`` event); a
         non-critical background subagent is cancelled then. A hard abort

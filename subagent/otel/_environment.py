@@ -28,7 +28,7 @@ from .._errors import SubagentError
 from ._instrument import Instrumentation, instrument
 
 if TYPE_CHECKING:
-    from .._pool import Pool
+    from .._pool._pool import Pool
 
 #: Seconds :meth:`EnvironmentTracing.shutdown` waits for the last spans to be exported.
 SHUTDOWN_TIMEOUT = 10.0

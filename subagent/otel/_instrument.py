@@ -14,7 +14,7 @@ from .._events import Event
 from ._spans import SpanBuilder, SpanLimits
 
 if TYPE_CHECKING:
-    from .._pool import Pool
+    from .._pool._pool import Pool
 
 #: The instrumentation scope name of the spans.
 TRACER_NAME = "subagent"

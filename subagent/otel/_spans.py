@@ -31,7 +31,7 @@ import agentcore
 from agentcore import AgentPath
 from ledger import redact
 
-from .._delegation import parse_arguments
+from .._delegation._tool import parse_arguments
 from .._errors import InvalidArgumentsError
 from .._events import Event
 

@@ -9,7 +9,7 @@ before the run goes on. A ``call`` checkpoint is taken before each call of a too
 that is not read-only, so the call runs only once the server holds a heartbeat
 showing it in flight. A retried attempt decodes the rows (:func:`decode_rows`,
 outside input: size cap, exact shape, ``RunState.from_json`` for each state) and
-``subagent._recovery.recover`` rebuilds and resumes the tree with the never-repeat
+``subagent._durable._recovery.recover`` rebuilds and resumes the tree with the never-repeat
 rule, as after a local crash.
 """
 
@@ -23,8 +23,8 @@ import trio
 
 import agentcore
 
-from .._checkpoints import CheckpointError, CheckpointRow, SqliteCheckpoints, UnreadRow
-from .._checkwrites import Claim
+from .._durable._store import CheckpointError, CheckpointRow, SqliteCheckpoints, UnreadRow
+from .._durable._writes import Claim
 from ._inputs import wire_size
 
 #: The most runs a heartbeated tree may hold.

@@ -12,9 +12,9 @@ from datetime import timedelta
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
-from .._declarative import SpecFile
 from .._errors import UnknownAgentError
 from .._events import Event
+from .._specs._file import SpecFile
 from ._admission import (
     ADMISSION_WORKFLOW_NAME,
     DEFAULT_HISTORY_LIMIT,

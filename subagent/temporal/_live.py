@@ -16,7 +16,7 @@ import trio
 import agentcore
 
 from .._errors import format_path
-from .._task import Task
+from .._pool._task import Task
 from ._approvals import CONTROL_KINDS, MAX_CONTROL_PAGE, MAX_STEER_CHARS, MAX_TASKS
 from ._inputs import Control
 

@@ -10,7 +10,7 @@ A heartbeat carries the tree's checkpoints (``state``: the rows of
 checkpoint of any run of the tree (turn boundary, before each mutating call, end),
 plus a progress marker (attempt, events and turn boundaries seen). A retried
 attempt gets them back; :func:`start_state` decodes them and the runner resumes the
-tree with ``subagent._recovery.recover``: the never-repeat rule for the calls that
+tree with ``subagent._durable._recovery.recover``: the never-repeat rule for the calls that
 were in flight, as after a local crash.
 
 Heartbeat details come back from the server: they are checked like any outside input
@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from .._checkpoints import CheckpointRow
+from .._durable._store import CheckpointRow
 from ._checkpointing import decode_rows
 
 #: The version of the heartbeat payload this module writes and reads.

@@ -34,18 +34,18 @@ import agentcore
 import ledger
 from agentcore import ToolGate
 
-from .._checkpoints import CheckpointError
-from .._declarative import SpecFile
-from .._delegation import SubagentTool
+from .._delegation._results import SubagentResultsTool
+from .._delegation._tool import SubagentTool
+from .._durable._recovery import recover
+from .._durable._store import CheckpointError
 from .._errors import TaskCancelled, TaskError, TaskPaused, TaskTimeout, UnknownAgentError
 from .._events import Event
 from .._ledgerfile import open_sink
-from .._open import open_pool
-from .._pool import Pool
-from .._recovery import recover
-from .._results import SubagentResultsTool
+from .._pool._open import open_pool
+from .._pool._pool import Pool
+from .._pool._task import Task
+from .._specs._file import SpecFile
 from .._stream import Stream
-from .._task import Task
 from ._checkpointing import HeartbeatCheckpoints
 from ._errors import StateTooLarge
 from ._inputs import (

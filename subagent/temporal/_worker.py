@@ -41,8 +41,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from agentcore import ToolGate
 
-from .._declarative import SpecFile
 from .._ledgerfile import make_private_dirs, state_dir
+from .._specs._file import SpecFile
 from ._admission import AdmissionWorkflow
 from ._admission_check import AdmissionCheck
 from ._inputs import ACTIVITY_NAME, ActivityInput, ActivityResult, Control, EventBatch

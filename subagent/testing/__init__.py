@@ -61,10 +61,10 @@ from agentcore.testing import ScriptExhaustedError as ScriptExhaustedError
 from agentcore.testing import StreamingScriptedModel as StreamingScriptedModel
 from agentcore.testing import tool_call_reply as tool_call_reply
 
+from .._specs._spec import Spec
 from ._checker import EventLogError as EventLogError
 from ._checker import EventLogReport as EventLogReport
 from ._checker import check_events as check_events
-from ._spec import Spec
 
 if TYPE_CHECKING:
     from hypothesis.strategies import DrawFn, SearchStrategy

@@ -9,8 +9,8 @@ import attrs
 
 import agentcore
 
-from ._errors import format_path
-from ._events import Event, EventKind
+from .._errors import format_path
+from .._events import Event, EventKind
 
 _TERMINAL = frozenset({EventKind.task_finished, EventKind.task_cancelled})
 

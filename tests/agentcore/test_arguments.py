@@ -24,7 +24,7 @@ from agentcore import (
     ToolCall,
     load_arguments,
 )
-from agentcore._arguments import _loads
+from agentcore._tools._arguments import _loads
 from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
 from ledger import MemorySink
 from tests.agentcore._support import Recorder

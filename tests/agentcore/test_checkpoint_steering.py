@@ -23,7 +23,7 @@ from agentcore import (
     current_run,
     recover_calls,
 )
-from agentcore._checkpoint import snapshot
+from agentcore._run._checkpoint import snapshot
 from agentcore._steering import Pending
 from agentcore.testing import ScriptedModel
 from tests.agentcore._durable import model

@@ -29,7 +29,7 @@ from agentcore import (
     ToolCall,
     TypedOutput,
 )
-from agentcore._output import (
+from agentcore._run._output import (
     ACCEPTED,
     CALL_FINAL_RESULT,
     SKIPPED_FOR_OUTPUT,

@@ -16,8 +16,8 @@ import trio.testing
 import agentcore
 import subagent
 from agentcore import Agent, Message, ModelRequest, ModelResponse
-from agentcore._state import RunState
-from subagent import _lifecycle
+from agentcore._run._state import RunState
+from subagent._pool import _lifecycle
 
 
 class ParkingModel:

@@ -29,7 +29,7 @@ from agentcore import (
     deny_all,
     resumed_call_state,
 )
-from agentcore._gate import ask
+from agentcore._tools._gate import ask
 from agentcore.testing import RecordingTool, ScriptedModel
 from ledger import MemorySink
 

@@ -21,7 +21,7 @@ from agentcore import (
     ToolCall,
     Usage,
 )
-from agentcore._state import Phase
+from agentcore._run._state import Phase
 
 CALL = ToolCall("c2", "write", '{"path": "a.txt"}')
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from agentcore import BackgroundChild, EndReason, RunState, RunStateError, RunSummary, Usage
-from agentcore._state import Phase
+from agentcore._run._state import Phase
 from tests.agentcore.test_runstate import body_of, envelope, paused_state
 
 

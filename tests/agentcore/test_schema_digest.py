@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from agentcore import Agent, FunctionTool, ResumeError, RunState, RunStateError
-from agentcore._pending import schema_digest
+from agentcore._run._pending import schema_digest
 from tests.agentcore._durable import gate, model
 from tests.agentcore.test_runstate import body_of, envelope
 

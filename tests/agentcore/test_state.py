@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentcore import EventKind, Message, Pending
-from agentcore._state import Phase, RunState
+from agentcore._run._state import Phase, RunState
 
 
 def steering(text: str, *, preempts: bool = True, follow_up: str | None = None) -> Pending:

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentcore import EndReason, RunSummary, Usage
-from agentcore._state import RunState
+from agentcore._run._state import RunState
 from agentcore._summary import ended
 
 _fields = st.tuples(

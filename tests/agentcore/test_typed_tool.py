@@ -22,7 +22,7 @@ from agentcore import (
     tool,
     tool_spec,
 )
-from agentcore._schema import Docstring, parse_docstring
+from agentcore._tools._schema import Docstring, parse_docstring
 
 
 class Color(enum.Enum):

@@ -24,7 +24,7 @@ import trio
 
 import agentcore
 from agentcore import FINAL_RESULT, FunctionTool, Message, ModelRequest, ToolCall
-from agentcore._checkpoint import INTERRUPTED
+from agentcore._run._checkpoint import INTERRUPTED
 from agentcore.testing import ScriptedModel
 from ledger import JsonlSink, MemorySink, Sink, SqliteSink
 from subagent import (

@@ -12,7 +12,7 @@ import ledger
 from agentcore import AuditError
 from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
 from subagent import Event, Spec, Stream, TaskFailed, TaskStatus, open_pool
-from subagent._lifecycle import END_TIMEOUT
+from subagent._pool._lifecycle import END_TIMEOUT
 from subagent.testing import check_events
 from tests._failing_sink import DISK_FULL, FailingSink, FieldsFailingSink
 

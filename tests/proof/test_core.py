@@ -21,7 +21,7 @@ from hypothesis.stateful import (
 )
 
 from subagent import MaxDepthError, PoolClosedError
-from subagent._core import (
+from subagent._core._core import (
     Arrived,
     CancelRun,
     Effect,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from subagent._core import EndedCancels, Node
+from subagent._core._core import EndedCancels, Node
 
 
 def _node(path: tuple[str, ...]) -> Node[int]:

@@ -23,7 +23,7 @@ from subagent import (
     TaskStatus,
     open_pool,
 )
-from subagent._lifecycle import END_TIMEOUT
+from subagent._pool._lifecycle import END_TIMEOUT
 from subagent.testing import Workload, check_events, workloads
 from tests.subagent.helpers import all_tasks
 

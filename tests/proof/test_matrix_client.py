@@ -21,8 +21,8 @@ import trio
 from mcp_types import LATEST_PROTOCOL_VERSION
 
 import ledger
+from subagent._cli._serve_stdio import MAX_REQUEST
 from subagent.mcp._framing import Lines
-from subagent.mcp._serve_stdio import MAX_REQUEST
 
 from .cellkit import check_levels
 from .matrix import cells

@@ -52,7 +52,7 @@ from subagent import (
     TaskTimeout,
     open_pool,
 )
-from subagent._core import (
+from subagent._core._core import (
     Arrived,
     CancelRun,
     Grant,

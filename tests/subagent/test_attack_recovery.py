@@ -1,4 +1,4 @@
-"""Attacks on crash recovery (``Pool.recover``, ``subagent._recovery``) through a
+"""Attacks on crash recovery (``Pool.recover``, ``subagent._durable._recovery``) through a
 checkpoint database edited by hand: each test failed before its fix.
 
 The state column carries a digest; the other columns (name, in-flight call ids,
@@ -14,7 +14,7 @@ import pytest
 
 import agentcore
 from agentcore import Checkpoint, CheckpointKind, Message, RunState, ToolCall
-from agentcore._checkpoint import snapshot
+from agentcore._run._checkpoint import snapshot
 from agentcore.testing import RecordingTool, ScriptedModel
 from subagent import (
     CheckpointError,
@@ -25,7 +25,7 @@ from subagent import (
     UnreadRow,
     open_pool,
 )
-from subagent._recovery import recover
+from subagent._durable._recovery import recover
 
 
 def _edit(path: Path, sql: str, *args: object) -> None:

@@ -22,9 +22,9 @@ from agentcore import (
 )
 from agentcore.testing import RecordingTool
 from subagent import JsonSchemaOutput, SpecError, SubagentTool, open_pool
-from subagent._clibase import read_only_or_delegation
-from subagent._outputschema import MAX_CHECK_STEPS
-from subagent._statefile import StateFileError, defer_changes, print_pending, write_state
+from subagent._cli._base import read_only_or_delegation
+from subagent._cli._statefile import StateFileError, defer_changes, print_pending, write_state
+from subagent._specs._outputschema import MAX_CHECK_STEPS
 
 
 def test_output_schema_huge_number_against_float_multiple_of_is_a_typed_error() -> None:

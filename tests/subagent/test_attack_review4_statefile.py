@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from subagent._statefile import StateFileError, answer, read_state, write_state
+from subagent._cli._statefile import StateFileError, answer, read_state, write_state
 from tests.subagent.test_statefile_lock import paused_with
 
 

@@ -19,7 +19,7 @@ from agentcore import (
     ModelRequest,
     ToolCall,
 )
-from agentcore._checkpoint import INTERRUPTED
+from agentcore._run._checkpoint import INTERRUPTED
 from agentcore.testing import ScriptedModel
 from ledger import JsonlSink
 from subagent import (
@@ -30,7 +30,7 @@ from subagent import (
     SubagentTool,
     open_pool,
 )
-from subagent._background import RESULT_PREFIX
+from subagent._delegation._background import RESULT_PREFIX
 from tests.subagent._bgparts import START, STARTED
 from tests.subagent.test_bg_result_crash import _kept
 from tests.subagent.test_recover_background import register, running_state
@@ -107,7 +107,7 @@ async def test_the_kept_answer_still_answers_its_own_call(tmp_path: Path) -> Non
 
 
 def test_recovery_knows_the_delegation_tools_name() -> None:
-    from subagent._recovertree import DELEGATION
+    from subagent._durable._tree import DELEGATION
 
     assert DELEGATION == SubagentTool.name == "subagent"
 

@@ -1,4 +1,4 @@
-"""A ``running`` checkpoint row holds a snapshot (``agentcore._checkpoint.snapshot``):
+"""A ``running`` checkpoint row holds a snapshot (``agentcore._run._checkpoint.snapshot``):
 calls without a result, all ``waiting``, and no nested run. A row whose state was
 edited and digested again to hold an answered call (``approved``: it would run on
 recovery without its gate) or a nested run is refused; the answered state of a
@@ -25,10 +25,10 @@ from agentcore import (
     RunState,
     ToolCall,
 )
-from agentcore._checkpoint import snapshot
+from agentcore._run._checkpoint import snapshot
 from agentcore.testing import RecordingTool, ScriptedModel
 from subagent import CheckpointError, CheckpointRow, Spec, SqliteCheckpoints, open_pool
-from subagent._recovery import _check_row, recover
+from subagent._durable._recovery import _check_row, recover
 
 CALL = ToolCall("c1", "write", "{}")
 

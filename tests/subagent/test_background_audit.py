@@ -22,7 +22,7 @@ from subagent import (
     TaskStatus,
     open_pool,
 )
-from subagent._lifecycle import END_TIMEOUT
+from subagent._pool._lifecycle import END_TIMEOUT
 from tests._failing_sink import DISK_FULL, FailingSink
 
 from .helpers import drain, kinds

@@ -1,6 +1,6 @@
 """A background child's result unread by its parent when the process is killed
 (SIGKILL) is delivered to the recovered parent, once: it was committed in the
-child's row before the parent's run was offered it (``subagent._bgrows``). Before,
+child's row before the parent's run was offered it (``subagent._durable._kept``). Before,
 the child's row said ``ended`` and the parent's did not hold the result: it was
 delivered to nobody."""
 
@@ -24,11 +24,11 @@ from agentcore import (
     RunState,
     ToolCall,
 )
-from agentcore._state import Phase
+from agentcore._run._state import Phase
 from agentcore.testing import ScriptedModel
 from ledger import JsonlSink, query, verify
 from subagent import Spec, SqliteCheckpoints, SubagentTool, open_pool
-from subagent._background import RESULT_PREFIX
+from subagent._delegation._background import RESULT_PREFIX
 from tests.subagent._bgparts import START, STARTED
 from tests.subagent.test_recover_background import recover, register, running_state
 

@@ -431,7 +431,7 @@ async def test_a_cost_budget_refuses_to_start_an_unpriced_child(autojump_clock: 
 
 def test_which_models_have_a_price() -> None:
     from agentcore.models import FallbackModel, RateLimited
-    from subagent._budgeted import model_priced
+    from subagent._cost._shell import model_priced
 
     assert model_priced(Priced("x"))
     assert model_priced(RateLimited(Priced("x"), requests_per_minute=60))

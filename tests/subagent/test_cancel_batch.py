@@ -1,4 +1,4 @@
-"""The pool's cancels through ``subagent._scopes`` do what trio's own calls do.
+"""The pool's cancels through ``subagent._pool._scopes`` do what trio's own calls do.
 
 A batch of cancels (``Canceller.add`` then ``flush``, as the pool cancels its runs)
 does what one ``CancelScope.cancel()`` per scope does: each scope is cancelled, in
@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio.testing
 
-from subagent import _scopes
+from subagent._pool import _scopes
 
 
 async def _parked(scope: trio.CancelScope, seen: list[str], name: str) -> None:

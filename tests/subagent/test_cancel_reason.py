@@ -1,4 +1,4 @@
-"""The cancels of a pool's runs (``subagent._scopes``): each run sees the
+"""The cancels of a pool's runs (``subagent._pool._scopes``): each run sees the
 ``trio.Cancelled`` that ``CancelScope.cancel()`` gives it (source ``explicit``, no
 reason, the cancelling task's repr), and its audit entries name the source only."""
 
@@ -10,7 +10,8 @@ import trio.testing
 
 from agentcore import ModelRequest, ModelResponse
 from ledger import MemorySink
-from subagent import Defaults, Spec, TaskCancelled, _scopes, open_pool
+from subagent import Defaults, Spec, TaskCancelled, open_pool
+from subagent._pool import _scopes
 
 
 class _Seen:

@@ -11,7 +11,7 @@ import pytest
 import agentcore
 import subagent
 from agentcore import Checkpoint, CheckpointKind, RunState
-from agentcore._checkpoint import snapshot
+from agentcore._run._checkpoint import snapshot
 from subagent import (
     CheckpointError,
     CheckpointRow,

@@ -11,8 +11,8 @@ import pytest
 import trio
 
 from subagent import SubagentError
-from subagent._cli import main
-from subagent._cliexit import ending
+from subagent._cli._cli import main
+from subagent._cli._exit import ending
 
 
 @pytest.mark.parametrize("argv", [

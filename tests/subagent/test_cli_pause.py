@@ -104,7 +104,7 @@ def test_run_with_checkpoints_then_recover(tmp_path: Path) -> None:
     import trio
 
     from agentcore import Checkpoint, CheckpointKind, Message, RunState, ToolCall
-    from agentcore._checkpoint import snapshot
+    from agentcore._run._checkpoint import snapshot
     from subagent import SqliteCheckpoints
 
     specs = write_specs(tmp_path, [{"content": "nothing to do"}])

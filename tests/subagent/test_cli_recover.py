@@ -76,7 +76,7 @@ def test_recover_lists_a_tree_it_cannot_recover(tmp_path: Path) -> None:
     import trio
 
     from agentcore import Checkpoint, CheckpointKind, Message, RunState
-    from agentcore._checkpoint import snapshot
+    from agentcore._run._checkpoint import snapshot
     from subagent import SqliteCheckpoints
 
     specs = write_specs(tmp_path, [{"content": "never reached"}])

@@ -14,7 +14,7 @@ import pytest
 from agentcore import ChatModel, FunctionTool
 from agentcore.models import ReplayModel
 from agentcore.testing import ScriptedModel
-from subagent._declarative import SpecFile, SpecFileError, load_specs, specs_from_mapping
+from subagent._specs._file import SpecFile, SpecFileError, load_specs, specs_from_mapping
 
 MODELS: dict[str, ChatModel] = {}
 
@@ -166,7 +166,7 @@ def test_invalid_toml_and_missing_file(tmp_path: Path) -> None:
 
 def test_loader_names_are_exported() -> None:
     import subagent
-    from subagent import _declarative
+    from subagent._specs import _file as _declarative
 
     assert subagent.load_specs is _declarative.load_specs
     assert subagent.specs_from_mapping is _declarative.specs_from_mapping

@@ -12,7 +12,7 @@ import trio.testing
 from agentcore import ChatModel, Message, ModelRequest
 from agentcore.models import FallbackModel, RateLimited
 from agentcore.testing import ScriptedModel
-from subagent._declarative import SpecFile, SpecFileError, load_specs, specs_from_mapping
+from subagent._specs._file import SpecFile, SpecFileError, load_specs, specs_from_mapping
 
 
 def resolver() -> tuple[dict[str, ChatModel], Any]:

@@ -22,7 +22,7 @@ from subagent import (
     TaskTimeout,
     open_pool,
 )
-from subagent._delegation import parse_arguments
+from subagent._delegation._tool import parse_arguments
 
 from .helpers import drain, kinds
 

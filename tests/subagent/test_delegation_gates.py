@@ -28,7 +28,7 @@ from agentcore import (
 from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
 from ledger import MemorySink
 from subagent import Spec, Stream, SubagentResultsTool, SubagentTool, open_pool
-from subagent._declarative import SpecFileError, specs_from_mapping
+from subagent._specs._file import SpecFileError, specs_from_mapping
 from subagent.testing import delegate_reply
 
 from .helpers import drain

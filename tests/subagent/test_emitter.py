@@ -1,4 +1,4 @@
-"""A run's event sink in the pool (subagent._emitter): the synchronous emit_nowait path
+"""A run's event sink in the pool (subagent._pool._emitter): the synchronous emit_nowait path
 and the awaited one deliver the same events in the same order; a full stream or a
 cancelled task falls back to waiting (backpressure unchanged); the idle watchdogs are
 pushed back at most once per PUSH_RESOLUTION, at exact virtual times."""
@@ -16,7 +16,7 @@ import trio.testing
 import agentcore
 from agentcore.testing import Blocked, Delayed, ScriptedModel, tool_call_reply
 from subagent import Pool, Spec, Stream, SubagentTool, Task, open_pool
-from subagent._emitter import PUSH_RESOLUTION, Emitter, emitter
+from subagent._pool._emitter import PUSH_RESOLUTION, Emitter, emitter
 
 from .helpers import drain, kinds
 

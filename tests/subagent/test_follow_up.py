@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from agentcore import EventKind, Message, RunEndedError
 from agentcore.testing import Blocked, Delayed, RecordingTool, ScriptedModel, tool_call_reply
 from subagent import Event, Spec, Stream, TaskCancelled, TaskStatus, open_pool
-from subagent._lifecycle import FRAMING
+from subagent._pool._lifecycle import FRAMING
 
 from .helpers import drain
 

@@ -24,7 +24,7 @@ from subagent import (
     SubagentError,
     open_pool,
 )
-from subagent._lifecycle import FRAMING
+from subagent._pool._lifecycle import FRAMING
 
 from .helpers import drain, kinds
 

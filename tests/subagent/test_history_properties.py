@@ -1,4 +1,4 @@
-"""Properties of the history check (subagent._history_input): any history is either
+"""Properties of the history check (subagent._specs._history): any history is either
 accepted whole or refused with InvalidHistoryError, by a rule stated here apart; and
 the messages of every Result a real pool gives back are accepted as a history."""
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from agentcore import Message, ToolCall
 from agentcore.testing import Delayed, RecordingTool, ScriptedModel
 from subagent import InvalidHistoryError, Spec, open_pool
-from subagent._history_input import DEFAULT_LIMITS, HistoryLimits, check_history
+from subagent._specs._history import DEFAULT_LIMITS, HistoryLimits, check_history
 
 IDS = st.sampled_from(["a", "b", "c", "é"])
 

@@ -21,7 +21,7 @@ from agentcore import (
     RunState,
     ToolCall,
 )
-from agentcore._idempotency import idempotency_key
+from agentcore._run._idempotency import idempotency_key
 from agentcore.testing import ScriptedModel
 from subagent import Spec, SqliteCheckpoints, TaskPaused, open_pool
 

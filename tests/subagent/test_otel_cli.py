@@ -31,7 +31,7 @@ def subagent(
     code = (
         "import sys\n"
         f"for name in {list(blocked)!r}: sys.modules[name] = None\n"
-        "from subagent._cli import main\n"
+        "from subagent._cli._cli import main\n"
         f"sys.exit(main({[*RUN, '--ledger', str(tmp_path / 'l.jsonl')]!r}))\n"
     )
     write_specs(tmp_path, [

@@ -17,7 +17,7 @@ pytest.importorskip("jsonschema")
 from agentcore import FINAL_RESULT, ToolArgumentsError
 from agentcore.testing import ScriptedModel, tool_call_reply
 from subagent import JsonSchemaOutput, Spec, SpecError, open_pool
-from subagent._outputschema import MAX_CHECK_STEPS
+from subagent._specs._outputschema import MAX_CHECK_STEPS
 
 
 def _steps(schema: dict[str, Any], value: Any) -> int:

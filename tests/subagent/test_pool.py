@@ -23,7 +23,7 @@ from subagent import (
     UnknownAgentError,
     open_pool,
 )
-from subagent._lifecycle import FRAMING
+from subagent._pool._lifecycle import FRAMING
 
 from .helpers import CountingModel, drain, kinds
 

@@ -21,7 +21,7 @@ from agentcore import (
     RunState,
     ToolCall,
 )
-from agentcore._checkpoint import snapshot
+from agentcore._run._checkpoint import snapshot
 from agentcore.testing import ScriptedModel
 from ledger import JsonlSink, query, verify
 from subagent import (
@@ -34,7 +34,7 @@ from subagent import (
     SubagentTool,
     open_pool,
 )
-from subagent._background import RESULT_PREFIX
+from subagent._delegation._background import RESULT_PREFIX
 from tests.subagent._bgparts import START, STARTED, one_call_model
 
 

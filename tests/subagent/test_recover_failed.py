@@ -26,7 +26,7 @@ from agentcore import (
     RunState,
     ToolCall,
 )
-from agentcore._checkpoint import snapshot
+from agentcore._run._checkpoint import snapshot
 from agentcore.testing import RecordingTool, ScriptedModel
 from subagent import (
     Budget,
@@ -40,7 +40,7 @@ from subagent import (
     UnreadRow,
     open_pool,
 )
-from subagent._recovery import recover
+from subagent._durable._recovery import recover
 
 REFUSED = ("checkpoint of run 'bad/0001' refused: not a RunState: the text is not a JSON "
            "object with a format and a version: JSON is malformed: invalid character (byte 0)")

@@ -11,7 +11,7 @@ import trio
 
 import agentcore
 from agentcore import Checkpoint, CheckpointKind, Message, RunState, ToolCall
-from agentcore._checkpoint import snapshot
+from agentcore._run._checkpoint import snapshot
 from subagent import (
     AlreadyResumedError,
     CheckpointError,
@@ -22,7 +22,7 @@ from subagent import (
     TaskPaused,
     open_pool,
 )
-from subagent._resumed import resume_key
+from subagent._durable._claims import resume_key
 from tests.agentcore._durable import gate, make_tool, model
 
 WORK = [[["c1", "write", 0], ["c2", "look", 0]], [["c3", "write", 0]]]
@@ -178,7 +178,7 @@ def test_the_resume_key_ignores_the_answers() -> None:
 async def test_a_file_written_before_resumes_were_claimed_is_still_read(tmp_path: Path) -> None:
     import sqlite3
 
-    from subagent._checkschema import UPSERT
+    from subagent._durable._schema import UPSERT
 
     path = tmp_path / "old.db"
     state = _boss_snapshot()

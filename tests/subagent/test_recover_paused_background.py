@@ -35,9 +35,9 @@ from subagent import (
     TaskPaused,
     open_pool,
 )
-from subagent._background import RESULT_PREFIX
 from subagent._current import current_task
-from subagent._resumed import resume_key
+from subagent._delegation._background import RESULT_PREFIX
+from subagent._durable._claims import resume_key
 from tests.agentcore._durable import gate
 from tests.subagent._bgparts import START, STARTED, one_call_model
 

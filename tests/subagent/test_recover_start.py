@@ -87,7 +87,7 @@ async def test_a_queued_task_killed_before_it_ran_is_restarted_from_its_input(
 
 
 def _framing() -> str:
-    from subagent._lifecycle import FRAMING
+    from subagent._pool._lifecycle import FRAMING
 
     return FRAMING
 

@@ -21,8 +21,8 @@ from subagent import (
     TaskPaused,
     open_pool,
 )
-from subagent._background import RESULT_PREFIX
 from subagent._current import current_task
+from subagent._delegation._background import RESULT_PREFIX
 from tests.agentcore._durable import gate
 from tests.subagent._bgparts import START, STARTED
 

@@ -22,7 +22,7 @@ from subagent import (
     TaskPaused,
     open_pool,
 )
-from subagent._resumed import resume_key
+from subagent._durable._claims import resume_key
 
 from .test_recover_paused import asks_counted
 

@@ -1,4 +1,4 @@
-"""An attacker's review of the pool's cancel paths (``subagent._scopes``: the cancels
+"""An attacker's review of the pool's cancel paths (``subagent._pool._scopes``: the cancels
 of one step made as a batch, last): over random workloads the pool behaves exactly as
 it did before the batches: each cancel made at once, in the order of the pool's
 effects (``before``).
@@ -40,7 +40,8 @@ from agentcore import (
     ToolCall,
 )
 from ledger import MemorySink
-from subagent import Defaults, Pool, Spec, Stream, SubagentTool, Task, _scopes, open_pool
+from subagent import Defaults, Pool, Spec, Stream, SubagentTool, Task, open_pool
+from subagent._pool import _scopes
 from tests.subagent.test_slot_reclaim import Opaque
 
 BEHAVIOURS = (
@@ -48,7 +49,7 @@ BEHAVIOURS = (
     "delegate", "opaque", "leak", "mleak", "poolcancel", "cancelfirst", "mcatch",
     "delegate2", "background",
 )
-# "batch": the pool's cancels of one step made last, in order (subagent._scopes);
+# "batch": the pool's cancels of one step made last, in order (subagent._pool._scopes);
 # "before": each cancel made at once, in the order of the pool's effects.
 MODES = ("batch", "before")
 

@@ -1,4 +1,4 @@
-"""An attacker's review of ``subagent._scopes.Canceller`` against trio's own
+"""An attacker's review of ``subagent._pool._scopes.Canceller`` against trio's own
 ``CancelScope.cancel()``: over random trees of scopes (nested in a task, shielded,
 with deadlines in trio's heap, cancelled already, unentered, around a nursery whose
 tasks open scopes of their own), a batch of cancels in random order (some scopes
@@ -21,7 +21,7 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from subagent import _scopes
+from subagent._pool import _scopes
 
 _HEX = re.compile(r"0x[0-9a-f]+")
 

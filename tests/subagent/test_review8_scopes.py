@@ -1,4 +1,4 @@
-"""An attacker's review of ``subagent._scopes`` against trio's own cancel paths:
+"""An attacker's review of ``subagent._pool._scopes`` against trio's own cancel paths:
 ``exit_scope`` is ``CancelScope.__exit__`` in the misnesting trio recovers from (a
 scope abandoned when an enclosing scope was exited out of order), and the pool ends
 its tasks alike however the scope was exited."""
@@ -10,7 +10,8 @@ import trio
 import trio.testing
 
 from agentcore.testing import Blocked, ScriptedModel
-from subagent import Defaults, Spec, TaskCancelled, _scopes, open_pool
+from subagent import Defaults, Spec, TaskCancelled, open_pool
+from subagent._pool import _scopes
 
 
 async def test_exit_scope_of_a_scope_abandoned_by_misnesting() -> None:

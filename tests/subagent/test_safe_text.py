@@ -15,8 +15,8 @@ from agentcore import Event as CoreEvent
 from agentcore import EventKind as K
 from agentcore import Message, ModelResponse, ToolCall, Usage
 from subagent import Event
+from subagent._cli._view import TreeView, render_lines, render_rich
 from subagent._safe_text import one_line, safe_text
-from subagent._view import TreeView, render_lines, render_rich
 
 UNSAFE = {"Cc", "Cf", "Zl", "Zp", "Cs"}
 HOSTILE = (

@@ -10,7 +10,8 @@ import trio
 import trio.testing
 
 from agentcore.testing import Blocked, ScriptedModel
-from subagent import Defaults, Spec, SubagentTool, _lifecycle, open_pool
+from subagent import Defaults, Spec, SubagentTool, open_pool
+from subagent._pool import _lifecycle
 
 
 async def test_tasks_of_one_spec_share_one_agent_per_depth_class() -> None:

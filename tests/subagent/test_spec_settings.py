@@ -32,7 +32,7 @@ from subagent import (
     open_pool,
     specs_from_mapping,
 )
-from subagent._lifecycle import FRAMING
+from subagent._pool._lifecycle import FRAMING
 
 # Each inheritance case: (the spec's value, the defaults' value, expected observation
 # key) where "spec", "defaults" or "agentcore" names whose value the run obeyed.

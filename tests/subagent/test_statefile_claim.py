@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentcore import Message, RunState
-from subagent._statefile import StateFileError, read_state, take_for_resume
+from subagent._cli._statefile import StateFileError, read_state, take_for_resume
 
 
 def _state() -> RunState:

@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from agentcore import Agent, CallStatus, GateDecision, GateRequest, RunState
-from subagent._statefile import StateFileError, answer, locked, read_state, write_state
+from subagent._cli._statefile import StateFileError, answer, locked, read_state, write_state
 from tests.agentcore._durable import make_tool, model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ CALLS = 40
 # answers its calls one after the other through the command line's own entry point.
 ANSWERER = """
 import sys
-from subagent._cli import main
+from subagent._cli._cli import main
 verb, path, ids = sys.argv[1], sys.argv[2], sys.argv[3:]
 print("ready", flush=True)
 sys.stdin.readline()
@@ -100,7 +100,7 @@ def test_two_processes_answering_at_once_lose_no_answer(tmp_path: Path) -> None:
 def test_a_lock_held_too_long_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("subagent._statefile.LOCK_TIMEOUT", 0.05)
+    monkeypatch.setattr("subagent._cli._statefile.LOCK_TIMEOUT", 0.05)
     path = tmp_path / "paused.json"
     write_state(path, paused_with(1))
     fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)

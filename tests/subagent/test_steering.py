@@ -11,7 +11,7 @@ from agentcore import EndReason, Message, RunEndedError
 from agentcore._steering import INTERRUPT_NOTE
 from agentcore.testing import Blocked, RecordingTool, ScriptedModel, tool_call_reply
 from subagent import Defaults, Spec, SpecError, TaskStatus, open_pool
-from subagent._lifecycle import FRAMING
+from subagent._pool._lifecycle import FRAMING
 
 Clock = trio.testing.MockClock
 

@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 from agentcore import FunctionTool, GateDecision, GateRequest, ToolCall
-from subagent._terminal import (
+from subagent._cli._terminal import (
     MAX_ANSWER_BYTES,
     Screen,
     TerminalAnswers,

@@ -366,7 +366,7 @@ def test_without_jsonschema(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_tree_view_shows_typed_answers() -> None:
     from agentcore import Event as CoreEvent
     from agentcore import EventKind, ToolCall
-    from subagent._view import TreeView
+    from subagent._cli._view import TreeView
 
     view = TreeView()
     path = ("r/0001",)

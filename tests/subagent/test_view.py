@@ -5,7 +5,7 @@ from __future__ import annotations
 import agentcore
 from agentcore import GateDecision, ToolCall
 from subagent import Event, EventKind
-from subagent._view import TreeView, render_lines
+from subagent._cli._view import TreeView, render_lines
 
 
 def test_a_pool_event_is_described_and_makes_no_node() -> None:
@@ -41,7 +41,7 @@ def test_a_deferral_is_shown_as_waiting_for_approval_not_denied() -> None:
 
 def test_the_help_lists_every_exit_code() -> None:
     # Before: "4 paused" was missing (issue 32 item 4).
-    from subagent._cli import build_parser
+    from subagent._cli._cli import build_parser
 
     assert build_parser().epilog == (
         "exit codes: 0 answered, 1 task failed, 2 bad usage or specs, 3 ledger did not "

@@ -13,7 +13,7 @@ import pytest
 from temporalio.client import Client
 
 import ledger
-from subagent._cli import main
+from subagent._cli._cli import main
 from subagent.temporal import (
     DevServer,
     NotPaused,

@@ -21,7 +21,7 @@ from .trees import echo_specs
 
 def turn(run_id: str) -> Checkpoint:
     state = RunState.begin([Message("user", "go")], run_id=run_id, agent="a", input="go")
-    return Checkpoint(CheckpointKind.turn, agentcore._checkpoint.snapshot(state))
+    return Checkpoint(CheckpointKind.turn, agentcore._run._checkpoint.snapshot(state))
 
 
 @pytest.mark.trio

@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 import ledger
 from subagent import Event, SpecFile, Stream, open_pool
-from subagent._delegation import SubagentTool
+from subagent._delegation._tool import SubagentTool
 from subagent._ledgerfile import open_sink
 from subagent.temporal import DevServer, RootResult, Worker, events, ledger_name, start
 

@@ -244,7 +244,7 @@ async def test_tool_timeout_bounds_an_mcp_call_and_cancels_it_on_the_server(
 def test_subagent_run_starts_the_specs_files_servers(tmp_path: Path) -> None:
     import io
 
-    from subagent._cli import main
+    from subagent._cli._cli import main
 
     (tmp_path / "specs.toml").write_text(f"""
 [mcp.time]

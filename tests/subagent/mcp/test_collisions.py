@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from subagent import EventKind, SpecError, Stream, open_pool
-from subagent._cli import main
+from subagent._cli._cli import main
 from subagent.mcp import McpServer
 
 HOSTILE = str(Path(__file__).with_name("hostile_stdio.py"))

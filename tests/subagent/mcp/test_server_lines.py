@@ -15,8 +15,8 @@ import pytest
 import trio
 from mcp_types import LATEST_PROTOCOL_VERSION
 
+from subagent._cli._serve_stdio import MAX_REQUEST, lowlevel_run
 from subagent.mcp._framing import MAX_VALUES, Lines
-from subagent.mcp._serve_stdio import MAX_REQUEST, lowlevel_run
 
 from .helpers import PATIENCE
 
