@@ -5,30 +5,38 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
+from .._audit import cancelled, failed, record, record_fields_sync
 from .._errors import ContextTooLongError, TransientModelError
-from .._events import EventKind, EventSink
+from .._events import EventKind, EventSink, event_of, taken_now
+from .._fastpath import fields_nowait_of
 from .._messages import AgentPath, Message
-from .._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED
+from .._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED, Pending, RunEndedError
 from .._summary import EndReason, RunSummary
 from ._checkpoint import at_end, at_turn, opening
 from ._end import conclude, summarise
+from ._hookcall import call_hook
 from ._modelcall import complete, direct, retry_direct, settle
 from ._output import OutputCheck
 from ._result import RunResult
 from ._resume import audit_answers, finish_pending, last_answer
-from ._runhandle import RunHandle, ScopeOwner, uncancelled
-from ._runport import RunPortMethods
 from ._state import Phase, RunState
 from ._toolcall import run_tools, skip_calls
 
 if TYPE_CHECKING:
+    from ledger import Record, Sink
+    from ledger._entry import Scalar
+
     from .._agent import Agent
-    from .._steering import Pending
+    from .._hookset import HookSet
+    from .._messages import ToolCall, Usage
+    from .._tools._gate import GateDecision
+    from .._tools._tools import ToolOutcome
+    from ._pending import PendingCall
 
 _run_ids = itertools.count(1)
 # Read once for the way out of a cancelled run: an enum member read goes through
@@ -59,7 +67,49 @@ def current_run() -> Run | None:
     return _current_run.get()
 
 
-class Run(RunPortMethods, RunHandle):
+class _PortAgent(Protocol):
+    # What these methods read of the Agent (over what every helper reads).
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def audit(self) -> Sink | None: ...
+    @property
+    def hookset(self) -> HookSet: ...
+
+
+class ScopeOwner(Protocol):
+    """What runs a :class:`agentcore.Run` inside a cancel scope of its own (the
+    pool's task: ``Run.run(owner=task)``): the run then has no scope of its own, and
+    :meth:`RunHandle.abort` cancels the owner's (a cancel scope per run fewer).
+
+    ``_scope`` is the scope the owner has entered around ``run()``; the owner also
+    cancels it (its cancel, its deadline). ``_cancelled_otherwise()`` says whether
+    the owner cancelled it, or its deadline passed: a Cancelled reaching the run
+    while it says False, after an abort, is the abort's. Neither is a checkpoint.
+    """
+
+    _scope: trio.CancelScope
+
+    def _cancelled_otherwise(self) -> bool: ...
+
+
+def uncancelled(exc: BaseException) -> BaseException | None:
+    # ``exc`` without its trio.Cancelled, as a cancel scope filters it: None when it
+    # is only Cancelled, ``exc`` itself when it holds none, else what is left (one
+    # exception left is unwrapped).
+    if isinstance(exc, trio.Cancelled):
+        return None
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    matched, rest = exc.split(trio.Cancelled)
+    if matched is None:
+        return exc
+    if rest is not None and len(rest.exceptions) == 1:
+        return rest.exceptions[0]
+    return rest
+
+
+class Run:
     """One execution of an Agent on one input: the handle and the loop.
 
     Create it with :meth:`Agent.new_run`; ``await run.run()`` executes it once, in
@@ -397,3 +447,336 @@ class Run(RunPortMethods, RunHandle):
             await skip_calls(self, message.tool_calls, SKIPPED_INTERRUPTED)
         state.close()
         return message.content, EndReason.interrupted
+
+    # RunPortMethods: the :class:`~agentcore._run._port.RunPort` side of a :class:`Run` (a mixin).
+    #
+    # The events, audit entries, messages and counters the helpers of a run's turns
+    # (model call, tool calls, hooks, its end) go through. :class:`agentcore.Run`
+    # inherits them; they read and write the run's ``RunState``, the one value the run
+    # owns. Apart from ``_run`` so that the turn loop and the port stay short modules.
+
+    async def emit(self, kind: EventKind, **fields: Any) -> None:
+        """Send one event of this run to its destination, then to its observer hooks.
+
+        A checkpoint when there is either.
+        """
+        observers = self.agent.hookset.on_event
+        if self._emit_to is None and not observers:
+            return
+        state = self._state
+        event = event_of(kind, state.run_id, self.agent.agent_id, state.turn, **fields)
+        if self._emit_to is not None and not taken_now(self._emit_to, event):
+            await self._emit_to(event)
+        for hook in observers:
+            await call_hook(self, hook, event)
+
+    # emit_now takes the event's fields as named parameters, not as **fields: a dict
+    # built and unpacked again into event_of for each of a run's events.
+    def emit_now(
+        self, kind: EventKind, *, text: str = "", message: Message | None = None,
+        call: ToolCall | None = None, decision: GateDecision | None = None,
+        is_error: bool = False, usage: Usage | None = None, summary: RunSummary | None = None,
+        attempt: int = 0,
+    ) -> bool:
+        """Send one event of this run now, if that needs no await: no observer hooks,
+        and a destination that takes it synchronously (:func:`taken_now`). Not a
+        checkpoint. True when sent (or there is nowhere to send it); False, having
+        sent nothing, when the caller must await :meth:`emit` instead."""
+        if self.agent.hookset.on_event:
+            return False
+        sink = self._emit_to
+        if sink is None:
+            return True
+        # taken_now inline (a call fewer per event), and no Event for a sink without
+        # emit_nowait.
+        nowait = getattr(sink, "emit_nowait", None)
+        if nowait is None:
+            return False
+        state = self._state
+        return nowait(event_of(
+            kind, state.run_id, self.agent.agent_id, state.turn, text, message, call,
+            decision, is_error, usage, summary, attempt,
+        )) is True
+
+    async def _emit_start(self) -> None:
+        # agent_start, with ordinary backpressure in the caller's context: a run
+        # cancelled (or timed out) while its destination does not take it delivers
+        # neither it nor agent_end. Delivered means the destination returned; the
+        # observers then see it as any other event.
+        state = self._state
+        event = event_of(EventKind.agent_start, state.run_id, self.agent.agent_id,
+                      state.turn, text=state.input)
+        if self._emit_to is not None and not taken_now(self._emit_to, event):
+            await self._emit_to(event)
+        self._state.start_delivered = True
+        for hook in self.agent.hookset.on_event:
+            await call_hook(self, hook, event)
+
+    async def hook_error(self, text: str) -> None:
+        """Emit the ``error`` event of a failed hook; observers failing on it are not
+        reported again. A checkpoint when there is a destination or an observer."""
+        state = self._state
+        event = event_of(EventKind.error, state.run_id, self.agent.agent_id, state.turn,
+                      text=text)
+        if self._emit_to is not None:
+            await self._emit_to(event)
+        for hook in self.agent.hookset.on_event:
+            await call_hook(self, hook, event, report=False)
+
+    async def audit(
+        self, kind: str, *, tool: str | None = None, call_id: str | None = None,
+        arguments: str | None = None, verdict: str | None = None, reason: str | None = None,
+        result: str | None = None, error: str | None = None, duration: float | None = None,
+        data: dict[str, Scalar] | None = None,
+    ) -> None:
+        """Record one audit entry (:meth:`audit_sync`, else await :func:`record`): a
+        checkpoint only when the sink is awaited. Raises ``AuditError`` (chained)."""
+        sink = self.agent.audit
+        if sink is not None:
+            state = self._state
+            entry = record_fields_sync(
+                sink, True, kind, state.run_id, state.path, self.agent.agent_id, tool,
+                call_id, arguments, verdict, reason, result, error, duration, data,
+            )
+            if entry is not None:
+                await record(sink, entry)
+
+    # audit_sync and audit_now take the entry's fields as named parameters, not as
+    # **fields: a dict built and unpacked again per entry was about a third of the
+    # cost of building its Record. They give them positionally to a sink that takes
+    # fields (record_fields_sync's fast path, inline: through record_fields_sync, each
+    # entry's 13 fields were passed down one call more, ~8% of the bytecodes of a W1
+    # run's audit), and to record_fields_sync for anything else.
+    def audit_sync(
+        self, kind: str, *, tool: str | None = None, call_id: str | None = None,
+        arguments: str | None = None, verdict: str | None = None, reason: str | None = None,
+        result: str | None = None, error: str | None = None, duration: float | None = None,
+        data: dict[str, Scalar] | None = None,
+    ) -> Record | None:
+        """Record one audit entry now if no await is needed (:func:`record_fields_sync`:
+        a sink with ``record_fields_nowait`` or ``record_nowait``, a task not
+        cancelled). Not a checkpoint. None when recorded (or no sink); else the
+        entry, unrecorded, which the caller awaits :meth:`audit_entry` with before
+        going on. Raises ``AuditError``."""
+        sink = self.agent.audit
+        if sink is None:
+            return None
+        state = self._state
+        fields = fields_nowait_of(sink)
+        # record_fields_sync's fast path, inline (see above); anything else (a
+        # cancelled task, trio.WouldBlock) goes on to it.
+        if fields is not None and not cancelled():
+            try:
+                fields(
+                    kind, state.run_id, state.path, self.agent.agent_id, tool, call_id,
+                    arguments, verdict, reason, result, error, duration, data,
+                )
+                return None
+            except trio.WouldBlock:
+                pass
+            except Exception as exc:
+                raise failed(sink, kind, exc) from exc
+        return record_fields_sync(
+            sink, True, kind, state.run_id, state.path, self.agent.agent_id, tool,
+            call_id, arguments, verdict, reason, result, error, duration, data,
+        )
+
+    async def audit_entry(self, entry: Record) -> None:
+        """Record what :meth:`audit_sync` returned (:func:`record`; raises Cancelled)."""
+        if self.agent.audit is not None:
+            await record(self.agent.audit, entry)
+
+    def audit_now(
+        self, kind: str, *, tool: str | None = None, call_id: str | None = None,
+        arguments: str | None = None, verdict: str | None = None, reason: str | None = None,
+        result: str | None = None, error: str | None = None, duration: float | None = None,
+        data: dict[str, Scalar] | None = None,
+    ) -> bool:
+        """Record one audit entry for this run without waiting, if its sink can (with
+        :func:`record_fields_sync`, not cancellable: not a checkpoint, no
+        cancellation check). False, having recorded nothing, when the sink must be
+        awaited (:meth:`audit`).
+
+        Raises:
+          AuditError: the sink failed (its exception chained).
+        """
+        sink = self.agent.audit
+        if sink is None:
+            return True
+        state = self._state
+        fields = fields_nowait_of(sink)
+        if fields is not None:
+            # record_fields_sync's fast path, inline, with no cancellation check.
+            try:
+                fields(
+                    kind, state.run_id, state.path, self.agent.agent_id, tool, call_id,
+                    arguments, verdict, reason, result, error, duration, data,
+                )
+                return True
+            except trio.WouldBlock:
+                return False
+            except Exception as exc:
+                raise failed(sink, kind, exc) from exc
+        return record_fields_sync(
+            sink, False, kind, state.run_id, state.path, self.agent.agent_id, tool,
+            call_id, arguments, verdict, reason, result, error, duration, data,
+        ) is None
+
+    async def note_interrupt(self) -> None:
+        """Emit ``interrupt_received`` for the graceful interrupt, once per run."""
+        if not self._state.interrupt_noted:
+            self._state.interrupt_noted = True
+            await self.emit(EventKind.interrupt_received, text="interrupt")
+
+    def add_message(self, message: Message) -> None:
+        """Append ``message`` to the conversation. Not a checkpoint."""
+        self._state.messages.append(message)
+
+    def add_messages(self, messages: Iterable[Message]) -> None:
+        """Append ``messages`` to the conversation, in order. Not a checkpoint."""
+        self._state.messages.extend(messages)
+
+    def replace_history(self, messages: Sequence[Message]) -> None:
+        """Replace the conversation (in place) by its shortened version. Not a checkpoint."""
+        self._state.messages[:] = messages
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add a model response's usage to the run's. Not a checkpoint."""
+        self._state.usage = self._state.usage + usage
+
+    def count_calls(self, calls: int) -> None:
+        """Count tool calls (skipped ones count as calls, not as errors). Not a checkpoint."""
+        self._state.tool_calls += calls
+
+    def count_outcome(self, outcome: ToolOutcome) -> None:
+        """Count a tool call's denial or error. Not a checkpoint."""
+        if outcome.denied:
+            self._state.denied += 1
+        elif outcome.is_error:
+            self._state.tool_errors += 1
+
+    @property
+    def pausing(self) -> bool:
+        """Whether a gate deferred a call this turn (the run pauses next)."""
+        return self._state.pausing
+
+    def note_deferral(self) -> None:
+        """Note that a gate deferred a call. Not a checkpoint."""
+        self._state.pausing = True
+
+    def pause_calls(self, pending: list[PendingCall], children: list[RunState]) -> None:
+        """Keep the paused turn's unanswered calls and paused subruns. Not a checkpoint."""
+        self._state.pending = pending
+        self._state.children = children
+
+    def end_as(self, summary: RunSummary) -> None:
+        """Set how the run ended (its end may turn it to ``error``). Not a checkpoint."""
+        self._state.summary = summary
+
+    # RunHandle: the control requests other tasks send a run (steer, follow_up,
+    # interrupt, abort, put) and what they may read of it. All synchronous, none a
+    # checkpoint. :class:`agentcore.Run` inherits them; each checks, then makes one
+    # transition of the run's :class:`RunState`.
+
+    def steer(self, text: str) -> None:
+        """Add a user message to the running conversation. Not a checkpoint.
+
+        The loop reads pending messages at the top of each iteration (after
+        ``turn_start``, with a ``steering_injected`` event each). A pending message
+        also skips the current turn's tool calls not yet started, and keeps the run
+        going when the model answers without tool calls and turns remain; if the
+        run ends before reading it, it comes back in ``RunResult.follow_ups``.
+
+        Raises:
+          RunEndedError: the run has ended.
+        """
+        self._check_open("steer")
+        self.put(Pending(Message("user", text), EventKind.steering_injected, text))
+
+    def follow_up(self, text: str) -> None:
+        """Queue a message for after this run: it comes back in ``RunResult.follow_ups``
+        for the caller to run next (``follow_up_queued`` event). Not a checkpoint.
+
+        Raises:
+          RunEndedError: the run has ended.
+        """
+        self._check_open("follow_up")
+        self._state.follow_ups.append(text)
+
+    def interrupt(self) -> None:
+        """Ask the run to stop gracefully. Not a checkpoint; idempotent.
+
+        Tool calls running now finish; the turn's other calls are skipped (each gets
+        a ``skipped: interrupted`` result and a ``tool_skipped`` event); a note is
+        added and the model is called once more, without tools, to summarise. The
+        run ends ``interrupted`` (``interrupt_received`` when the loop notices). If
+        the model has already answered without tool calls, that answer is the output.
+        Does nothing once the run has ended.
+        """
+        if self._state.phase is not Phase.ended:
+            self._state.interrupt_requested = True
+
+    def pause(self) -> None:
+        """Ask the run to pause at its next safe point, as if a gate had deferred a
+        call but with nothing to answer. Not a checkpoint; idempotent.
+
+        Tool calls running now finish, none starts after them (the turn's other
+        calls stay pending, to run on resume), and the run ends ``paused`` with its
+        ``RunState``; a model call in progress finishes first. If the model answers
+        without tool calls, the run ends with that answer instead. Does nothing once
+        the run has ended. (The pool pauses a background subagent this way when its
+        parent's tree pauses.)
+        """
+        if self._state.phase is not Phase.ended:
+            self._state.pausing = True
+
+    @property
+    def interrupt_requested(self) -> bool:
+        """Whether :meth:`interrupt` was called before the run ended."""
+        return self._state.interrupt_requested
+
+    @property
+    def abort_requested(self) -> bool:
+        """Whether :meth:`abort` was called (by a hook, too) before the run ended."""
+        return self._state.abort_reason is not None
+
+    def abort(self, reason: str = "") -> None:
+        """Stop the run now (hard). Not a checkpoint; idempotent.
+
+        The model call, tools and hooks in progress are cancelled, the conversation
+        is rolled back to its snapshot at the start of the current turn, and the
+        run ends ``aborted`` (``interrupt_received`` with text ``abort: <reason>``,
+        then ``agent_end``); :meth:`run` returns the result. Does nothing once the
+        run has ended.
+        """
+        state = self._state
+        if state.phase is Phase.ended or state.abort_reason is not None:
+            return
+        state.abort_reason = reason
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def put(self, pending: Pending) -> None:
+        """Add ``pending`` to the inbox read at the top of the next iteration. Not a checkpoint.
+
+        Raises:
+          RunEndedError: the run has ended.
+        """
+        self._check_open("put")
+        self._state.put(pending)
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run has ended or decided to end: steering is no longer accepted."""
+        return self._state.phase is Phase.ended
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether messages that preempt tool calls (``Pending.preempts``) are waiting."""
+        return self._state.preempting > 0
+
+    def _check_open(self, what: str) -> None:
+        if self._state.phase is Phase.ended:
+            raise RunEndedError(
+                f"cannot {what}: run {self._state.run_id} has ended; start a new run instead"
+            )

@@ -18,8 +18,8 @@ import trio
 from agentcore import AuditError, Pending
 
 from .._events import Event, EventKind
-from ._bgresult import RESULT_PREFIX as RESULT_PREFIX
-from ._bgresult import audit_delivery, audit_entry, outcome, result_message
+from .._reply import RESULT_PREFIX as RESULT_PREFIX
+from .._reply import audit_delivery, audit_entry, outcome, result_message
 from ._paused import keep_background, keeps_result, orphan_kept, take_kept
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from .._core._core import TaskStatus
 from .._durable._kept import kept_state
 from .._durable._recovery import commit_paused
 from .._events import Event, EventKind
-from ._bgresult import RESULT_PREFIX, audit_delivery, audit_entry
+from .._reply import RESULT_PREFIX, audit_delivery, audit_entry
 
 if TYPE_CHECKING:
     from .._pool._pool import Pool

@@ -18,7 +18,6 @@ from .._durable._recovery import start_committed
 from .._durable._resumable import Names, check_resumable
 from .._errors import InvalidArgumentsError, SubagentError, TaskPaused, format_path
 from .._reply import with_output
-from . import _childslots as shell
 
 if TYPE_CHECKING:
     from .._pool._pool import Pool
@@ -117,7 +116,7 @@ async def lend_slot(pool: Pool, caller: Task | None, fn: Callable[[], Awaitable[
     """
     if caller is None:
         return await fn()
-    return await shell.lend_slot(pool, caller, fn)
+    return await pool._lend_slot(caller, fn)
 
 
 class SubagentTool:
@@ -307,18 +306,18 @@ class SubagentTool:
             # A resumed run calls again for a subagent that paused: continue that run.
             spec = pool.specs[agent]
             check_resumable(Names(spec.agent_id, {t.name: t for t in spec.tools}), resume)
-        if caller is not None:
-            await shell.claim_child(pool, caller, agent)
+        if caller is not None and not pool._core.claim_fanout(caller._node):
+            await pool._claim_child(caller, agent, True)
         try:
-            child = await shell.submit_child(
-                pool, caller, parent_path, agent, text, call_id, resume=resume
+            child = await pool._submit(
+                agent, text, parent_path, None, call_id, caller, False, resume=resume
             )
         except BaseException:
             if caller is not None:
-                shell.release_child(pool, caller)
+                pool._apply(pool._core.release_fanout(caller._node))
             raise
         if caller is not None:
-            shell.await_child(pool, caller, child)
+            pool._core.await_child(caller._node, child._node)
         spec = child.spec
         bound = math.inf if spec.timeout or spec.idle_timeout else fallback_timeout
         try:
@@ -345,7 +344,7 @@ class SubagentTool:
                 and not caller._node.cancel_called
                 and not child.done
             ):
-                shell.to_background(pool, caller, child)
+                pool._core.to_background(caller._node, child._node)
             else:
                 child.cancel()
                 with trio.CancelScope(shield=True):
@@ -353,7 +352,7 @@ class SubagentTool:
             raise
         finally:
             if caller is not None:
-                shell.stop_awaiting(pool, caller, child)
+                pool._core.stop_awaiting(caller._node, child._node)
 
 
 async def start_child(
@@ -379,21 +378,24 @@ async def start_child(
     """
     if resume is not None:
         _check_delegates(pool, caller, agent)
-    await shell.claim_child(pool, caller, agent)
+    if not pool._core.claim_fanout(caller._node):
+        await pool._claim_child(caller, agent, True)
     try:
         try:
-            child = shell.accept_child(pool, caller, agent, text, call_id, True, resume=resume)
+            child = pool._accept(
+                agent, text, caller.path, None, call_id, caller, True, resume=resume
+            )
         except trio.WouldBlock:
             # (Its submit returns once its start checkpoint is committed.)
             return await lend_slot(
                 pool,
                 caller,
-                lambda: shell.submit_child(
-                    pool, caller, caller.path, agent, text, call_id, True, resume=resume
+                lambda: pool._submit(
+                    agent, text, caller.path, None, call_id, caller, True, resume=resume
                 ),
             )
     except BaseException:
-        shell.release_child(pool, caller)
+        pool._apply(pool._core.release_fanout(caller._node))
         raise
     await start_committed(child)  # durable before the model is told it started
     return child

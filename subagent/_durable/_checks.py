@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import agentcore
 
-from .._delegation._bgresult import RESULT_PREFIX
+from .._reply import RESULT_PREFIX
 from ._store import CheckpointError, CheckpointRow, UnreadRow
 
 if TYPE_CHECKING:

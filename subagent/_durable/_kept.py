@@ -22,8 +22,7 @@ from agentcore import BackgroundChild, RunState
 from agentcore._run._state import Phase
 
 from .._core._core import TaskStatus
-from .._delegation._bgresult import outcome, result_message
-from .._reply import with_output
+from .._reply import outcome, result_message, with_output
 from ._recovery import END_BOUND, _link
 from ._store import CheckpointError
 

@@ -33,9 +33,9 @@ import trio
 import agentcore
 
 from .._current import current_task
-from .._delegation._bgresult import audit_entry
 from .._errors import SubagentError
 from .._events import Event, EventKind
+from .._reply import audit_entry
 from ._checks import _check_row as _check_row
 from ._checks import _check_unique
 from ._resumable import number_past

@@ -14,8 +14,8 @@ import agentcore
 from agentcore import MAX_STATE_DEPTH
 from agentcore._run._state import Phase
 
-from .._delegation._bgresult import RESULT_PREFIX
 from .._errors import UnknownAgentError
+from .._reply import RESULT_PREFIX
 from ._checks import _check_kept, _check_row, _delegated
 from ._store import CheckpointError, CheckpointRow
 

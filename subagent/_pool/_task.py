@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 import attrs
 import trio
@@ -19,8 +20,6 @@ from .._specs._history import conversation
 from .._specs._spec import Spec
 from .._stream import Stream
 from ._scopes import Canceller
-from ._taskparts import Done as _Done
-from ._taskparts import ReadOnly as _ReadOnly
 
 if TYPE_CHECKING:
     from .._core._statistics import PoolStatistics
@@ -29,6 +28,61 @@ if TYPE_CHECKING:
     from .._events import Event
 
 T = TypeVar("T")
+
+
+# ------------------------------------------------------------------------------
+# Small parts of the Task handle: its read-only attributes and the view of its
+# resolution.
+
+
+class _Task(Protocol):
+    _resolved: bool
+
+    async def _wait_resolved(self) -> None: ...
+
+
+def _refuse(obj: object, value: object) -> None:
+    raise attrs.exceptions.FrozenAttributeError()
+
+
+class ReadOnly(property, Generic[T]):
+    """A read-only attribute over the private field ``private``: reading gives the
+    field, setting raises FrozenAttributeError.
+
+    A property whose getter is an ``operator.attrgetter``: a read runs no Python
+    frame (a descriptor with a Python ``__get__`` cost every read a call, about
+    twenty reads per pool run).
+    """
+
+    def __init__(self, private: str) -> None:
+        super().__init__(attrgetter(private), _refuse)
+
+    if TYPE_CHECKING:
+
+        @overload
+        def __get__(self, obj: None, owner: type | None = None, /) -> ReadOnly[T]: ...
+
+        @overload
+        def __get__(self, obj: object, owner: type | None = None, /) -> T: ...
+
+        def __get__(self, obj: object | None, owner: type | None = None, /) -> T | ReadOnly[T]:
+            ...
+
+
+class Done:
+    """A view of a task's resolution with a trio.Event's ``wait`` and ``is_set``."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: _Task) -> None:
+        self.task = task
+
+    def is_set(self) -> bool:
+        return self.task._resolved
+
+    async def wait(self) -> None:
+        """Until the task resolves. A checkpoint."""
+        await self.task._wait_resolved()
 
 
 class Pool(Protocol):
@@ -98,7 +152,7 @@ class Task:
     status, slot and place in the tree are the core's, read here.
     """
 
-    # The read-only fields are private slots behind _ReadOnly views (an on_setattr
+    # The read-only fields are private slots behind ReadOnly views (an on_setattr
     # hook would send the dozens of bookkeeping writes per run through __setattr__).
     _path: AgentPath
     _name: str
@@ -178,15 +232,15 @@ class Task:
         return [child.handle for child in self._node.children]
 
     # Read-only views of the private fields (setting one raises FrozenAttributeError).
-    path = _ReadOnly[AgentPath]("_path")
-    name = _ReadOnly[str]("_name")
-    input = _ReadOnly[str]("_input")
-    history = _ReadOnly[tuple[Message, ...]]("_history")
-    spec = _ReadOnly[Spec]("_spec")
-    pool = _ReadOnly["Pool"]("_pool")
-    parent = _ReadOnly["Task | None"]("_parent")
-    events = _ReadOnly["Stream | None"]("_events")
-    call_id = _ReadOnly["str | None"]("_call_id")
+    path = ReadOnly[AgentPath]("_path")
+    name = ReadOnly[str]("_name")
+    input = ReadOnly[str]("_input")
+    history = ReadOnly[tuple[Message, ...]]("_history")
+    spec = ReadOnly[Spec]("_spec")
+    pool = ReadOnly["Pool"]("_pool")
+    parent = ReadOnly["Task | None"]("_parent")
+    events = ReadOnly["Stream | None"]("_events")
+    call_id = ReadOnly["str | None"]("_call_id")
 
     def __repr__(self) -> str:
         return f"<subagent.Task {format_path(self.path)} {self.status}>"
@@ -203,9 +257,9 @@ class Task:
         return self._resolved
 
     @property
-    def _done(self) -> _Done:
+    def _done(self) -> Done:
         # What waits for the task to resolve, like a trio.Event's wait / is_set.
-        return _Done(self)
+        return Done(self)
 
     def cancel(self) -> None:
         """Cancel this task and every task below it in the path tree; not a checkpoint.
