@@ -2,7 +2,8 @@
 
 A text child's output is a JSON string; a typed child's (``Spec.output_type``)
 answer is its JSON value itself, so the parent model reads the structure rather than
-a string of escaped JSON.
+a string of escaped JSON. A background child's answer reaches its parent's run as
+a message (:func:`result_message`), with its delivery audited (:func:`audit_delivery`).
 """
 
 from __future__ import annotations

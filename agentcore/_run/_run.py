@@ -1,5 +1,7 @@
-"""One run of an Agent: the handle other tasks steer it with, and the turn loop
-(in :meth:`Run.run` itself; the RunPort methods are in ``_runport``)."""
+"""One run of an Agent: :class:`Run`, one class in one module. Its parts, in order:
+the turn loop (:meth:`Run.run` itself), the port the helpers of a turn go through
+(events, audit entries, messages and counters: :class:`agentcore._run._port.RunPort`),
+and the handle other tasks steer it with (steer, follow_up, interrupt, abort, put)."""
 
 from __future__ import annotations
 
@@ -28,11 +30,10 @@ from ._state import Phase, RunState
 from ._toolcall import run_tools, skip_calls
 
 if TYPE_CHECKING:
-    from ledger import Record, Sink
+    from ledger import Record
     from ledger._entry import Scalar
 
     from .._agent import Agent
-    from .._hookset import HookSet
     from .._messages import ToolCall, Usage
     from .._tools._gate import GateDecision
     from .._tools._tools import ToolOutcome
@@ -65,16 +66,6 @@ _current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
 def current_run() -> Run | None:
     """The run whose loop (or tool call, or hook) the calling task belongs to, if any."""
     return _current_run.get()
-
-
-class _PortAgent(Protocol):
-    # What these methods read of the Agent (over what every helper reads).
-    @property
-    def agent_id(self) -> str: ...
-    @property
-    def audit(self) -> Sink | None: ...
-    @property
-    def hookset(self) -> HookSet: ...
 
 
 class ScopeOwner(Protocol):
@@ -448,12 +439,10 @@ class Run:
         state.close()
         return message.content, EndReason.interrupted
 
-    # RunPortMethods: the :class:`~agentcore._run._port.RunPort` side of a :class:`Run` (a mixin).
-    #
+    # -- the port: the RunPort side (agentcore._run._port) ---------------------------
     # The events, audit entries, messages and counters the helpers of a run's turns
-    # (model call, tool calls, hooks, its end) go through. :class:`agentcore.Run`
-    # inherits them; they read and write the run's ``RunState``, the one value the run
-    # owns. Apart from ``_run`` so that the turn loop and the port stay short modules.
+    # (model call, tool calls, hooks, its end) go through. They read and write the
+    # run's ``RunState``, the one value the run owns.
 
     async def emit(self, kind: EventKind, **fields: Any) -> None:
         """Send one event of this run to its destination, then to its observer hooks.
@@ -673,10 +662,10 @@ class Run:
         """Set how the run ended (its end may turn it to ``error``). Not a checkpoint."""
         self._state.summary = summary
 
-    # RunHandle: the control requests other tasks send a run (steer, follow_up,
-    # interrupt, abort, put) and what they may read of it. All synchronous, none a
-    # checkpoint. :class:`agentcore.Run` inherits them; each checks, then makes one
-    # transition of the run's :class:`RunState`.
+    # -- the handle: what other tasks send a run --------------------------------------
+    # The control requests (steer, follow_up, interrupt, abort, put) and what other
+    # tasks may read of the run. All synchronous, none a checkpoint; each checks, then
+    # makes one transition of the run's :class:`RunState`.
 
     def steer(self, text: str) -> None:
         """Add a user message to the running conversation. Not a checkpoint.

@@ -440,12 +440,11 @@ class PoolCore(Generic[H]):
             paused=self.paused,
         )
 
-    # The pool core's rules between a task and its children: the fan-out bound
-    # (``max_children``), background delivery of results into the parent's run, and the
-    # roll-up of tree usage. Sans-IO: no trio, no I/O; :class:`subagent._core._core.PoolCore`
-    # inherits these methods, and they follow its contract (check, then change, then
-    # return the effects; an illegal move raises :class:`IllegalTransition` and changes
-    # nothing).
+    # -- a task and its children ----------------------------------------------------
+    # The fan-out bound (``max_children``), background delivery of results into the
+    # parent's run, and the roll-up of tree usage. Same contract as above (check, then
+    # change, then return the effects; an illegal move raises
+    # :class:`IllegalTransition` and changes nothing).
     #
     # The state is per node (see :class:`subagent._core._node.Node`): ``fanout_limit``,
     # ``fanout_used``, ``fanout_waiters`` and ``holds_fanout``; ``deliver_to``,

@@ -1,4 +1,9 @@
-"""SubagentTool: the agentcore Tool through which a model delegates a task to a subagent."""
+"""SubagentTool: the agentcore Tool through which a model delegates a task to a subagent.
+
+The delegation tools are the pool shell's one client outside ``subagent._pool``: they
+claim a fan-out slot, submit a child, lend the caller's slot while it waits, through
+the ``Pool``'s slot steps and its core's fan-out steps, each one call here.
+"""
 
 from __future__ import annotations
 

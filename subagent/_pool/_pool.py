@@ -468,11 +468,12 @@ class Pool:
         """A snapshot of the pool's counts and limits; not a checkpoint."""
         return self._core.statistics()
 
-    # The waits of the pool's trio shell: a run lending its concurrency slot while it
-    # waits for subagents and taking it back, and claiming a fan-out slot (``max_children``).
-    # Each follows trio's ``CapacityLimiter.acquire_on_behalf_of``: try the core's
-    # synchronous step, else park with an abort function that withdraws from the core.
-    # :class:`subagent.Pool` inherits these methods.
+    # -- the waits: lending a slot, taking it back, claiming a fan-out slot ----------
+    # A run lends its concurrency slot while it waits for subagents and takes it back;
+    # a delegation claims a fan-out slot (``max_children``). Each follows trio's
+    # ``CapacityLimiter.acquire_on_behalf_of``: try the core's synchronous step, else
+    # park with an abort function that withdraws from the core. The delegation tools
+    # (subagent._delegation._tool) call these steps and the core's fan-out steps.
 
     async def _lend_slot(self, task: Task, fn: Callable[[], Awaitable[_T]]) -> _T:
         # Await fn() while the task lends its slot; see subagent._delegation._tool.lend_slot.

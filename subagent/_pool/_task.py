@@ -1,4 +1,5 @@
-"""Task: the handle of one submitted run."""
+"""Task: the handle of one submitted run, with its read-only attributes
+(:class:`ReadOnly`) and the view of its resolution (:class:`Done`)."""
 
 from __future__ import annotations
 
