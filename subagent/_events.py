@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -11,7 +11,9 @@ import agentcore
 from agentcore import AgentPath, RunSummary, Usage
 from agentcore._events import wall_clock
 
-from ._cost._budget import BudgetReport
+if TYPE_CHECKING:
+    # (for annotations only: the budgets report through events, so _cost imports this)
+    from ._cost._budget import BudgetReport
 
 
 class EventKind(enum.StrEnum):
