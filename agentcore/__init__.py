@@ -1,5 +1,9 @@
 """agentcore: one agent run — messages, model and tool protocols, the turn loop, the gate."""
 
+from ledger._deprecated import moved as _moved
+
+from . import limits as limits
+from . import lowlevel as lowlevel
 from ._agent import Agent as Agent
 from ._errors import AgentCoreError as AgentCoreError
 from ._errors import AuditError as AuditError
@@ -34,15 +38,9 @@ from ._models import ChatModel as ChatModel
 from ._models import DeltaSink as DeltaSink
 from ._models import StreamingChatModel as StreamingChatModel
 from ._retry import RetryPolicy as RetryPolicy
-from ._run._checkpoint import INTERRUPTED as INTERRUPTED
 from ._run._checkpoint import Checkpoint as Checkpoint
 from ._run._checkpoint import Checkpointer as Checkpointer
 from ._run._checkpoint import CheckpointKind as CheckpointKind
-from ._run._checkpoint import recover_calls as recover_calls
-from ._run._checkpoint import start_checkpoint as start_checkpoint
-from ._run._codec import MAX_STATE_BYTES as MAX_STATE_BYTES
-from ._run._codec import MAX_STATE_DEPTH as MAX_STATE_DEPTH
-from ._run._idempotency import CurrentToolCall as CurrentToolCall
 from ._run._output import FINAL_RESULT as FINAL_RESULT
 from ._run._output import OutputSchema as OutputSchema
 from ._run._output import TypedOutput as TypedOutput
@@ -54,16 +52,11 @@ from ._run._result import RunResult as RunResult
 from ._run._run import Run as Run
 from ._run._run import current_run as current_run
 from ._run._state import RunState as RunState
-from ._run._statechecks import MAX_STATE_STEERING as MAX_STATE_STEERING
-from ._run._toolcall import current_tool_call as current_tool_call
-from ._run._toolcall import resumed_call_state as resumed_call_state
 from ._spent import Spent as Spent
-from ._steering import Pending as Pending
+from ._steering import InboxMessage as InboxMessage
 from ._steering import RunEndedError as RunEndedError
 from ._summary import EndReason as EndReason
 from ._summary import RunSummary as RunSummary
-from ._tools._arguments import MAX_ARGUMENT_BYTES as MAX_ARGUMENT_BYTES
-from ._tools._arguments import MAX_ARGUMENT_DEPTH as MAX_ARGUMENT_DEPTH
 from ._tools._arguments import ArgumentsError as ArgumentsError
 from ._tools._arguments import load_arguments as load_arguments
 from ._tools._gate import AllOf as AllOf
@@ -86,8 +79,28 @@ from ._tools._tools import is_idempotent as is_idempotent
 from ._tools._tools import is_read_only as is_read_only
 from ._tools._tools import liveness_of as liveness_of
 from ._tools._tools import tool_spec as tool_spec
-from ._tools._typed import MAX_TOOL_THREADS as MAX_TOOL_THREADS
 from ._tools._typed import SelfMonitoringTypedTool as SelfMonitoringTypedTool
 from ._tools._typed import ToolArgumentsError as ToolArgumentsError
 from ._tools._typed import TypedTool as TypedTool
 from ._tools._typed import tool as tool
+
+# Old top-level names, kept for one release: each warns and names its new place.
+_MOVED = {
+    "INTERRUPTED": ("agentcore.lowlevel", "INTERRUPTED"),
+    "recover_calls": ("agentcore.lowlevel", "recover_calls"),
+    "start_checkpoint": ("agentcore.lowlevel", "start_checkpoint"),
+    "current_tool_call": ("agentcore.lowlevel", "current_tool_call"),
+    "CurrentToolCall": ("agentcore.lowlevel", "CurrentToolCall"),
+    "resumed_call_state": ("agentcore.lowlevel", "resumed_call_state"),
+    "MAX_ARGUMENT_BYTES": ("agentcore.limits", "MAX_ARGUMENT_BYTES"),
+    "MAX_ARGUMENT_DEPTH": ("agentcore.limits", "MAX_ARGUMENT_DEPTH"),
+    "MAX_STATE_BYTES": ("agentcore.limits", "MAX_STATE_BYTES"),
+    "MAX_STATE_DEPTH": ("agentcore.limits", "MAX_STATE_DEPTH"),
+    "MAX_STATE_STEERING": ("agentcore.limits", "MAX_STATE_STEERING"),
+    "MAX_TOOL_THREADS": ("agentcore.limits", "MAX_TOOL_THREADS"),
+    "Pending": ("agentcore", "InboxMessage"),
+}
+
+
+def __getattr__(name: str) -> object:
+    return _moved("agentcore", name, _MOVED)

@@ -99,7 +99,7 @@ class CallPaused(AgentCoreError):
     """Raised by a tool whose call cannot finish before a human answers a run it
     started (the delegation tool, when its subagent paused): the calling run pauses
     too, keeping ``state`` as one of its ``RunState.children``. On resume the tool is
-    called again with the same arguments while ``agentcore.resumed_call_state()``
+    called again with the same arguments while ``agentcore.lowlevel.resumed_call_state()``
     returns that state, and continues it instead of starting anew. Such a tool must
     say so with ``resumes_paused_calls = True`` (the delegation tool does; so does a
     ``FunctionTool(..., resumes_paused_calls=True)``): resuming a state whose

@@ -35,7 +35,7 @@ class RunEndedError(AgentCoreError):
 
 
 @attrs.frozen(slots=True)
-class Pending:
+class InboxMessage:
     """A message waiting in a run's inbox, read at the top of the run's next iteration.
 
     Attributes:

@@ -4,7 +4,7 @@ Each input is a checkpoint database: a sound one (a root and a child, running, a
 an ended run) whose columns are set at random to values of any type (texts,
 numbers, blobs, NULL, huge ids, states from another run, JSON that is not a list of
 ids), or whose file bytes are flipped, cut or replaced by the input. Whatever reads
-back must be recoverable: ``agentcore.recover_calls`` on each state raises nothing.
+back must be recoverable: ``agentcore.lowlevel.recover_calls`` on each state raises nothing.
 """
 
 from __future__ import annotations
@@ -103,7 +103,9 @@ def target(data: bytes) -> None:
         assert row.status in ("running", "paused", "ended")
         if row.state is not None:
             assert row.state.run_id == row.run_id
-            agentcore.recover_calls(row.state, set(row.in_flight), set(), {}, row.checkpoint)
+            agentcore.lowlevel.recover_calls(
+                row.state, set(row.in_flight), set(), {}, row.checkpoint
+            )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,8 @@ _ENTRIES = [
         ledger.Record("run_end", "r1", ("a/0001",), data={"turns": 2, "cost": 0.5}),
     )
 ]
-_JSONL = b"".join(f"{ledger.encode_entry(e)}\n".encode() for e in _ENTRIES)
-_HEADS = [ledger.GENESIS, *(e.hash for e in _ENTRIES), "f" * 64]
+_JSONL = b"".join(f"{ledger.encoding.encode_entry(e)}\n".encode() for e in _ENTRIES)
+_HEADS = [ledger.encoding.GENESIS, *(e.hash for e in _ENTRIES), "f" * 64]
 _SQLITE = os.path.join(_DIR, "template.db")
 with contextlib.closing(connect(_SQLITE, fsync=False, timeout=1.0)) as _conn:
     _conn.executemany(INSERT, [to_row(e) for e in _ENTRIES])
@@ -59,7 +59,7 @@ _VALUES: tuple[object, ...] = (
     '{"turns":2,"turns":2}',
     "[" * 3000,
     b"\xff",
-    ledger.GENESIS,
+    ledger.encoding.GENESIS,
 )
 
 

@@ -1,5 +1,8 @@
 """subagent: run LLM subagents on trio — a bounded pool, AgentPath-tagged events, delegation."""
 
+from ledger._deprecated import moved as _moved
+
+from . import limits as limits
 from ._core._core import TaskStatus as TaskStatus
 from ._core._statistics import PoolStatistics as PoolStatistics
 from ._cost._budget import Budget as Budget
@@ -10,9 +13,6 @@ from ._delegation._tool import SubagentTool as SubagentTool
 from ._durable._claims import AlreadyResumedError as AlreadyResumedError
 from ._durable._recovery import PausedTree as PausedTree
 from ._durable._recovery import Recovered as Recovered
-from ._durable._store import MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES
-from ._durable._store import MAX_CHECKPOINT_ROWS as MAX_CHECKPOINT_ROWS
-from ._durable._store import MAX_RESUME_CLAIMS as MAX_RESUME_CLAIMS
 from ._durable._store import CheckpointError as CheckpointError
 from ._durable._store import CheckpointRow as CheckpointRow
 from ._durable._store import SqliteCheckpoints as SqliteCheckpoints
@@ -42,10 +42,21 @@ from ._specs._file import SpecFile as SpecFile
 from ._specs._file import SpecFileError as SpecFileError
 from ._specs._file import load_specs as load_specs
 from ._specs._file import specs_from_mapping as specs_from_mapping
-from ._specs._history import MAX_HISTORY_BYTES as MAX_HISTORY_BYTES
-from ._specs._history import MAX_HISTORY_MESSAGES as MAX_HISTORY_MESSAGES
 from ._specs._outputschema import JsonSchemaOutput as JsonSchemaOutput
 from ._specs._spec import Defaults as Defaults
 from ._specs._spec import Spec as Spec
 from ._stream import Stream as Stream
 from ._stream import StreamStatistics as StreamStatistics
+
+# Old top-level names, kept for one release: each warns and names its new place.
+_MOVED = {
+    "MAX_CHECKPOINT_BYTES": ("subagent.limits", "MAX_CHECKPOINT_BYTES"),
+    "MAX_CHECKPOINT_ROWS": ("subagent.limits", "MAX_CHECKPOINT_ROWS"),
+    "MAX_RESUME_CLAIMS": ("subagent.limits", "MAX_RESUME_CLAIMS"),
+    "MAX_HISTORY_BYTES": ("subagent.limits", "MAX_HISTORY_BYTES"),
+    "MAX_HISTORY_MESSAGES": ("subagent.limits", "MAX_HISTORY_MESSAGES"),
+}
+
+
+def __getattr__(name: str) -> object:
+    return _moved("subagent", name, _MOVED)

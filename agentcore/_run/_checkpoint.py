@@ -129,7 +129,7 @@ def snapshot(state: RunState) -> RunState:
     copy.usage = state.usage
     copy.follow_ups = list(state.follow_ups)
     if state.has_inbox:
-        copy.inbox = list(state.inbox)  # its steering is stored (Pending values are frozen)
+        copy.inbox = list(state.inbox)  # its steering is stored (InboxMessage values are frozen)
     copy.reported = state.reported
     copy.elapsed = state.elapsed
     copy.nonce = state.nonce

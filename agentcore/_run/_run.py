@@ -17,7 +17,7 @@ from .._errors import ContextTooLongError, TransientModelError
 from .._events import EventKind, EventSink, event_of, taken_now
 from .._fastpath import fields_nowait_of
 from .._messages import AgentPath, Message
-from .._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED, Pending, RunEndedError
+from .._steering import INTERRUPT_NOTE, SKIPPED_INTERRUPTED, InboxMessage, RunEndedError
 from .._summary import EndReason, RunSummary
 from ._checkpoint import at_end, at_turn, opening
 from ._end import conclude, summarise
@@ -416,7 +416,7 @@ class Run:
         await finish_pending(self, pending, children)
         return last_answer(state.messages)
 
-    async def _announce(self, injected: Sequence[Pending]) -> None:
+    async def _announce(self, injected: Sequence[InboxMessage]) -> None:
         # The messages read from the inbox at the top of a turn: their events and
         # on_read callbacks, in order (apart from run(), whose frame every parked run
         # holds).
@@ -680,7 +680,7 @@ class Run:
           RunEndedError: the run has ended.
         """
         self._check_open("steer")
-        self.put(Pending(Message("user", text), EventKind.steering_injected, text))
+        self.put(InboxMessage(Message("user", text), EventKind.steering_injected, text))
 
     def follow_up(self, text: str) -> None:
         """Queue a message for after this run: it comes back in ``RunResult.follow_ups``
@@ -745,7 +745,7 @@ class Run:
         if self._scope is not None:
             self._scope.cancel()
 
-    def put(self, pending: Pending) -> None:
+    def put(self, pending: InboxMessage) -> None:
         """Add ``pending`` to the inbox read at the top of the next iteration. Not a checkpoint.
 
         Raises:
@@ -761,7 +761,7 @@ class Run:
 
     @property
     def has_pending(self) -> bool:
-        """Whether messages that preempt tool calls (``Pending.preempts``) are waiting."""
+        """Whether messages that preempt tool calls (``InboxMessage.preempts``) are waiting."""
         return self._state.preempting > 0
 
     def _check_open(self, what: str) -> None:

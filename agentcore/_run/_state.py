@@ -26,7 +26,7 @@ from .._errors import RunStateError
 from .._events import EventKind
 from .._messages import AgentPath, Message, Usage
 from .._spent import Spent
-from .._steering import Pending
+from .._steering import InboxMessage
 from .._summary import EndReason, RunSummary
 from ._codec import Decoded, decode_state, encode_state
 from ._pending import BackgroundChild, CallStatus, PendingApproval, PendingCall
@@ -75,7 +75,7 @@ class RunState:
     usage: Usage = Usage()
     # The four lists below are created when first used (see the properties of the
     # same names): most runs never use them, and a parked run holds its state.
-    _inbox: list[Pending] | None = None
+    _inbox: list[InboxMessage] | None = None
     _follow_ups: list[str] | None = None
     reported: int = 0
     """How many of ``follow_ups`` were announced with ``follow_up_queued`` (a prefix)."""
@@ -119,14 +119,14 @@ class RunState:
     existed, which reads as nothing spent)."""
 
     @property
-    def inbox(self) -> list[Pending]:
+    def inbox(self) -> list[InboxMessage]:
         """Messages waiting for the top of the next iteration; empty once ended."""
         if self._inbox is None:
             self._inbox = []
         return self._inbox
 
     @inbox.setter
-    def inbox(self, value: list[Pending]) -> None:
+    def inbox(self, value: list[InboxMessage]) -> None:
         self._inbox = value
 
     @property
@@ -172,7 +172,7 @@ class RunState:
 
     @property
     def preempting(self) -> int:
-        """How many of ``inbox`` preempt tool calls (``Pending.preempts``): counted
+        """How many of ``inbox`` preempt tool calls (``InboxMessage.preempts``): counted
         when asked (a field fewer in every run's state). Not a checkpoint."""
         inbox = self._inbox
         return sum(1 for p in inbox if p.preempts) if inbox else 0
@@ -357,7 +357,7 @@ class RunState:
         state.pending = list(d.pending)
         state.elapsed = d.elapsed
         # Steering that waited in the inbox at a checkpoint: read by the resumed run.
-        state.inbox = [Pending(Message("user", t), EventKind.steering_injected, t)
+        state.inbox = [InboxMessage(Message("user", t), EventKind.steering_injected, t)
                        for t in d.steering]
         state.background = d.background
         state.spent = dict(d.spent)
@@ -372,7 +372,7 @@ class RunState:
         return [p.message.content for p in self._inbox or ()
                 if p.event is EventKind.steering_injected and p.on_read is None]
 
-    def put(self, pending: Pending) -> None:
+    def put(self, pending: InboxMessage) -> None:
         """Add ``pending`` to the inbox (the caller checked the run has not ended)."""
         assert self.phase is not Phase.ended
         if self._inbox is None:
@@ -380,7 +380,7 @@ class RunState:
         else:
             self._inbox.append(pending)
 
-    def read_inbox(self) -> Sequence[Pending]:
+    def read_inbox(self) -> Sequence[InboxMessage]:
         """Move the waiting messages into the conversation; returns them, in order
         (an empty tuple when none waited: no list is created for an empty inbox)."""
         injected = self._inbox

@@ -32,14 +32,8 @@ from typing import TYPE_CHECKING, TextIO
 import msgspec
 import trio
 
-from agentcore import (
-    MAX_STATE_BYTES,
-    GateDecision,
-    GateRequest,
-    RunState,
-    RunStateError,
-    is_read_only,
-)
+from agentcore import GateDecision, GateRequest, RunState, RunStateError, is_read_only
+from agentcore.limits import MAX_STATE_BYTES
 from agentcore.models._replay import read_regular_file
 from ledger import _crashpoints
 from ledger._files import open_private, try_lock

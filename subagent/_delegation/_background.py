@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from agentcore import AuditError, Pending
+from agentcore import AuditError, InboxMessage
 
 from .._events import Event, EventKind
 from .._reply import RESULT_PREFIX as RESULT_PREFIX
@@ -46,7 +46,7 @@ def settle(task: Task) -> bool:
         assert run is not None
         parent = target.handle
         read = functools.partial(_delivered, parent, task)
-        run.put(Pending(result_message(task), None, on_read=read, preempts=False))
+        run.put(InboxMessage(result_message(task), None, on_read=read, preempts=False))
     return kept
 
 

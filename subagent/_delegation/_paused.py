@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol, cast
 
 import agentcore
-from agentcore import AuditError, BackgroundChild, Message, Pending, RunState
+from agentcore import AuditError, BackgroundChild, InboxMessage, Message, RunState
 from agentcore._run._run import _current_run
 from agentcore._run._state import Phase
 
@@ -190,7 +190,7 @@ async def start_background(
         assert mark.result is not None
         _kept.setdefault(task, []).append(state)
         read = functools.partial(_delivered_kept, task, state)
-        run.put(Pending(Message("user", mark.result), None, on_read=read, preempts=False))
+        run.put(InboxMessage(Message("user", mark.result), None, on_read=read, preempts=False))
 
 
 async def _delivered_kept(parent: Task, state: RunState) -> None:

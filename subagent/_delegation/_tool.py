@@ -100,7 +100,7 @@ def calling_task(pool: Pool) -> Task | None:
 
 def _delegating_call() -> str | None:
     # The id of the tool call this delegation runs in (set by agentcore around execute).
-    call = agentcore.current_tool_call()
+    call = agentcore.lowlevel.current_tool_call()
     return call.id if call is not None else None
 
 
@@ -283,7 +283,7 @@ class SubagentTool:
         return with_output({"agent": agent, "path": list(child.path)}, child, child._output)
 
     async def _start(self, caller: Task, agent: str, text: str) -> tuple[str, ...]:
-        resume = agentcore.resumed_call_state()
+        resume = agentcore.lowlevel.resumed_call_state()
         if resume is not None:
             # Recovered after a crash with this start call in flight and its child
             # checkpointed (the call is tied to it by its id): continue that child,
@@ -306,7 +306,7 @@ class SubagentTool:
         # The child, once it has ended with a result.
         pool = self.pool
         call_id = _delegating_call() if caller is not None else None
-        resume = agentcore.resumed_call_state()
+        resume = agentcore.lowlevel.resumed_call_state()
         if resume is not None:
             # A resumed run calls again for a subagent that paused: continue that run.
             spec = pool.specs[agent]

@@ -100,7 +100,7 @@ class Recovered(list["Task"]):
     failed: tuple[tuple[str, Exception], ...]
     """Each root tree that could not be recovered, as ``(run_id, error)``: the root's
     run id and why (``CheckpointError``: a row of the tree cannot be read, or does
-    not match its state, or the tree is deeper than ``agentcore.MAX_STATE_DEPTH``;
+    not match its state, or the tree is deeper than ``agentcore.limits.MAX_STATE_DEPTH``;
     ``UnknownAgentError``: a run's spec is not in the pool;
     ``agentcore.ResumeError``: its spec cannot resume it; ``BudgetExceeded``: a
     budget over it refused it; any other error of ``subagent``'s or ``agentcore``'s
@@ -155,7 +155,7 @@ async def commit_start(task: Task, agent: agentcore.Agent) -> agentcore.Checkpoi
     """
     store = task.pool.checkpoints
     assert store is not None
-    point = agentcore.start_checkpoint(
+    point = agentcore.lowlevel.start_checkpoint(
         agent.system_prompt, task.input, run_id="/".join(task.path), agent=agent.agent_id,
         path=task.path, history=task.history,
     )

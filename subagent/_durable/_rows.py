@@ -23,8 +23,8 @@ from ._schema import STATUSES, schema_ok
 
 #: The most rows :meth:`SqliteCheckpoints.rows` reads (one per run): 100,000.
 MAX_CHECKPOINT_ROWS = 100_000
-#: The most bytes of one run's state it reads: ``agentcore.MAX_STATE_BYTES`` (64 MiB).
-MAX_CHECKPOINT_BYTES = agentcore.MAX_STATE_BYTES
+#: The most bytes of one run's state it reads: ``agentcore.limits.MAX_STATE_BYTES`` (64 MiB).
+MAX_CHECKPOINT_BYTES = agentcore.limits.MAX_STATE_BYTES
 #: The most bytes of a row's text columns other than the state.
 _MAX_FIELD = 4096
 

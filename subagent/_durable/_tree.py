@@ -1,7 +1,7 @@
 """Crash recovery's tree building: a root row and the rows tied to it, rebuilt as
 one resumable state (children in flight nested by their calls, background children
 tied to their parents' runs), deepest first with an explicit stack, never deeper than
-``agentcore.MAX_STATE_DEPTH``. Pure code over rows already read: no I/O, not
+``agentcore.limits.MAX_STATE_DEPTH``. Pure code over rows already read: no I/O, not
 checkpoints (see ``subagent._durable._recovery.recover``)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 import agentcore
-from agentcore import MAX_STATE_DEPTH
 from agentcore._run._state import Phase
+from agentcore.limits import MAX_STATE_DEPTH
 
 from .._errors import UnknownAgentError
 from .._reply import RESULT_PREFIX
@@ -112,7 +112,7 @@ def _tree(
         # (a subagent's start checkpoint is committed before it runs, and before a
         # "wait": false call returns): it runs again, as if the crash came before it.
         unstarted = {c for c in _delegating(row) if (row.run_id, c) not in by_call}
-        agentcore.recover_calls(row.state, set(row.in_flight), repeatable, children,
+        agentcore.lowlevel.recover_calls(row.state, set(row.in_flight), repeatable, children,
                                 row.checkpoint, unstarted)
         if answers:
             row.state.pending = [_answered(p, answers) for p in row.state.pending]

@@ -46,7 +46,7 @@ def emitter(task: Task) -> Emitter | None:
     """The event sink of ``task``'s run, or None when nothing would see its events:
     no destination, no observer and no ``idle_timeout`` on its path to push back (a
     delegating tool reads the id of the call it runs in from
-    ``agentcore.current_tool_call()``, not from events). The run then skips its
+    ``agentcore.lowlevel.current_tool_call()``, not from events). The run then skips its
     start and end emits."""
     watched = False
     above: Task | None = task

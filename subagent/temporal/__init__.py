@@ -14,6 +14,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "subagent.temporal needs the 'temporal' extra: pip install 'subagent[temporal]'"
     ) from exc
 
+from ledger._deprecated import moved as _moved
+
 from ._admission import AdmissionState as AdmissionState
 from ._admission import AdmissionWorkflow as AdmissionWorkflow
 from ._admission import admission_id as admission_id
@@ -32,8 +34,8 @@ from ._errors import StateTooLarge as StateTooLarge
 from ._errors import TemporalError as TemporalError
 from ._errors import UnknownCall as UnknownCall
 from ._inputs import Answer as Answer
-from ._inputs import Pending as Pending
-from ._inputs import PendingCall as PendingCall
+from ._inputs import ApprovalRequest as ApprovalRequest
+from ._inputs import PendingAnswers as PendingAnswers
 from ._inputs import RootInput as RootInput
 from ._inputs import RootResult as RootResult
 from ._inputs import RunOptions as RunOptions
@@ -48,3 +50,13 @@ from ._signals import tasks as tasks
 from ._worker import Worker as Worker
 from ._worker import ledger_name as ledger_name
 from ._workflow import SubagentWorkflow as SubagentWorkflow
+
+# Old top-level names, kept for one release: each warns and names its new place.
+_MOVED = {
+    "Pending": ("subagent.temporal", "PendingAnswers"),
+    "PendingCall": ("subagent.temporal", "ApprovalRequest"),
+}
+
+
+def __getattr__(name: str) -> object:
+    return _moved("subagent.temporal", name, _MOVED)

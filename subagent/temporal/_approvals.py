@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ._inputs import Answer, Control, PendingCall, wire_size
+from ._inputs import Answer, ApprovalRequest, Control, wire_size
 
 #: The largest paused state (``RunState.to_json()``, UTF-8 bytes, with its pending-call
 #: rows) an activity hands back to its workflow. Temporal refuses a payload over 2 MiB
@@ -55,7 +55,7 @@ def answer_problem(answer: Answer) -> str | None:
 class Approvals:
     """The deferred calls of a paused run and the answers received for them."""
 
-    def __init__(self, calls: list[PendingCall], round: int) -> None:
+    def __init__(self, calls: list[ApprovalRequest], round: int) -> None:
         self.calls = calls
         self.round = round
         self.answers: dict[int, Answer] = {}

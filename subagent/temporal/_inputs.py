@@ -43,7 +43,7 @@ class RunOptions:
         lost: heartbeat timeout) resumes the tree from the last heartbeat, which holds
         the checkpoints of every run of it, recorded before each mutating call: a
         finished mutating call is never run again, one in flight at the loss gets
-        ``agentcore.INTERRUPTED`` unless it is read-only or idempotent.
+        ``agentcore.lowlevel.INTERRUPTED`` unless it is read-only or idempotent.
       keep_events: The workflow's event retention (the last ``keep_events``).
       approval_timeout: Seconds a paused run waits for its answers (a durable
         workflow timer) before every unanswered call is denied ("no answer within N
@@ -94,7 +94,7 @@ class ActivityInput:
 
 
 @dataclass(frozen=True)
-class PendingCall:
+class ApprovalRequest:
     """A deferred tool call waiting for a human (an ``agentcore.PendingApproval``).
 
     ``path`` is the AgentPath of the run that made it; ``arguments`` are the model's
@@ -123,7 +123,7 @@ class Answer:
 
 
 @dataclass(frozen=True)
-class Pending:
+class PendingAnswers:
     """What the ``pending`` query returns.
 
     Attributes:
@@ -134,7 +134,7 @@ class Pending:
     """
 
     paused: bool
-    calls: list[PendingCall]
+    calls: list[ApprovalRequest]
     answers: list[Answer]
     round: int
 
@@ -189,7 +189,7 @@ class ActivityResult:
     seq: int
     tail: list[str]
     state: str | None = None
-    pending: list[PendingCall] = field(default_factory=list)
+    pending: list[ApprovalRequest] = field(default_factory=list)
     controls: int = 0
     tasks: dict[str, str] = field(default_factory=dict)
 

@@ -13,7 +13,7 @@ import agentcore
 
 from ._approvals import MAX_SHOWN_ARGUMENTS, MAX_STATE_BYTES
 from ._errors import StateTooLarge
-from ._inputs import Answer, PendingCall, wire_size
+from ._inputs import Answer, ApprovalRequest, wire_size
 
 
 def _shown(arguments: str) -> str:
@@ -22,14 +22,14 @@ def _shown(arguments: str) -> str:
     return f"{arguments[:MAX_SHOWN_ARGUMENTS]}... ({len(arguments)} characters in all)"
 
 
-def encode_pause(state: agentcore.RunState) -> tuple[str, list[PendingCall]]:
+def encode_pause(state: agentcore.RunState) -> tuple[str, list[ApprovalRequest]]:
     """The paused ``state`` as JSON and its deferred calls, for the activity's result.
 
     Raises:
       StateTooLarge: the JSON and the call rows are over :data:`MAX_STATE_BYTES`.
     """
     text = state.to_json()
-    calls = [PendingCall(list(a.path), a.call_id, a.tool, _shown(a.arguments), a.reason)
+    calls = [ApprovalRequest(list(a.path), a.call_id, a.tool, _shown(a.arguments), a.reason)
              for a in state.pending_approvals]
     size = wire_size(text) + sum(  # as the activity's result carries them
         wire_size(c.call_id) + wire_size(c.tool) + wire_size(c.arguments)

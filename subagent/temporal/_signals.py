@@ -16,33 +16,35 @@ from temporalio.client import Client
 from ._approvals import MAX_STEER_CHARS, MAX_TASKS, answer_problem
 from ._client import QUERY_TIMEOUT
 from ._errors import BadAnswer, NotPaused, UnknownCall
-from ._inputs import Answer, Pending, PendingCall
+from ._inputs import Answer, ApprovalRequest, PendingAnswers
 
 
 def _rpc() -> timedelta:
     return timedelta(seconds=QUERY_TIMEOUT)
 
 
-def _check_pending(value: object) -> Pending:
-    if not isinstance(value, Pending) or not isinstance(value.calls, list):
+def _check_pending(value: object) -> PendingAnswers:
+    if not isinstance(value, PendingAnswers) or not isinstance(value.calls, list):
         raise BadAnswer("the pending query did not return pending calls")
     for call in value.calls:
-        if not isinstance(call, PendingCall) or not all(
+        if not isinstance(call, ApprovalRequest) or not all(
                 isinstance(x, str) for x in (call.call_id, call.tool, call.arguments, call.reason,
                                              *call.path)):
             raise BadAnswer("the pending query returned a call that is not one")
     return value
 
 
-async def pending(client: Client, workflow_id: str) -> Pending:
+async def pending(client: Client, workflow_id: str) -> PendingAnswers:
     """The paused run's deferred calls and the answers received so far
     (``paused`` is ``False`` while the run is not waiting for answers).
 
     Raises:
-      BadAnswer: the workflow answered with something that is not a ``Pending``.
+      BadAnswer: the workflow answered with something that is not a ``PendingAnswers``.
     """
     handle = client.get_workflow_handle(workflow_id)
-    return _check_pending(await handle.query("pending", result_type=Pending, rpc_timeout=_rpc()))
+    return _check_pending(
+        await handle.query("pending", result_type=PendingAnswers, rpc_timeout=_rpc())
+    )
 
 
 async def tasks(client: Client, workflow_id: str) -> dict[str, str]:

@@ -51,9 +51,9 @@ from ._errors import StateTooLarge
 from ._inputs import (
     ActivityInput,
     ActivityResult,
+    ApprovalRequest,
     Control,
     EventBatch,
-    PendingCall,
     RootResult,
     wire_size,
 )
@@ -237,7 +237,7 @@ class _Ending:
     result: RootResult | None = None
     cancelled: bool = False
     state: str | None = None
-    pending: list[PendingCall] = attrs.Factory(list)
+    pending: list[ApprovalRequest] = attrs.Factory(list)
 
 
 async def _outcome(task: Task, ending: _Ending) -> None:

@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
         Control,
         EventBatch,
         EventPage,
-        Pending,
+        PendingAnswers,
         RootInput,
         RootResult,
         wire_size,
@@ -218,12 +218,12 @@ class SubagentWorkflow:
         return self._applied
 
     @workflow.query(name="pending")
-    def pending(self) -> Pending:
+    def pending(self) -> PendingAnswers:
         """The paused run's deferred calls and the answers so far."""
         books = self._approvals
         if books is None:
-            return Pending(False, [], [], self._round)
-        return Pending(True, list(books.calls), books.in_order(), books.round)
+            return PendingAnswers(False, [], [], self._round)
+        return PendingAnswers(True, list(books.calls), books.in_order(), books.round)
 
     @workflow.query(name="tasks")
     def tasks(self) -> dict[str, str]:

@@ -12,8 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentcore import (
-    MAX_ARGUMENT_BYTES,
-    MAX_ARGUMENT_DEPTH,
     Agent,
     ArgumentsError,
     EndReason,
@@ -25,6 +23,7 @@ from agentcore import (
     load_arguments,
 )
 from agentcore._tools._arguments import _loads
+from agentcore.limits import MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH
 from agentcore.testing import RecordingTool, ScriptedModel, tool_call_reply
 from ledger import MemorySink
 from tests.agentcore._support import Recorder

@@ -12,7 +12,6 @@ import trio
 import trio.testing
 
 from agentcore import (
-    INTERRUPTED,
     Agent,
     CallStatus,
     Checkpoint,
@@ -22,9 +21,9 @@ from agentcore import (
     RunState,
     ToolCall,
     is_idempotent,
-    recover_calls,
     tool,
 )
+from agentcore.lowlevel import INTERRUPTED, recover_calls
 from ledger import MemorySink
 from tests.agentcore._durable import model
 

@@ -11,7 +11,6 @@ import trio
 import trio.testing
 
 from agentcore import (
-    MAX_STATE_STEERING,
     Agent,
     Checkpoint,
     CheckpointKind,
@@ -21,10 +20,11 @@ from agentcore import (
     RunState,
     RunStateError,
     current_run,
-    recover_calls,
 )
 from agentcore._run._checkpoint import snapshot
-from agentcore._steering import Pending
+from agentcore._steering import InboxMessage
+from agentcore.limits import MAX_STATE_STEERING
+from agentcore.lowlevel import recover_calls
 from agentcore.testing import ScriptedModel
 from tests.agentcore._durable import model
 from tests.agentcore.test_runstate import body_of, envelope
@@ -94,7 +94,7 @@ def _with_steering(texts: list[str]) -> RunState:
     state = RunState.begin([Message("user", "go")], run_id="r", agent="worker", input="go")
     state.phase = state.phase.running
     for text in texts:
-        state.put(Pending(Message("user", text), EventKind.steering_injected, text))
+        state.put(InboxMessage(Message("user", text), EventKind.steering_injected, text))
     return snapshot(state)
 
 

@@ -1,4 +1,4 @@
-"""agentcore.current_tool_call(): the call whose tool runs in this task, for tools that
+"""agentcore.lowlevel.current_tool_call(): the call whose tool runs in this task, for tools that
 start other work (the delegation tool) without reading events."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from agentcore import Agent, FunctionTool, Message, ToolCall, current_tool_call
+from agentcore import Agent, FunctionTool, Message, ToolCall
+from agentcore.lowlevel import current_tool_call
 from agentcore.testing import ScriptedModel
 
 Clock = trio.testing.MockClock

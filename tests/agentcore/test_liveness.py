@@ -1,6 +1,6 @@
 """Liveness classes (SPEC 3.4, issue 6.1): opaque tools are timed by the loop,
 self-monitoring tools bound themselves; the Agent checks the contract at construction.
-Also the inbox options a background result uses (``Pending.on_read``, ``preempts``)."""
+Also the inbox options a background result uses (``InboxMessage.on_read``, ``preempts``)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import trio.testing
 from agentcore import (
     Agent,
     ConfigurationError,
+    InboxMessage,
     Liveness,
     Message,
-    Pending,
     SelfMonitoring,
     ToolCall,
     check_liveness,
@@ -144,7 +144,7 @@ async def test_non_preempting_pending_keeps_the_turn_and_reports_its_read(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(go)
         await trio.testing.wait_all_tasks_blocked()
-        run.put(Pending(Message("user", "[result] 1"), None, on_read=on_read, preempts=False))
+        run.put(InboxMessage(Message("user", "[result] 1"), None, on_read=on_read, preempts=False))
         assert not run.has_pending
         tool.release()
         await trio.testing.wait_all_tasks_blocked()
@@ -165,7 +165,7 @@ async def test_non_preempting_pending_still_gets_another_model_call() -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(go)
         await trio.testing.wait_all_tasks_blocked()
-        run.put(Pending(Message("user", "[result] x"), None, preempts=False))
+        run.put(InboxMessage(Message("user", "[result] x"), None, preempts=False))
         model.release()
     assert len(model.requests) == 2
     assert model.requests[1].messages[-1] == Message("user", "[result] x")

@@ -27,9 +27,9 @@ from agentcore import (
     ToolCall,
     current_run,
     deny_all,
-    resumed_call_state,
 )
 from agentcore._tools._gate import ask
+from agentcore.lowlevel import resumed_call_state
 from agentcore.testing import RecordingTool, ScriptedModel
 from ledger import MemorySink
 

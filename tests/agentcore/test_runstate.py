@@ -9,7 +9,6 @@ import json
 import pytest
 
 from agentcore import (
-    MAX_STATE_DEPTH,
     CallStatus,
     EndReason,
     Message,
@@ -22,6 +21,7 @@ from agentcore import (
     Usage,
 )
 from agentcore._run._state import Phase
+from agentcore.limits import MAX_STATE_DEPTH
 
 CALL = ToolCall("c2", "write", '{"path": "a.txt"}')
 

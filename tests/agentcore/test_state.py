@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from agentcore import EventKind, Message, Pending
+from agentcore import EventKind, InboxMessage, Message
 from agentcore._run._state import Phase, RunState
 
 
-def steering(text: str, *, preempts: bool = True, follow_up: str | None = None) -> Pending:
-    return Pending(Message("user", text), EventKind.steering_injected, follow_up, None, preempts)
+def steering(text: str, *, preempts: bool = True, follow_up: str | None = None) -> InboxMessage:
+    return InboxMessage(
+        Message("user", text), EventKind.steering_injected, follow_up, None, preempts
+    )
 
 
 def test_a_new_state_snapshots_its_conversation() -> None:

@@ -337,27 +337,27 @@ async def test_an_interrupt_turns_pending_steering_into_follow_ups(autojump_cloc
 
 
 async def test_put_delivers_any_pending_message_with_its_event(autojump_clock: Clock) -> None:
-    from agentcore import Pending
+    from agentcore import InboxMessage
 
     run, _, rec = setup(["ok"])
-    run.put(Pending(Message("user", "[result] 42"), EventKind.steering_injected))
+    run.put(InboxMessage(Message("user", "[result] 42"), EventKind.steering_injected))
     result = await run.run()
     assert result.messages[1] == Message("user", "[result] 42")
     assert rec.kinds[2] == "steering_injected"
     assert result.follow_ups == ()
     with pytest.raises(RunEndedError):
-        run.put(Pending(Message("user", "late"), EventKind.steering_injected))
+        run.put(InboxMessage(Message("user", "late"), EventKind.steering_injected))
 
 
 async def test_unread_pending_without_follow_up_text_is_dropped(autojump_clock: Clock) -> None:
-    from agentcore import Pending
+    from agentcore import InboxMessage
 
     run, _, _ = setup([Blocked("only")], max_turns=1)
     model = run.agent.model
     assert isinstance(model, ScriptedModel)
 
     async def poke() -> None:
-        run.put(Pending(Message("user", "[result] late"), EventKind.steering_injected))
+        run.put(InboxMessage(Message("user", "[result] late"), EventKind.steering_injected))
         model.release()
 
     result = await drive(run, poke)

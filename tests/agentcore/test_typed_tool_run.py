@@ -20,7 +20,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentcore import (
-    MAX_TOOL_THREADS,
     Agent,
     EndReason,
     EventKind,
@@ -30,6 +29,7 @@ from agentcore import (
     read_only,
     tool,
 )
+from agentcore.limits import MAX_TOOL_THREADS
 from agentcore.testing import ScriptedModel, tool_call_reply
 from tests.agentcore._support import Recorder
 

@@ -164,7 +164,7 @@ def _tool(env: Env, kind: str, *, read_only: bool = False,
           idempotent: bool = False) -> FunctionTool:
     async def run(arguments: str) -> str:
         run_ = agentcore.current_run()
-        call = agentcore.current_tool_call()
+        call = agentcore.lowlevel.current_tool_call()
         assert run_ is not None and call is not None
         key = json.loads(arguments)["key"]
         if kind == "waitroot":

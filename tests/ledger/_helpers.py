@@ -6,7 +6,8 @@ import os
 
 from hypothesis import strategies as st
 
-from ledger import Chain, Entry, Record, encode_entry
+from ledger import Chain, Entry, Record
+from ledger.encoding import encode_entry
 
 TIME = "2025-01-02T03:04:05.678901Z"
 

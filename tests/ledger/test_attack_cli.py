@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger import Record, encode_entry
+from ledger import Record
+from ledger.encoding import encode_entry
 from tests.ledger.test_cli import build
 
 HOSTILE = [

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger import Chain, Entry, Record, encode_entry, query, tail
+from ledger import Chain, Entry, Record, query, tail
 from ledger.__main__ import main
+from ledger.encoding import encode_entry
 
 from ._helpers import Ticking
 

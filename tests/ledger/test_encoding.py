@@ -9,18 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger import (
-    GENESIS,
-    Chain,
-    Entry,
-    EntryKind,
-    Record,
-    canonical_body,
-    decode_line,
-    encode_entry,
-    entry_hash,
-)
+from ledger import Chain, Entry, EntryKind, Record
 from ledger._encoding import FIELDS, entry_to_dict
+from ledger.encoding import GENESIS, canonical_body, decode_line, encode_entry, entry_hash
 
 from ._helpers import TIME, chain_of, records
 

@@ -25,11 +25,11 @@ from ledger import (
     SinkError,
     SqliteSink,
     VerifyError,
-    encode_entry,
     repair,
     verify,
 )
 from ledger.__main__ import main
+from ledger.encoding import encode_entry
 
 from ._helpers import chain_of, jsonl_bytes
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger import GENESIS, JsonlSink, Record, SqliteSink, entry_hash, verify
+from ledger import JsonlSink, Record, SqliteSink, verify
 from ledger.__main__ import main
+from ledger.encoding import GENESIS, entry_hash
 
 from ._helpers import Ticking, chain_of, jsonl_bytes
 

@@ -9,16 +9,8 @@ import trio
 import trio.testing
 
 import ledger._jsonl
-from ledger import (
-    JsonlSink,
-    Record,
-    SinkClosedError,
-    SinkError,
-    SinkStatistics,
-    decode_line,
-    repair,
-    verify,
-)
+from ledger import JsonlSink, Record, SinkClosedError, SinkError, SinkStatistics, repair, verify
+from ledger.encoding import decode_line
 
 from ._helpers import fixed_clock
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 import ledger._jsonl
 from agentcore._fastpath import fields_nowait_of
-from ledger import Entry, JsonlSink, Record, SinkClosedError, SinkError, decode_line, verify
+from ledger import Entry, JsonlSink, Record, SinkClosedError, SinkError, verify
+from ledger.encoding import decode_line
 
 from ._helpers import chain_of, fixed_clock, records
 

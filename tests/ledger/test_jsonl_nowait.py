@@ -12,7 +12,8 @@ import trio.testing
 
 import ledger._jsonl
 from agentcore._audit import record, record_sync
-from ledger import Entry, JsonlSink, Record, SinkClosedError, SinkError, decode_line, verify
+from ledger import Entry, JsonlSink, Record, SinkClosedError, SinkError, verify
+from ledger.encoding import decode_line
 
 from ._helpers import chain_of, fixed_clock
 

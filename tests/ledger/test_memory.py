@@ -4,8 +4,9 @@ import pytest
 import trio
 import trio.testing
 
-from ledger import GENESIS, MemorySink, Record, SinkClosedError, SinkStatistics, check_chain
+from ledger import MemorySink, Record, SinkClosedError, SinkStatistics, check_chain
 from ledger._memory import RECORD_BATCH
+from ledger.encoding import GENESIS
 
 from ._helpers import TIME, fixed_clock
 

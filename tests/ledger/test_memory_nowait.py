@@ -15,7 +15,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ledger import (
-    GENESIS,
     Chain,
     MemorySink,
     Record,
@@ -26,6 +25,7 @@ from ledger import (
 )
 from ledger._encoding import check_content
 from ledger._offload import OFFLOAD_CHARS, is_large
+from ledger.encoding import GENESIS
 
 from ._helpers import TIME, fixed_clock
 

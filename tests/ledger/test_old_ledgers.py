@@ -14,7 +14,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from ledger import Chain, JsonlSink, Record, SqliteSink, decode_line, encode_entry, query, verify
+from ledger import Chain, JsonlSink, Record, SqliteSink, query, verify
+from ledger.encoding import decode_line, encode_entry
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ENTRIES = 8

@@ -22,7 +22,6 @@ from ledger import (
     SinkError,
     SqliteSink,
     VerifyError,
-    encode_entry,
     query,
     tail,
     verify,
@@ -31,6 +30,7 @@ from ledger.__main__ import main
 from ledger._encoding import entry_to_dict
 from ledger._jsonl_file import MAX_LINE_BYTES
 from ledger._sqlite_store import _COLUMNS
+from ledger.encoding import encode_entry
 
 from ._helpers import chain_of, records
 

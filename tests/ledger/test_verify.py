@@ -10,19 +10,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from ledger import (
-    GENESIS,
-    Chain,
-    Entry,
-    Record,
-    VerifyError,
-    check_chain,
-    encode_entry,
-    entry_hash,
-    repair,
-    verify,
-)
+from ledger import Chain, Entry, Record, VerifyError, check_chain, repair, verify
 from ledger._jsonl_file import LineItems
+from ledger.encoding import GENESIS, encode_entry, entry_hash
 
 from ._helpers import TIME, chain_of, jsonl_bytes, records
 

@@ -69,7 +69,7 @@ def logging_tool(log: Path, name: str, *, read_only: bool = False,
                  idempotent: bool = False) -> FunctionTool:
     async def run(arguments: str) -> str:
         run_ = agentcore.current_run()
-        call = agentcore.current_tool_call()
+        call = agentcore.lowlevel.current_tool_call()
         assert run_ is not None and call is not None
         with log.open("a") as f:
             f.write(f"{name} {run_.run_id} {call.id}\n")

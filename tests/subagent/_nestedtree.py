@@ -59,7 +59,7 @@ def write_tool(log: Path, on_write: Callable[[str], None] | None = None) -> Func
 
     async def run(arguments: str) -> str:
         run_ = agentcore.current_run()
-        call = agentcore.current_tool_call()
+        call = agentcore.lowlevel.current_tool_call()
         assert run_ is not None and call is not None
         line = f"write {run_.run_id} {call.id}"
         with log.open("a") as f:

@@ -75,7 +75,7 @@ async def test_the_honest_row_is_recovered_without_repeating_the_call(tmp_path: 
     assert result.output == "done"
     assert tool.calls == []
     assert [m.content for m in result.messages if m.role == "tool"] == [
-        agentcore.INTERRUPTED]
+        agentcore.lowlevel.INTERRUPTED]
 
 
 async def test_a_row_naming_another_spec_than_its_state_is_refused(tmp_path: Path) -> None:

@@ -11,14 +11,16 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from agentcore import MAX_STATE_STEERING, Checkpoint, EventKind, Message, start_checkpoint
-from agentcore._steering import Pending
+from agentcore import Checkpoint, EventKind, Message
+from agentcore._steering import InboxMessage
+from agentcore.limits import MAX_STATE_STEERING
+from agentcore.lowlevel import start_checkpoint
 from subagent import CheckpointError, SqliteCheckpoints
 
 
 def _point(run_id: str, steering: int) -> Checkpoint:
     point = start_checkpoint("sys", "go", run_id=run_id, agent="a", path=(run_id,))
-    point.state.inbox = [Pending(Message("user", f"s{k}"), EventKind.steering_injected,
+    point.state.inbox = [InboxMessage(Message("user", f"s{k}"), EventKind.steering_injected,
                                  f"s{k}") for k in range(steering)]
     return point
 

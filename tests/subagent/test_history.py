@@ -14,17 +14,9 @@ import trio.testing
 from agentcore import Message, ToolCall
 from agentcore.testing import Delayed, RecordingTool, ScriptedModel, tool_call_reply
 from ledger import MemorySink
-from subagent import (
-    MAX_HISTORY_BYTES,
-    MAX_HISTORY_MESSAGES,
-    Defaults,
-    InvalidHistoryError,
-    Spec,
-    Stream,
-    SubagentError,
-    open_pool,
-)
+from subagent import Defaults, InvalidHistoryError, Spec, Stream, SubagentError, open_pool
 from subagent._pool._lifecycle import FRAMING
+from subagent.limits import MAX_HISTORY_BYTES, MAX_HISTORY_MESSAGES
 
 from .helpers import drain, kinds
 

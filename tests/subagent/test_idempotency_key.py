@@ -1,4 +1,4 @@
-"""``agentcore.current_tool_call().idempotency_key``: stable for a call across pause and
+"""``agentcore.lowlevel.current_tool_call().idempotency_key``: stable for a call across pause and
 resume (the state's JSON) and crash recovery (the checkpoint rows), different between
 calls and between runs, even two runs of the same run id (issue 32, idempotency keys)."""
 
@@ -41,7 +41,7 @@ def _model(turns: list[list[str]]) -> ScriptedModel:
 def _recording(name: str, keys: list[tuple[str, str]], *, idempotent: bool = False,
                read_only: bool = False, hold: trio.Event | None = None) -> agentcore.Tool:
     async def run(arguments: str) -> str:
-        call = agentcore.current_tool_call()
+        call = agentcore.lowlevel.current_tool_call()
         assert call is not None
         keys.append((call.id, call.idempotency_key))
         if hold is not None and not hold.is_set():

@@ -93,7 +93,7 @@ def _framing() -> str:
 
 
 def test_the_start_checkpoint_is_the_opening_of_the_run() -> None:
-    point = agentcore.start_checkpoint("sys", "go", run_id="r", agent="a", path=("r",),
+    point = agentcore.lowlevel.start_checkpoint("sys", "go", run_id="r", agent="a", path=("r",),
                                        history=[Message("user", "before")])
     assert point.kind is CheckpointKind.start
     assert point.in_flight == ()
@@ -168,7 +168,7 @@ async def test_a_task_submitted_before_recover_keeps_the_crashed_row(tmp_path: P
     # was then lost).
     path = tmp_path / "c.db"
     async with SqliteCheckpoints(path) as store:
-        point = agentcore.start_checkpoint("", "go", run_id="w/0001", agent="w",
+        point = agentcore.lowlevel.start_checkpoint("", "go", run_id="w/0001", agent="w",
                                            path=("w/0001",))
         await store.write("w", None, None, point)
     async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:

@@ -14,7 +14,6 @@ import trio.testing
 
 from agentcore import Checkpoint, CheckpointKind, Message, ModelRequest, ModelResponse, RunState
 from subagent import (
-    MAX_RESUME_CLAIMS,
     AlreadyResumedError,
     PoolClosedError,
     Spec,
@@ -23,6 +22,7 @@ from subagent import (
     open_pool,
 )
 from subagent._durable._claims import resume_key
+from subagent.limits import MAX_RESUME_CLAIMS
 
 from .test_recover_paused import asks_counted
 

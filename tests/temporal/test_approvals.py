@@ -15,10 +15,10 @@ from temporalio.client import Client
 import ledger
 from subagent._cli._cli import main
 from subagent.temporal import (
+    ApprovalRequest,
     DevServer,
     NotPaused,
-    Pending,
-    PendingCall,
+    PendingAnswers,
     RunOptions,
     UnknownCall,
     Worker,
@@ -33,11 +33,11 @@ from subagent.temporal import (
 from .pausing import defer_writes, writer_tree
 
 PAUSED = {"boss/0001": "paused", "boss/0001/scribe/0002": "paused"}
-CALL = PendingCall(["boss/0001", "scribe/0002"], "w1", "write", '{"text": "hello"}',
+CALL = ApprovalRequest(["boss/0001", "scribe/0002"], "w1", "write", '{"text": "hello"}',
                    "ask a human")
 
 
-async def wait_paused(client: Client, workflow_id: str) -> Pending:
+async def wait_paused(client: Client, workflow_id: str) -> PendingAnswers:
     async with asyncio.timeout(30):
         while not (now := await pending(client, workflow_id)).paused:  # noqa: ASYNC110 (server state: polled)
             await asyncio.sleep(0.05)
@@ -63,7 +63,7 @@ async def pause_and_answer(server: DevServer, folder: Path, approved: bool) -> s
 
     async with worker():
         handle = await start(client, "boss", "save", task_queue=queue, id=wid)
-        assert await wait_paused(client, wid) == Pending(True, [CALL], [], 0)
+        assert await wait_paused(client, wid) == PendingAnswers(True, [CALL], [], 0)
         async with asyncio.timeout(30):
             while await tasks(client, wid) != PAUSED:  # noqa: ASYNC110 (server state)
                 await asyncio.sleep(0.05)
@@ -80,7 +80,7 @@ async def pause_and_answer(server: DevServer, folder: Path, approved: bool) -> s
         else:
             await deny(client, wid, "w1", reason="not today", by="bob")
         result = await handle.result()
-        assert (await pending(client, wid)) == Pending(False, [], [], 1)
+        assert (await pending(client, wid)) == PendingAnswers(False, [], [], 1)
         with pytest.raises(NotPaused):
             await deny(client, wid, "w1")
     assert result.status == "finished"

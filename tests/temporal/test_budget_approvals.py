@@ -15,7 +15,7 @@ from temporalio.client import Client
 from agentcore import ModelRequest
 from agentcore.testing import ScriptedModel, ScriptItem
 from subagent import Budget, SpecFile
-from subagent.temporal import DevServer, Pending, Worker, approve, start
+from subagent.temporal import DevServer, PendingAnswers, Worker, approve, start
 
 from .pausing import defer_writes, writer_tree
 from .test_approvals import wait_paused
@@ -38,7 +38,7 @@ def _budgeted(log: Path) -> SpecFile:
         else attrs.evolve(s, model=ScriptedModel(_boss)) for s in specs.specs))
 
 
-async def approvals(server: DevServer, folder: Path) -> tuple[Pending, str, str]:
+async def approvals(server: DevServer, folder: Path) -> tuple[PendingAnswers, str, str]:
     client = await Client.connect(server.address)
     log = folder / "writes.log"
     async with Worker(client, "budget", specs=lambda: _budgeted(log), gate=defer_writes,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agentcore import RunState
 from subagent import Spec, TaskPaused, open_pool
-from subagent.temporal import Answer, PendingCall, StateTooLarge
+from subagent.temporal import Answer, ApprovalRequest, StateTooLarge
 from subagent.temporal._approvals import MAX_STATE_BYTES, Approvals, answer_problem
 from subagent.temporal._paused import encode_pause, resumed_state
 from tests.agentcore._durable import gate, make_tool, model
@@ -31,7 +31,7 @@ async def test_a_state_within_the_bound_round_trips(autojump_clock: trio.testing
                                                     ) -> None:
     state = await paused_state("go")
     text, calls = encode_pause(state)
-    assert calls == [PendingCall(["w/0001"], "c1", "write", '{"s": 0}', "ask a human")]
+    assert calls == [ApprovalRequest(["w/0001"], "c1", "write", '{"s": 0}', "ask a human")]
     again = resumed_state(text, [Answer("c1", False, "no", "bob", ["w/0001"])])
     assert again.pending_approvals == ()
 
@@ -58,9 +58,9 @@ def test_answers_out_of_bounds_are_refused() -> None:
     assert answer_problem(Answer("w1", True, "ok", "alice", ["a/0001"])) is None
 
 
-CALLS = [PendingCall(["a/0001"], "c1", "t", "{}", "r"),
-         PendingCall(["a/0001"], "c2", "t", "{}", "r"),
-         PendingCall(["a/0001", "b/0002"], "c1", "t", "{}", "r")]
+CALLS = [ApprovalRequest(["a/0001"], "c1", "t", "{}", "r"),
+         ApprovalRequest(["a/0001"], "c2", "t", "{}", "r"),
+         ApprovalRequest(["a/0001", "b/0002"], "c1", "t", "{}", "r")]
 ANSWER = st.builds(Answer, st.sampled_from(["c1", "c2", "c3"]), st.booleans(),
                    st.sampled_from(["", "why"]), st.just("x"),
                    st.sampled_from([None, ["a/0001"], ["a/0001", "b/0002"], ["z/0009"]]))

@@ -61,7 +61,7 @@ def test_a_second_worker_resumes_without_repeating_a_mutating_call(
     # Each mutating call ran once: the finished one and the one in flight at the kill.
     assert (tmp_path / "calls.log").read_text() == "write\nblock\n"
     bottom = {"agent": "bottom", "path": ["top/0001", "middle/0002", "bottom/0003"],
-              "output": f"bottom: wrote / {agentcore.INTERRUPTED}"}
+              "output": f"bottom: wrote / {agentcore.lowlevel.INTERRUPTED}"}
     middle = {"agent": "middle", "path": ["top/0001", "middle/0002"],
               "output": "middle: " + json.dumps(bottom)}
     assert output == "top: " + json.dumps(middle)
