@@ -27,6 +27,7 @@ ORDER: dict[str, list[str]] = {
         "_events", "_steering", "_hooks",
         "models", "testing",  # model adapters, the scripted test model
         "_run",  # one run: the loop, model and tool calls, state, pause and resume
+        "lowlevel", "limits",  # public: plumbing, bounds
         "_agent", "__init__",
     ],
     "subagent": [
@@ -37,6 +38,7 @@ ORDER: dict[str, list[str]] = {
         "_cost",  # budgets
         "_specs",  # Spec, specs files, history input, output schemas
         "_durable",  # checkpoints, recovery, resume claims
+        "limits",  # public: the bounds
         "_delegation",  # the delegation tools, background children
         "_pool",  # the trio shell: Pool, Task, a task's life, open_pool
         "otel", "testing", "__init__", "temporal",
