@@ -472,22 +472,27 @@ def test_the_core_imports_no_trio_and_no_io() -> None:
     import ast
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2] / "subagent"
+    root = Path(__file__).resolve().parents[2]
     allowed = {"__future__", "attrs", "collections", "enum", "typing", "weakref"}
     seen: set[str] = set()
-    todo = ["_core"]
+    todo = ["subagent._core._core"]
     while todo:
         name = todo.pop()
         if name in seen:
             continue
         seen.add(name)
-        tree = ast.parse((root / f"{name}.py").read_text())
+        package = name.rpartition(".")[0]
+        tree = ast.parse(root.joinpath(*name.split(".")).with_suffix(".py").read_text())
         for node in tree.body:  # top level only: TYPE_CHECKING imports are in an `if`
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                todo.append(str(node.module))
+            if isinstance(node, ast.ImportFrom) and node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                todo.append(".".join([*anchor, str(node.module)]))
             elif isinstance(node, ast.ImportFrom):
                 assert str(node.module).split(".")[0] in allowed, (name, node.module)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     assert alias.name.split(".")[0] in allowed, (name, alias.name)
-    assert seen == {"_core", "_errors", "_family", "_node", "_statistics"}
+    assert seen == {
+        "subagent._core._core", "subagent._core._node", "subagent._core._statistics",
+        "subagent._errors",
+    }
