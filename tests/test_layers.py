@@ -42,6 +42,7 @@ ORDER: dict[str, list[str]] = {
         "_delegation",  # the delegation tools, background children
         "_pool",  # the trio shell: Pool, Task, a task's life, open_pool
         "otel", "testing", "__init__", "temporal",
+        "serve",  # the pool over HTTP: public names of subagent only
         "_cli", "__main__",  # the command line
     ],
 }

@@ -79,6 +79,10 @@ PUBLIC: dict[str, list[str]] = {
         "EnvironmentTracing", "Instrumentation", "InstrumentationError", "OtelStatistics",
         "SpanLimits", "TracingSetupError", "instrument", "tracing_from_environment",
     ],
+    "subagent.serve": [
+        "BusyError", "ConflictError", "MAX_BODY_BYTES", "MAX_EVENTS", "NotFoundError", "ServeApp",
+        "ServeError", "ServeStatistics", "TOKEN_VARIABLE", "app", "approve_on_the_page",
+    ],
     "subagent.temporal": [
         "AdmissionState", "AdmissionWorkflow", "Answer", "ApprovalRequest", "BadAnswer",
         "DevServer", "DevServerError", "EventDecodeError", "EventsLost", "Heartbeat",
