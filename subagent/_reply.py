@@ -47,7 +47,7 @@ def with_output(body: dict[str, object], task: Task, output: str) -> str:
 # ------------------------------------------------------------------------------
 # A background child's result as its parent receives it: the ``[subagent result]``
 # message, and the audit entries of its delivery (shared by ``_background`` and
-# ``_bgstate``). Values and one bounded audit call; no state.
+# ``_delegation._paused``). Values and one bounded audit call; no state.
 
 
 #: Starts the content of the message that delivers a background result. The rest is

@@ -113,7 +113,7 @@ class Run:
     The run's mutable state is one value (``RunState``) that the Run alone writes;
     the helpers of its turns (model call, tool calls, hooks, its end) get the Run as
     a ``RunPort``, the narrow interface it implements for them (its methods are in
-    ``_runport``, the control requests in ``_runhandle``).
+    ``_run._run``, the control requests in ``_run._run``).
 
     Attributes:
       messages: The conversation so far (a live list; read it, do not change it).

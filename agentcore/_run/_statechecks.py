@@ -1,5 +1,5 @@
 """Checks of the values a ``RunState`` holds that its JSON schema cannot express (see
-``_statecodec``): a background child's mark, a tool's schema digest (decoding: each
+``_run._codec``): a background child's mark, a tool's schema digest (decoding: each
 raises ``ValueError`` naming what is wrong, which the codec turns into a
 ``RunStateError``), and the steering a state may store. Pure functions; not
 checkpoints."""

@@ -37,7 +37,7 @@ def settle(task: Task) -> bool:
     target = task._node.deliver_to
     run = target.handle._run if target is not None else None
     inbox_open = run is not None and not run.ended
-    # A result kept for the state of a parent that paused (see _bgstate): unread,
+    # A result kept for the state of a parent that paused (see _delegation._paused): unread,
     # not offered to its inbox; the parent's end nests it in its RunState.
     keep = target is not None and run is not None and keeps_result(run, task)
     kept, effects = task._core.settle(task._node, inbox_open or keep)

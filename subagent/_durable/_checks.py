@@ -84,7 +84,7 @@ def _delegated(row: CheckpointRow) -> bool:
 
 
 def _check_kept(row: CheckpointRow, *, background: bool) -> agentcore.RunState:
-    # The kept result an ended row's state holds (``_bgrows``: the one child of its
+    # The kept result an ended row's state holds (``_durable._kept``: the one child of its
     # row's state), a background child's (``background``) or a delegating call's
     # answer: it is handed to the recovered parent, so it must be what write_kept
     # stores, for this row's call.

@@ -8,7 +8,7 @@ run reads it). So that a crash in between does not lose it (the child's row says
 the child's row first (``SqliteCheckpoints.write_kept``: its ended state marked
 ``background``, with the message that delivers it, :func:`kept_state`), and
 ``recover`` nests that result in the recovered parent's state unless the parent's
-conversation holds it already (``_recovertree``).
+conversation holds it already (``_durable._tree``).
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
         point.state.spent = task._budget.spent()
     if point.kind is agentcore.CheckpointKind.ended and task.call_id is not None:
         # A delegated run's end is stored with its result, in one write, once its
-        # task ends (``_bgrows.end_row``): ended alone, a crash before the result is
+        # task ends (``_durable._kept.end_row``): ended alone, a crash before the result is
         # stored would leave the delegating call with neither (answered interrupted).
         task._held_end = (point, _link(task))
         await trio.lowlevel.checkpoint()
@@ -214,7 +214,7 @@ async def end_unstarted(
 
 async def commit_paused(task: Task) -> None:
     """Commit ``task``'s paused state again once its background children are nested
-    in it (``_bgstate.keep_background``, after the run's own ``paused`` checkpoint),
+    in it (``_delegation._paused.keep_background``, after the run's own ``paused`` checkpoint),
     so that its row holds them: a result it had not read is in no other row.
     Shielded, for at most :data:`END_BOUND` seconds; a failure to store it is dropped
     (the row stays as its run left it, and :func:`recover` ties the children's own
@@ -266,7 +266,7 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     # A background child (wait: false) is tied to its parent's run by the parent's
     # run id and the id of the call that started it; that call is not in flight.
     background: dict[str, list[CheckpointRow]] = {}
-    # An ended one with a state holds its result, kept for its parent (_bgrows).
+    # An ended one with a state holds its result, kept for its parent (_durable._kept).
     for r in rows:
         if r.parent is not None and (r.status != "ended" or r.state is not None):
             background.setdefault(r.parent, []).append(r)

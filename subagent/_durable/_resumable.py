@@ -34,7 +34,7 @@ class Names:
 
     agent_id: str
     tools_by_name: Mapping[str, object]
-    #: The pool starts a state's background children again (see ``_bgstate``).
+    #: The pool starts a state's background children again (see ``_delegation._paused``).
     takes_background: bool = True
 
 

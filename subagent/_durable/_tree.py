@@ -101,7 +101,7 @@ def _tree(
                 children[call_id] = child.state
             elif child.status == "ended" and child.state is not None:
                 if _delegated(child):
-                    answers[call_id] = _check_kept(child, background=False)  # _bgrows
+                    answers[call_id] = _check_kept(child, background=False)  # _durable._kept
                 else:
                     # A "wait": false call in flight whose subagent ended already, its
                     # result kept: answered as it was ("started"); the result is
@@ -181,7 +181,7 @@ def _nest(
     # (Pool.resume), its result delivered to it. A child ``state`` nests already (a
     # paused row committed again with them, a claimed resume) is kept, unless its own
     # row went on: running (it was resumed; ``recovered`` holds it) replaces it,
-    # ended puts its kept result there (``_bgrows``), or a lost result without one
+    # ended puts its kept result there (``_durable._kept``), or a lost result without one
     # (its calls are not repeated). An ended row's kept result is nested unless
     # ``state``'s conversation holds it (read before its last checkpoint).
     delegated = {p.call.id for p in state.pending

@@ -167,7 +167,7 @@ class Task:
     _core: PoolCore[Task]
     _apply: Callable[[list[Effect[Task]]], None]
     _node: Node[Task] = attrs.field(init=False)
-    # The checked history the run starts from (see _history_input.check_history).
+    # The checked history the run starts from (see _specs._history.check_history).
     _history: tuple[Message, ...] = ()
     # The agentcore Run once started (steering and interrupts go through it).
     _run: agentcore.Run | None = None
@@ -181,7 +181,7 @@ class Task:
     # for it (see _recovery.start_committed).
     _durable: trio.Event | None = None
     # A delegated task's ended checkpoint and its row's link, held by the
-    # checkpointer until end_task stores it with the task's result (_bgrows.end_row).
+    # checkpointer until end_task stores it with the task's result (_durable._kept.end_row).
     _held_end: tuple[agentcore.Checkpoint, tuple[str | None, str | None]] | None = None
     # The task's scope, cancelled by Task.cancel (CancelRun); while the run runs also
     # its limits' scope (_limits; deadline: the earlier of timeout and idle_timeout;
@@ -208,9 +208,9 @@ class Task:
     # Its depth (see PoolCore.admit).
     _depth: int = 0
     # Where its results tool waits for background results (made on first use); the
-    # fan-out, background delivery and usage roll-up are its node's (see _family.py).
+    # fan-out, background delivery and usage roll-up are its node's (see _core._core).
     _arrivals: trio.lowlevel.ParkingLot | None = None
-    # The budgets over it (see _budgeted.py), if any.
+    # The budgets over it (see _cost._shell), if any.
     _budget: TaskBudget | None = None
 
     def __attrs_post_init__(self) -> None:

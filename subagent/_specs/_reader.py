@@ -1,7 +1,7 @@
 """Reading a mapping of specs into :class:`SpecFile`: the pool settings, the rate
 limits, the defaults, the agents and the MCP servers, each value checked, each error a
 :class:`SpecFileError` naming the source, the agent and the field. The format and the
-limits are described in ``_declarative``; reading the file is there too.
+limits are described in ``_specs._file``; reading the file is there too.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Review 6's holes in crash recovery: a finished delegated child's kept answer
-(``_bgrows``) answers only the delegating call it was kept for, never another call in
+(``_durable._kept``) answers only the delegating call it was kept for, never another call in
 flight that reuses its id (a model's call ids are its own: some reuse ``call_0`` on
 every turn)."""
 

@@ -61,7 +61,7 @@ def test_a_result_unread_at_a_crash_is_delivered_after_it(tmp_path: Path) -> Non
 
 
 def _kept(call_id: str = "start-bg") -> RunState:
-    # bg's result as _bgrows.kept_state makes it.
+    # bg's result as _durable._kept.kept_state makes it.
     state = RunState.begin([], run_id="root/0001/bg/0002", agent="bg",
                            path=("root/0001", "bg/0002"), input="work")
     state.phase = Phase.ended
