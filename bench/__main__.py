@@ -8,11 +8,12 @@ import platform
 import tempfile
 from pathlib import Path
 
-from . import _memory, _parked, _peers, _sinks, _workloads
+from . import _memory, _parked, _peers, _sinks, _w7, _workloads
 from ._timing import compare, compare_latency
 
-FULL = {"w1": 2000, "w1t": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500, "w6": 10_000}
-QUICK = {"w1": 100, "w1t": 100, "w2": 5_000, "w3": 50, "w4": 20, "w5": 20, "w6": 100}
+FULL = {"w1": 2000, "w1t": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500, "w6": 10_000,
+        "w7": 500}
+QUICK = {"w1": 100, "w1t": 100, "w2": 5_000, "w3": 50, "w4": 20, "w5": 20, "w6": 100, "w7": 20}
 
 
 def _load() -> str:
@@ -27,8 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one repeat (for CI)")
     parser.add_argument("--only", default="w1,w1s,w1t,w2,w3,w4,w5,w6",
                         help="comma-separated workloads (w1s: W1 by audit sink; "
-                        "w1t: W1-typed; w6: parked-run "
-                        "memory; w1otel: W1 traced by subagent.otel, needs opentelemetry-sdk)")
+                        "w1t: W1-typed; w6: parked-run memory; w7: real HTTP, 8 and 64 "
+                        "at once, not run by default; w7parked: runs parked over HTTP, 10k "
+                        "and 100k, not by default; w1otel: W1 traced by subagent.otel, "
+                        "needs opentelemetry-sdk)")
     parser.add_argument("--repeat", type=int, help="runs of each case, best kept (default 5)")
     parser.add_argument("--peers", action="store_true",
                         help="W1 and W3 on the peer libraries too (medians, ratios)")
@@ -121,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
               f"subagent {pool.per_op_us:.0f} us/top run, "
               f"bare trio {bare.per_op_us:.0f} us/top run, "
               f"ratio {pool.seconds / bare.seconds:.2f}x")
+    if "w7" in only:
+        _w7.report(sizes["w7"], (8, 64), repeat=repeat, python=None, peers=[], print_=print)
     if "w6" in only:
         n = sizes["w6"]
         sizes_kib = {

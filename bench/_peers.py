@@ -1,11 +1,12 @@
-"""``--peers``: the same W1 and W3 on peer libraries, in subprocesses, interleaved with ours.
+"""``--peers``: the same W1, W3 and W7 on peer libraries, in subprocesses, interleaved with ours.
 
 The peers' scripts are the project's shared reference scripts (``../shared/peers/``
 beside the repository, see its README); they run in their own virtualenv
 (``VENV=DIR ../shared/peers/setup.sh``), whose python is given with
 ``--peers-python`` or ``$BENCH_PEERS_PYTHON``. Each script prints one JSON line per
 workload; their sizes are fixed (2,000 W1 runs, 1,000 W3 runs), so ours run at
-the same sizes here.
+the same sizes here. W7 (real HTTP, ``bench/_w7.py``) runs the project's own peer
+script, ``bench/w7_peers.py``, with the same python.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import attrs
 
 from ledger import JsonlSink
 
-from . import _sinks, _workloads
+from . import _sinks, _w7, _workloads
 from ._timing import Measure, once, once_latency
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +33,7 @@ DEFAULT_DIR = ROOT.parent / "shared" / "peers"
 
 W1_RUNS = 2000
 W3_RUNS = 1000
+W7_RUNS = 500
 _TIMEOUT = 600.0
 
 
@@ -129,7 +131,7 @@ def main(
     quick: bool,
     print_: Callable[[str], None],
 ) -> int:
-    """Run W1 and W3 on ours, bare trio and every installed peer, interleaved; print
+    """Run W1, W3 and W7 on ours, bare trio and every installed peer, interleaved; print
     medians of ``repeat`` runs and the ratios to the fastest peer. Returns 0, with
     or without peers (it says which are missing).
 
@@ -154,9 +156,15 @@ def main(
     w1_runs, w3_runs = (100, 50) if quick and not peers else (W1_RUNS, W3_RUNS)
     with tempfile.TemporaryDirectory() as files:
         jsonl_file = _sinks.files(files, "jsonl")  # a new ledger file per run
-        return _compare(
+        _compare(
             python, directory, peers, w1_runs, w3_runs, jsonl_file, repeat=repeat, print_=print_
         )
+    w7_peers, note = _w7.peers_available(python) if peers else ([], "")
+    if note:
+        print_(f"W7 peers: {note}")
+    w7_runs = 20 if quick and not w7_peers else W7_RUNS
+    _w7.report(w7_runs, (8, 64), repeat=repeat, python=python, peers=w7_peers, print_=print_)
+    return 0
 
 
 def _compare(
