@@ -219,3 +219,41 @@ def test_our_contenders_take_turns_at_going_first_after_a_warm_up() -> None:
         ["bare", "on", "read", "off"],
         ["on", "read", "off", "bare"],
     ]
+
+
+def _ledger_files(directory: Path) -> Any:
+    names = (str(directory / f"w7-{k}.jsonl") for k in range(1_000_000))
+    return lambda: next(names)
+
+
+def test_w7_runs_go_over_http_to_the_server_two_streamed_calls_each(tmp_path: Path) -> None:
+    import trio
+
+    from bench import _w7
+
+    with _w7.Server() as server:
+        ran = trio.run(_w7.w7_pool(2, 2, server.base_url(), _ledger_files(tmp_path)))
+        stats = server.stats()
+    assert ran == 2
+    assert {k: v for k, v in stats.items() if k not in ("cpu_seconds", "connections")} == {
+        "requests": 4, "tool_call_replies": 2, "answer_replies": 2, "unstreamed": 0,
+        "parked": 0,
+    }
+    # Per run: queued, started, 50 text deltas and the rest of the run's events.
+    assert _w7.last_events[0] == 2 * 64
+    ledgers = sorted(tmp_path.glob("w7-*.jsonl"))
+    assert len(ledgers) == 1
+    assert len(ledgers[0].read_text().splitlines()) == 2 * _w7.W7_ENTRIES
+
+
+def test_w7_keeps_its_connection_alive_from_one_call_to_the_next(tmp_path: Path) -> None:
+    # A streamed reply read to its end marker must hand its connection back to the
+    # client's pool: one run, two calls, one connection (and one more for the stats).
+    import trio
+
+    from bench import _w7
+
+    with _w7.Server() as server:
+        trio.run(_w7.w7_pool(1, 1, server.base_url(), _ledger_files(tmp_path)))
+        stats = server.stats()
+    assert (stats["requests"], stats["connections"]) == (2, 2)

@@ -50,6 +50,11 @@ from ._sse import ServerSentEvent, SSEParser
 
 #: Bound on the shielded cleanup of a stream left early (closing a socket is quick).
 _CLEANUP_TIMEOUT = 5.0
+# After a stream's end marker, how long and how many bytes the rest of its body (the
+# chunked encoding's terminator, normally already in hand) may take to arrive for the
+# connection to go back to the client's pool; past either, it is closed instead.
+_REST_TIMEOUT = 0.25
+_REST_BYTES = 4096
 
 
 @attrs.frozen(slots=True)
@@ -335,6 +340,7 @@ async def _read_events(
                 raise body_too_large(limit)
             for event in parser.feed(decoder.decode(chunk)):
                 if await on_event(event):
+                    await _read_rest(chunks)
                     return True
     finally:
         await _finish(response, chunks)
@@ -342,6 +348,17 @@ async def _read_events(
         if await on_event(event):
             return True
     return False
+
+
+async def _read_rest(chunks: AsyncGenerator[bytes, None]) -> None:
+    # Read what little is left of a body whose stream has ended, so that a pooled
+    # connection (a caller's client) is kept alive rather than closed and reopened.
+    size = 0
+    with trio.move_on_after(_REST_TIMEOUT):
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > _REST_BYTES:
+                return
 
 
 async def _finish(response: httpx.Response, chunks: AsyncGenerator[bytes, None]) -> None:
