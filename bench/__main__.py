@@ -14,6 +14,7 @@ from ._timing import compare, compare_latency
 FULL = {"w1": 2000, "w1t": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500, "w6": 10_000,
         "w7": 500}
 QUICK = {"w1": 100, "w1t": 100, "w2": 5_000, "w3": 50, "w4": 20, "w5": 20, "w6": 100, "w7": 20}
+PARKED_HTTP = {"full": (10_000, 100_000), "quick": (100,)}
 
 
 def _load() -> str:
@@ -21,6 +22,20 @@ def _load() -> str:
         return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:  # pragma: no cover - platforms without getloadavg
         return "load average unknown"
+
+
+def _parked_http_report(sizes: tuple[int, ...]) -> None:
+    for runs in sizes:
+        bare, pool = (_parked.run_case(case, runs) for case in _parked.HTTP_CASES)
+        total = {case: int(r["rss_bytes_total"]) for case, r in  # type: ignore[call-overload]
+                 (("bare", bare), ("pool", pool))}
+        above = (total["pool"] - total["bare"]) / runs
+        print(f"W7 parked over HTTP, {runs:,} runs in a streamed model call "
+              f"(RSS growth; open-file limit {pool['fd_limit']}, {pool['server_ports']} "
+              f"server ports): connections alone {total['bare'] / runs / 1024:.1f} KiB/run "
+              f"({total['bare'] / 2**20:,.0f} MiB), pool runs "
+              f"{total['pool'] / runs / 1024:.1f} KiB/run ({total['pool'] / 2**20:,.0f} MiB): "
+              f"{above / 1024:.1f} KiB/run above the connections (target <= 8 KiB)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
               f"ratio {pool.seconds / bare.seconds:.2f}x")
     if "w7" in only:
         _w7.report(sizes["w7"], (8, 64), repeat=repeat, python=None, peers=[], print_=print)
+    if "w7parked" in only:
+        _parked_http_report(PARKED_HTTP["quick" if args.quick else "full"])
     if "w6" in only:
         n = sizes["w6"]
         sizes_kib = {

@@ -12,7 +12,10 @@ the moment before the first submit and the moment every run is parked. Cases:
   default ``Spec`` (so each run has the default ``idle_timeout``);
 - ``pool-stream-sink``: the same with every event to a ``Stream(64)`` that a
   consumer drains, and a ``MemorySink`` (its three entries per run count);
-- ``bare``: a nursery of ``RUNS`` trio tasks blocked in the same model call.
+- ``bare``: a nursery of ``RUNS`` trio tasks blocked in the same model call;
+- ``http-bare`` and ``http-pool``: the same over real HTTP connections, parked in a
+  streamed reply of a local server (:mod:`bench._parked_http`): the connections
+  alone, and pool runs in their ``OpenAIChatModel`` call.
 
 A benchmark, not a test: nothing asserts a size.
 """
@@ -33,9 +36,11 @@ import subagent
 from agentcore import Message, ModelRequest
 from ledger import MemorySink
 
+from . import _parked_http
 from ._workloads import BlockingModel
 
-CASES = ("pool", "pool-stream-sink", "bare")
+CASES = ("pool", "pool-stream-sink", "bare", "http-bare", "http-pool")
+HTTP_CASES = ("http-bare", "http-pool")
 
 
 def _rss_bytes() -> int:
@@ -120,15 +125,20 @@ def measure(case: str, runs: int, *, trace: bool = False, top: int = 12) -> dict
     meter = _Meter(trace, top)
     if trace:
         tracemalloc.start()
-    body: Callable[[], Awaitable[None]]
-    if case == "bare":
-        body = lambda: _bare(runs, meter)  # noqa: E731
+    extra: dict[str, object] = {}
+    if case in HTTP_CASES:
+        extra = _parked_http.measure(case, runs, meter)
     else:
-        body = lambda: _pool(runs, meter, observed=case != "pool")  # noqa: E731
-    trio.run(body, clock=trio.testing.MockClock(autojump_threshold=0))
+        body: Callable[[], Awaitable[None]]
+        if case == "bare":
+            body = lambda: _bare(runs, meter)  # noqa: E731
+        else:
+            body = lambda: _pool(runs, meter, observed=case != "pool")  # noqa: E731
+        trio.run(body, clock=trio.testing.MockClock(autojump_threshold=0))
     result: dict[str, object] = {
         "case": case, "runs": runs,
         "rss_bytes_per_run": round((meter.after[0] - meter.before[0]) / runs),
+        "rss_bytes_total": meter.after[0] - meter.before[0], **extra,
     }
     if trace:
         result["traced_bytes_per_run"] = round((meter.after[1] - meter.before[1]) / runs)

@@ -150,8 +150,27 @@ def test_parked_memory_workload_runs() -> None:
     )
     assert traced.returncode == 0, traced.stderr
     result = json.loads(traced.stdout)
-    assert sorted(result) == ["case", "rss_bytes_per_run", "runs", "top", "traced_bytes_per_run"]
+    assert sorted(result) == [
+        "case", "rss_bytes_per_run", "rss_bytes_total", "runs", "top", "traced_bytes_per_run",
+    ]
     assert (result["case"], result["runs"], len(result["top"])) == ("pool", 20, 12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["http-bare", "http-pool"])
+def test_parked_over_http_runs(case: str) -> None:
+    # It returns only once the server holds every request parked in its stream.
+    out = subprocess.run(
+        [sys.executable, "-m", "bench._parked", case, "30"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert sorted(result) == [
+        "case", "fd_limit", "rss_bytes_per_run", "rss_bytes_total", "runs", "seconds",
+        "server_ports",
+    ]
+    assert (result["case"], result["runs"], result["server_ports"]) == (case, 30, 1)
 
 
 def test_audit_parts_runs_and_its_store_is_memory_sinks() -> None:
