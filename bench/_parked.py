@@ -163,7 +163,11 @@ def main() -> None:
     rest = sys.argv[3:]
     top = int(rest[rest.index("--top") + 1]) if "--top" in rest else 12
     trace = "--trace" in rest or "--top" in rest
-    print(json.dumps(measure(case, runs, trace=trace, top=top)))
+    try:
+        result = measure(case, runs, trace=trace, top=top)
+    except _parked_http.TooFewFiles as exc:
+        result = {"case": case, "runs": runs, "skipped": str(exc)}
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

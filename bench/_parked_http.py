@@ -138,10 +138,25 @@ async def _park_pool(
         pool.cancel()
 
 
+class TooFewFiles(Exception):
+    """The open-file limit cannot be raised far enough for one socket per run."""
+
+
 def measure(case: str, runs: int, meter: Meter) -> dict[str, object]:
     """Start a server sized for ``runs``, raise this process's open-file limit, park
-    ``runs`` requests of ``case``; the limits used and the seconds parking took."""
+    ``runs`` requests of ``case``; the limits used and the seconds parking took.
+
+    Raises:
+      TooFewFiles: the limit cannot be raised to ``runs`` sockets and a margin (the
+        server, in its own process, needs as many).
+    """
     fds = _llmserver.raise_fd_limit(runs + _FD_MARGIN)
+    if fds < runs + _FD_MARGIN:
+        raise TooFewFiles(
+            f"{runs:,} connections need {runs + _FD_MARGIN:,} open files in each of the"
+            f" two processes; the limit could be raised only to {fds:,} (the hard limit;"
+            " raising it needs CAP_SYS_RESOURCE)"
+        )
     ports = math.ceil(runs / PORT_CONNECTIONS)
     with Server(ports=ports, fds=runs + _FD_MARGIN) as server:
         start = time.perf_counter()
