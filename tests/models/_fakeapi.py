@@ -37,6 +37,7 @@ class Reply:
       chunks: Sent with chunked encoding, one chunk each, when given.
       drop: Close the connection after ``chunks`` without ending the body.
       hang: Never answer.
+      hold: Keep the connection open after ``chunks`` without ending the body.
     """
 
     status: int = 200
@@ -45,6 +46,7 @@ class Reply:
     chunks: tuple[bytes, ...] | None = None
     drop: bool = False
     hang: bool = False
+    hold: bool = False
     content_type: str = "application/json"
 
 
@@ -123,5 +125,7 @@ class FakeAPI:
         await stream.send_all(("\r\n".join(lines) + "\r\n\r\n").encode())
         for chunk in reply.chunks:
             await stream.send_all(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        if reply.hold:
+            await trio.sleep_forever()
         if not reply.drop:
             await stream.send_all(b"0\r\n\r\n")

@@ -390,6 +390,19 @@ async def test_stream_without_done_after_finish_is_accepted(api: FakeAPI) -> Non
     assert response == ModelResponse(Message("assistant", "ok"), "stop", Usage(model="gpt-test"))
 
 
+async def test_a_body_held_open_after_the_end_marker_costs_the_call_a_quarter_second(
+    api: FakeAPI, autojump_clock: trio.testing.MockClock
+) -> None:
+    # After [DONE] the call reads the body's few remaining bytes, so that a pooled
+    # connection is kept; a server that never ends the body is given up on at once.
+    events = (chunk({"content": "ok"}), chunk({}, "stop"), sse("[DONE]"))
+    api.replies.append(Reply(chunks=events, hold=True, content_type="text/event-stream"))
+    start = trio.current_time()
+    response = await model(api).stream(REQUEST, ignore)
+    assert response == ModelResponse(Message("assistant", "ok"), "stop", Usage(model="gpt-test"))
+    assert trio.current_time() - start == 0.25
+
+
 async def test_read_timeout_is_transient(
     api: FakeAPI, autojump_clock: trio.testing.MockClock
 ) -> None:
