@@ -95,10 +95,10 @@ CALL_JSON = _completion(
     {"role": "assistant", "content": None, "tool_calls": [
         {k: v for k, v in _CALL.items() if k != "index"}]}, "tool_calls")
 ANSWER_JSON = _completion({"role": "assistant", "content": ANSWER_TEXT}, "stop")
+_FIRST_EVENT = b"data: " + json.dumps(_chunk({"role": "assistant", "content": ""})).encode()
 PARK_HEAD = CALL_STREAM[: CALL_STREAM.index(b"\r\n\r\n") + 4]
-PARK_FIRST = b"%x\r\n%s\r\n" % (
-    len(p := b"data: " + json.dumps(_chunk({"role": "assistant", "content": ""})).encode()
-        + b"\n\n"), p)
+PARK_FIRST = b"%x\r\n%s\n\n\r\n" % (len(_FIRST_EVENT) + 2, _FIRST_EVENT)
+"""A parked reply: the headers and the first chunk of a stream that never ends."""
 
 
 class Stats:
