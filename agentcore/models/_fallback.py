@@ -114,8 +114,7 @@ class FallbackModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """The first answer of the models, in order. A checkpoint.
 
-        Raises:
-          As described in the class docstring.
+        Raises the errors the class docstring describes.
         """
         return await self._first(lambda model: model.complete(request))
 

@@ -385,8 +385,7 @@ class RateLimited:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """The model's answer, after waiting for a turn. A checkpoint.
 
-        Raises:
-          Whatever the model raises.
+        Raises whatever the model raises.
         """
         return await self.limiter.call(lambda: self.model.complete(request))
 

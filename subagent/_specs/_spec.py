@@ -77,10 +77,10 @@ class Defaults:
       gate: The tool gate of specs that name none.
       audit: The ``ledger.Sink`` of specs that name none.
       agent_id: The agent id of specs that name none (else the spec's name is used).
-      hooks, tool_timeout, hook_timeout, retry, max_parallel_tools, history_limit,
-      output_retries:
-        The agent settings of specs that leave them ``None`` (see :class:`Spec`);
-        ``None`` here leaves agentcore's default.
+      hooks: The agent settings of specs that leave them ``None`` (see
+        :class:`Spec`); ``None`` here leaves agentcore's default. So are
+        ``tool_timeout``, ``hook_timeout``, ``retry``, ``max_parallel_tools``,
+        ``history_limit`` and ``output_retries``.
       budget: The :class:`Budget` of specs that name none (each task owns its own).
     """
 
