@@ -218,7 +218,8 @@ def check(shape: Shape, ref: Reference, files: Files) -> tuple[list[str], list[s
         ran = timeline.effects.get((tool, key), 0)
         parent = ref.runs[key].rsplit("/", 2)[0]
         if ran == 0 and f"checkpoints: {parent} ended" in crashed:
-            # Its parent had ended at the crash: orphaned, not resumed (README).
+            # Its parent had ended at the crash: orphaned, not resumed
+            # (docs/guides/crash-recovery.md).
             windows.append("a background child whose parent had ended: orphaned, not resumed")
             continue
         if tool in _MUTATING:

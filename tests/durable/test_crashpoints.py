@@ -38,8 +38,8 @@ _CLAIMED = ("a crash after a resumed tree's root checkpointed again, before its 
             "subagent's first checkpoint, loses the answers (the claim's row was "
             "overwritten; the subagent's own row is still paused, unanswered): recover() "
             "lists the tree paused and resuming it raises AlreadyResumedError")
-#: Cells that still fail, by shape, each with its cause (see the README's "What
-#: survives a crash, point by point").
+#: Cells that still fail, by shape, each with its cause (see "What survives a crash,
+#: point by point" in docs/guides/crash-recovery.md).
 KNOWN: dict[str, dict[str, str]] = {
     "approval": {"after 12": _CLAIMED, "before 13": _CLAIMED},
 }
