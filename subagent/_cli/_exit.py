@@ -12,8 +12,10 @@ exits 143 (128 + SIGTERM) with ``subagent: terminated``; Ctrl-C exits 130 with
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from types import FrameType
 
@@ -47,21 +49,41 @@ def sigterm_as_interrupt() -> Iterator[Termination]:
     except ValueError:  # not the main thread: signals are not ours to take
         yield seen
         return
+    hook = sys.unraisablehook
     try:
-        yield seen
+        with warnings.catch_warnings():
+            yield seen
+            if seen.fired:
+                gc.collect()  # under the quiet filters: what the signal cut short goes now
     finally:
         signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = hook
 
 
 def _handler(seen: Termination) -> Callable[[int, FrameType | None], None]:
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         seen.fired = True
+        _quiet_teardown()
         interrupt = signal.getsignal(signal.SIGINT)
         if callable(interrupt):
             interrupt(signal.SIGINT, frame)
         else:
             raise KeyboardInterrupt
     return on_sigterm
+
+
+def _quiet_teardown() -> None:
+    """The command is stopping on a signal, which may have landed between any two
+    bytecodes: what the interpreter would print about the work it cut short (a
+    coroutine created but never awaited, a ``__del__`` failing on a half-built asyncio
+    loop) is not for the user, who gets the one line. Undone when the block ends."""
+    warnings.filterwarnings("ignore", message=r"coroutine .* was never awaited",
+                            category=RuntimeWarning)
+    sys.unraisablehook = _drop
+
+
+def _drop(unraisable: sys.UnraisableHookArgs) -> None:
+    del unraisable
 
 
 def leaves(exc: BaseException) -> list[BaseException]:

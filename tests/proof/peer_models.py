@@ -67,6 +67,23 @@ HEAD = (
 )
 
 
+async def _read_body(stream: trio.SocketStream, data: bytes) -> None:
+    """Read the rest of the request's body (its Content-Length): a server that closes
+    with request bytes unread makes the kernel reset the connection, which the client
+    would see as the server failing when the cell wants it to answer."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = min(int(value.strip()), MAX_HEAD)
+    while len(body) < length:
+        chunk = await stream.receive_some()
+        if not chunk:
+            return
+        body += chunk
+
+
 @attrs.define(eq=False)
 class ModelPeer:
     """The server. ``behaviour`` answers the next connections; ``requests`` counts the
@@ -129,6 +146,7 @@ class ModelPeer:
             if not chunk:
                 return
             data += chunk
+        await _read_body(stream, data)
         self.requests += 1
         self.requested.set()
         behaviour = self.behaviour
