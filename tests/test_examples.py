@@ -16,6 +16,8 @@ EXPECTED = {
     "quickstart.py": "output: 2 + 40 = 42",
     "typed_tools.py": "output: Filed one high-severity finding.",
     "typed_reviewers.py": "- high: auth.py:42 SQL built by formatting",
+    "aio_fastapi.py": 'answer: plan, using {"agent": "researcher", "path": ["lead/0001", '
+                      '"researcher/0002"], "output": "notes on plan a trip"}',
 }
 
 
