@@ -276,3 +276,21 @@ def test_w7_keeps_its_connection_alive_from_one_call_to_the_next(tmp_path: Path)
         trio.run(_w7.w7_pool(1, 1, server.base_url(), _ledger_files(tmp_path)))
         stats = server.stats()
     assert (stats["requests"], stats["connections"]) == (2, 2)
+
+
+def test_w1_from_asyncio_runs_the_same_workload() -> None:
+    from bench.aio_w1 import w1_asyncio
+
+    # Its own checks: every run finished, W1_ENTRIES audited each, the events read.
+    assert w1_asyncio(20) == 20
+
+
+@pytest.mark.slow
+def test_aio_w1_reports_the_ratio() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.aio_w1", "--repeat", "1", "--runs", "20"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("W1, 20 runs, best of 1 interleaved: from trio ")
+    assert "from asyncio (subagent.aio, guest mode)" in out.stdout
