@@ -235,3 +235,16 @@ def test_a_sync_call_from_asyncio_wakes_the_guest_run() -> None:
             assert task.status is TaskStatus.cancelled
 
     asyncio.run(main())
+
+
+def test_a_thread_inside_trio_run_cannot_host_a_guest_run() -> None:
+    async def in_asyncio() -> None:
+        async with aio.open_pool():
+            raise AssertionError("unreachable")
+
+    async def in_trio() -> None:
+        asyncio.run(in_asyncio())
+
+    with pytest.raises(RuntimeError, match=r"Attempted to call run\(\) from inside a run\(\)"):
+        trio.run(in_trio)
+    assert aio._current_host() is None
