@@ -213,6 +213,8 @@ async def _enter_host() -> _Host:
             await host.start()
         except BaseException:
             _local.host = None
+            if host.token is not None:  # it started: a cancellation came as it did
+                await host.end()
             raise
     host.users += 1
     waiting = _waiting_streams()

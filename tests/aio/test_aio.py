@@ -248,3 +248,22 @@ def test_a_thread_inside_trio_run_cannot_host_a_guest_run() -> None:
     with pytest.raises(RuntimeError, match=r"Attempted to call run\(\) from inside a run\(\)"):
         trio.run(in_trio)
     assert aio._current_host() is None
+
+
+def test_a_cancel_while_the_guest_run_starts_ends_it() -> None:
+    async def main() -> None:
+        opening = asyncio.create_task(_open_and_hold())
+        await asyncio.sleep(0)  # it has called start_guest_run and waits for it
+        host = aio._current_host()
+        assert host is not None and host.token is None
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        assert host.ended and aio._current_host() is None
+
+    asyncio.run(main())
+
+
+async def _open_and_hold() -> None:
+    async with aio.open_pool():
+        raise AssertionError("unreachable")
