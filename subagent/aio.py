@@ -32,7 +32,6 @@ only the public names of ``subagent`` and ``agentcore``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import inspect
 import threading
@@ -69,8 +68,9 @@ class _Host:
         self.nursery: trio.Nursery | None = None
         self.stop: trio.Event | None = None
         self.ended = False
-        self._ready: asyncio.Future[None] = loop.create_future()
-        self._done: asyncio.Future[Any] = loop.create_future()
+        self.stopping = False  # its last block left: it ends, takes no new block
+        self.ready: asyncio.Future[None] = loop.create_future()
+        self.done: asyncio.Future[Any] = loop.create_future()
 
     async def start(self) -> None:
         trio.lowlevel.start_guest_run(
@@ -80,47 +80,56 @@ class _Host:
             done_callback=self._finished,
             host_uses_signal_set_wakeup_fd=True,
         )
-        await _unless_cancelled(self._ready)
+        await _unless_cancelled(self.ready)
 
     async def _main(self) -> None:
         self.token = trio.lowlevel.current_trio_token()
         self.stop = trio.Event()
-        async with trio.open_nursery() as nursery:
-            self.nursery = nursery
-            self._ready.set_result(None)
-            await self.stop.wait()
-            nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery
+                self.ready.set_result(None)
+                await self.stop.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            # Calls bridged from now on (the run ends) fail rather than crash it.
+            self.nursery = None
 
     def _finished(self, result: Any) -> None:
         self.ended = True
         self.nursery = None
-        if not self._done.done():
-            self._done.set_result(result)
+        if not self.done.done():
+            self.done.set_result(result)
 
     async def end(self) -> None:
         """Stop the guest run and wait for its end (calls still waiting get
         :class:`subagent.PoolClosedError`). Returns its outcome's error, if any."""
         self.soon(_set, self.stop)
-        outcome = await _unless_cancelled(self._done)
+        outcome = await _unless_cancelled(self.done)
         outcome.unwrap()
 
-    def soon(self, fn: Callable[..., object], *args: Any) -> None:
-        """Run ``fn(*args)`` in the guest run (woken for it); nothing if it ended."""
+    def soon(self, fn: Callable[..., object], *args: Any) -> bool:
+        """Run ``fn(*args)`` in the guest run (woken for it); nothing if it ended.
+        Returns whether it will run."""
         if self.token is None or self.ended:
-            return
-        with contextlib.suppress(trio.RunFinishedError):
+            return False
+        try:
             self.token.run_sync_soon(fn, *args)
+        except trio.RunFinishedError:
+            return False
+        return True
 
     async def call(self, fn: Callable[..., Awaitable[R]], *args: Any, **kwargs: Any) -> R:
         """``await fn(*args, **kwargs)`` in the guest run, from asyncio. A checkpoint
         of the asyncio task; cancelling it cancels that trio call."""
-        if not self._ready.done():
-            await asyncio.shield(self._ready)
+        if not self.ready.done():
+            await asyncio.shield(self.ready)
         if self.ended or self.nursery is None:
             raise subagent.PoolClosedError("the pool's trio run has ended")
         fut: asyncio.Future[R] = self.loop.create_future()
         scope = trio.CancelScope()
-        self.soon(self._spawn, fut, scope, fn, args, kwargs)
+        if not self.soon(self._spawn, fut, scope, fn, args, kwargs):
+            raise subagent.PoolClosedError("the pool's trio run has ended")
         try:
             return await fut
         except asyncio.CancelledError:
@@ -202,21 +211,38 @@ def _current_host() -> _Host | None:
 
 async def _enter_host() -> _Host:
     loop = asyncio.get_running_loop()
-    host = _current_host()
-    if host is not None and host.loop is not loop:
-        raise RuntimeError(
-            "subagent.aio: another event loop of this thread hosts a trio run already")
-    if host is None or host.ended:
-        host = _Host(loop)
-        _local.host = host
-        try:
-            await host.start()
-        except BaseException:
+    while True:
+        host = _current_host()
+        if host is not None and host.loop is not loop:
+            raise RuntimeError(
+                "subagent.aio: another event loop of this thread hosts a trio run already")
+        if host is None or host.ended:
+            break
+        # Another block of this loop starts or stops the thread's guest run: wait for
+        # that (a thread holds one trio run at a time), then look again.
+        if host.stopping:
+            await asyncio.shield(host.done)
+        elif not host.ready.done():
+            await asyncio.shield(host.ready)
+        else:
+            host.users += 1
+            return _woken(host)
+    host = _Host(loop)
+    _local.host = host
+    try:
+        await host.start()
+    except BaseException:
+        if host.token is not None:  # it started: a cancellation came as it did
+            host.stopping = True
+            await host.end()
+        if _current_host() is host:
             _local.host = None
-            if host.token is not None:  # it started: a cancellation came as it did
-                await host.end()
-            raise
+        raise
     host.users += 1
+    return _woken(host)
+
+
+def _woken(host: _Host) -> _Host:
     waiting = _waiting_streams()
     for stream in list(waiting):
         stream._wake()
@@ -227,9 +253,12 @@ async def _enter_host() -> _Host:
 async def _leave_host(host: _Host) -> None:
     host.users -= 1
     if host.users == 0:
-        if _current_host() is host:
-            _local.host = None
-        await host.end()
+        host.stopping = True
+        try:
+            await host.end()
+        finally:
+            if _current_host() is host:
+                _local.host = None
 
 
 async def _unless_cancelled(fut: asyncio.Future[R]) -> R:
@@ -302,6 +331,9 @@ class Stream:
                 pass
             host = _current_host()
             if host is not None and not host.ended:
+                if host.stopping:  # its last pool closed: look again once it ended
+                    await asyncio.shield(host.done)
+                    continue
                 try:
                     return await host.call(stream.receive)
                 except subagent.PoolClosedError:
