@@ -293,8 +293,8 @@ class Stream:
 
     Pass it as ``events=`` to :func:`open_pool` or :meth:`AioPool.submit`. Its only
     buffer is the trio stream's, so backpressure is the same. Once the guest run has
-    ended, what the stream still buffers can be read; an open, empty stream then
-    raises :class:`subagent.PoolClosedError` rather than waiting forever.
+    ended, what the stream still buffers can be read; a receive on an open, empty
+    stream then waits for the thread's next guest run or the stream's close.
     """
 
     def __init__(self, buffer: int, *, overflow: Literal["block", "drop_newest"] = "block"
