@@ -63,6 +63,7 @@ REFERENCE: dict[str, tuple[str, str]] = {
     "subagent.otel": ("otel.md", "OpenTelemetry spans for a pool's tasks, model and tool calls."),
     "subagent.tools": ("tools.md", "Workspace tools: read_file, list_dir, grep, write_file."),
     "subagent.serve": ("serve.md", "The pool over HTTP, with a web page."),
+    "subagent.aio": ("aio.md", "The pool from asyncio code, on a trio guest run."),
     "subagent.testing": (
         "subagent-testing.md",
         "The public test kit: scripted workloads and the event-log checker.",

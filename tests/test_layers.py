@@ -43,6 +43,7 @@ ORDER: dict[str, list[str]] = {
         "_pool",  # the trio shell: Pool, Task, a task's life, open_pool
         "otel", "testing", "__init__", "temporal",
         "serve",  # the pool over HTTP: public names of subagent only
+        "aio",  # the pool from asyncio code (trio guest mode): public names only
         "_cli", "__main__",  # the command line
     ],
 }

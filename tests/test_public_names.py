@@ -67,6 +67,9 @@ PUBLIC: dict[str, list[str]] = {
         "TaskError", "TaskFailed", "TaskPaused", "TaskStatus", "TaskTimeout",
         "UnknownAgentError", "UnreadRow", "load_specs", "open_pool", "specs_from_mapping",
     ],
+    "subagent.aio": [
+        "AioPool", "AioTask", "Stream", "TOOL_CANCEL_GRACE", "open_pool", "tool",
+    ],
     "subagent.limits": [
         "MAX_CHECKPOINT_BYTES", "MAX_CHECKPOINT_ROWS", "MAX_HISTORY_BYTES",
         "MAX_HISTORY_MESSAGES", "MAX_RESUME_CLAIMS",

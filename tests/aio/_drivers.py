@@ -137,7 +137,7 @@ class AsyncioDriver(Driver):
     async def settle(self) -> None:
         # Everything is blocked once the trio side is and the asyncio side has
         # nothing left to run; each may wake the other, so until both hold twice.
-        host = subagent.aio._current_host()
+        host = subagent.aio._host.current_host()
         assert host is not None
         for _ in range(3):
             await host.call(trio.testing.wait_all_tasks_blocked)

@@ -102,15 +102,15 @@ def test_two_pools_share_one_guest_run_that_ends_with_the_last() -> None:
     async def main() -> None:
         model = ScriptedModel(["a", "b"])
         async with aio.open_pool(defaults=Defaults(model=model)) as one:
-            host = aio._current_host()
+            host = aio._host.current_host()
             async with aio.open_pool(defaults=Defaults(model=model)) as two:
-                assert aio._current_host() is host
+                assert aio._host.current_host() is host
                 one.register(Spec(name="w", description="works"))
                 two.register(Spec(name="w", description="works"))
                 outputs = [(await (await p.submit("w", "x")).wait()).output for p in (one, two)]
             assert outputs == ["a", "b"]
             assert host is not None and not host.ended
-        assert host.ended and aio._current_host() is None
+        assert host.ended and aio._host.current_host() is None
 
     asyncio.run(main())
 
@@ -172,7 +172,7 @@ def test_random_schedules_from_asyncio_end_every_task(
         async with aio.open_pool(max_concurrent=concurrent, max_queued=64, events=events,
                                  defaults=Defaults(model=model)) as pool:
             pool.register(Spec(name="w", description="works"))
-            host = aio._current_host()
+            host = aio._host.current_host()
             assert host is not None
             for op, arg in ops:
                 if op == "submit":
@@ -223,7 +223,7 @@ def test_a_sync_call_from_asyncio_wakes_the_guest_run() -> None:
         async with aio.open_pool(defaults=Defaults(model=model)) as pool:
             pool.register(Spec(name="w", description="works"))
             task = await pool.submit("w", "x")
-            await aio._current_host().call(trio.testing.wait_all_tasks_blocked)  # type: ignore[union-attr]
+            await aio._host.current_host().call(trio.testing.wait_all_tasks_blocked)  # type: ignore[union-attr]
             task.cancel()
 
             async def ended() -> None:
@@ -247,19 +247,19 @@ def test_a_thread_inside_trio_run_cannot_host_a_guest_run() -> None:
 
     with pytest.raises(RuntimeError, match=r"Attempted to call run\(\) from inside a run\(\)"):
         trio.run(in_trio)
-    assert aio._current_host() is None
+    assert aio._host.current_host() is None
 
 
 def test_a_cancel_while_the_guest_run_starts_ends_it() -> None:
     async def main() -> None:
         opening = asyncio.create_task(_open_and_hold())
         await asyncio.sleep(0)  # it has called start_guest_run and waits for it
-        host = aio._current_host()
+        host = aio._host.current_host()
         assert host is not None and host.token is None
         opening.cancel()
         with pytest.raises(asyncio.CancelledError):
             await opening
-        assert host.ended and aio._current_host() is None
+        assert host.ended and aio._host.current_host() is None
 
     asyncio.run(main())
 

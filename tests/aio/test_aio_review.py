@@ -22,17 +22,17 @@ def test_two_pools_opened_at_once_on_a_fresh_loop() -> None:
         return list(await asyncio.gather(one(1), one(2), one(3)))
 
     assert asyncio.run(main()) == [1, 2, 3]
-    assert aio._current_host() is None
+    assert aio._host.current_host() is None
 
 
 def test_a_pool_opened_while_the_last_one_closes() -> None:
     async def main() -> str:
         inside = asyncio.Event()
-        hosts: list[aio._Host] = []
+        hosts: list[aio._host.Host] = []
 
         async def leaver() -> None:
             async with aio.open_pool():
-                hosts.append(aio._current_host())  # type: ignore[arg-type]
+                hosts.append(aio._host.current_host())  # type: ignore[arg-type]
                 inside.set()
 
         async def opener() -> str:
@@ -49,4 +49,4 @@ def test_a_pool_opened_while_the_last_one_closes() -> None:
         return opened
 
     assert asyncio.run(main()) == "opened"
-    assert aio._current_host() is None
+    assert aio._host.current_host() is None
