@@ -6,14 +6,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import trio
 
 import subagent
-
-if TYPE_CHECKING:
-    from ._stream import Stream
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -165,9 +162,16 @@ class Host:
 _local = threading.local()
 
 
-def waiting_streams() -> set[Stream]:
+class Waiting(Protocol):
+    """A receive (a :class:`~subagent.aio.Stream`'s) waiting for the thread's next
+    guest run."""
+
+    def _wake(self) -> None: ...
+
+
+def waiting_streams() -> set[Waiting]:
     # The streams whose receive waits for a guest run to start (woken by enter_host).
-    waiting: set[Stream] | None = getattr(_local, "waiting", None)
+    waiting: set[Waiting] | None = getattr(_local, "waiting", None)
     if waiting is None:
         waiting = _local.waiting = set()
     return waiting
