@@ -6,7 +6,8 @@ reply sends its headers and a first chunk and then nothing more, so every reques
 holds its connection open in the middle of a stream.
 
 - ``http-bare``: the connections alone, the baseline: ``RUNS`` bare trio tasks, each
-  with one ``client.stream(...)`` request, its first chunk read, waiting for the next;
+  with one streamed request (``client.send(..., stream=True)``), its first chunk read,
+  waiting for the next;
 - ``http-pool``: ``RUNS`` pool runs parked in :class:`agentcore.models.OpenAIChatModel`
   calls (no stream, no audit sink, a default ``Spec``).
 
@@ -76,9 +77,16 @@ async def _wait_parked(server: Server, runs: int) -> None:
 
 
 async def _bare_one(client: httpx.AsyncClient, url: str) -> None:
-    async with client.stream("POST", url, json=_PARK_BODY) as response:
+    # httpx's leanest way to hold a streamed reply (``send(stream=True)``, not the
+    # generator-based ``client.stream``), as OpenAIChatModel holds one: the baseline
+    # keeps only what a connection itself costs.
+    response = await client.send(client.build_request("POST", url, json=_PARK_BODY),
+                                 stream=True)
+    try:
         async for _ in response.aiter_bytes():
             await trio.sleep_forever()
+    finally:
+        await response.aclose()
 
 
 async def park(case: str, runs: int, meter: Meter, server: Server) -> None:

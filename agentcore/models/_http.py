@@ -18,8 +18,7 @@ import contextlib
 import functools
 import math
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, cast
 
 import attrs
@@ -114,46 +113,76 @@ def _transport_error(endpoint: Endpoint, exc: httpx.HTTPError | httpx.InvalidURL
     return ModelError(f"{endpoint.api} request failed: {detail}")
 
 
-def _open_client(endpoint: Endpoint) -> contextlib.AbstractAsyncContextManager[httpx.AsyncClient]:
-    # A caller's client as it is (no generator frame held for the whole call: ~1 KiB
-    # of each parked call), else a client of the call's own.
-    if endpoint.client is not None:
-        return contextlib.nullcontext(endpoint.client)
-    return httpx.AsyncClient(timeout=endpoint.timeout, verify=_ssl_context())
-
-
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
     # Built once: loading the CA bundle takes milliseconds of blocking file I/O.
     return httpx.create_ssl_context()
 
 
-@asynccontextmanager
-async def _open_stream(
-    endpoint: Endpoint, url: str, headers: Mapping[str, str], body: Mapping[str, Any]
-) -> AsyncIterator[httpx.Response]:
-    # The body is encoded here, not by httpx: encode_input cannot hit RecursionError on
-    # tool inputs nested as deep as a reply could carry them.
-    content = encode_input(body).encode()
-    request_headers = {**headers, "Content-Type": "application/json"}
-    # Redirects are never followed, whatever a caller-owned client says: httpx drops
-    # only ``Authorization`` on a cross-origin redirect, so ``x-api-key`` (and the
-    # conversation, on a 307/308) would go to wherever the server points.
-    async with _open_client(endpoint) as client, client.stream(
-        "POST",
-        url,
-        content=content,
-        headers=request_headers,
-        timeout=endpoint.timeout,
-        follow_redirects=False,
-    ) as response:
-        if 300 <= response.status_code < 400:
-            raise ModelError(
-                f"{endpoint.api} API answered with a redirect "
-                f"(HTTP {response.status_code}), which is not followed"
+class _OpenStream:
+    """``async with _OpenStream(endpoint, url, headers, body) as response``: ``body``
+    POSTed as JSON and the reply's head read (a redirect, never followed, and a stacked
+    Content-Encoding refused); its body is the caller's to read. On exit the reply is
+    closed, and the client with it when the call made its own.
+
+    A class rather than a generator-based context manager, and httpx's ``build_request``
+    and ``send`` rather than its ``client.stream`` (another one): a streamed call holds
+    this for as long as it is parked, and each generator frame is ~1 KiB of every
+    parked call (bench/README.md, W7 parked)."""
+
+    __slots__ = ("_body", "_client", "_endpoint", "_headers", "_owned", "_response", "_url")
+
+    def __init__(
+        self, endpoint: Endpoint, url: str, headers: Mapping[str, str], body: Mapping[str, Any]
+    ) -> None:
+        self._endpoint, self._url, self._headers, self._body = endpoint, url, headers, body
+        self._owned = endpoint.client is None
+        self._client = endpoint.client or httpx.AsyncClient(
+            timeout=endpoint.timeout, verify=_ssl_context())
+        self._response: httpx.Response | None = None
+
+    async def __aenter__(self) -> httpx.Response:
+        endpoint = self._endpoint
+        try:
+            # The body is encoded here, not by httpx: encode_input cannot hit
+            # RecursionError on tool inputs nested as deep as a reply could carry them.
+            request = self._client.build_request(
+                "POST",
+                self._url,
+                content=encode_input(self._body).encode(),
+                headers={**self._headers, "Content-Type": "application/json"},
+                timeout=endpoint.timeout,
             )
-        _check_encoding(endpoint, response)
-        yield response
+            # Redirects are never followed, whatever a caller-owned client says: httpx
+            # drops only ``Authorization`` on a cross-origin redirect, so ``x-api-key``
+            # (and the conversation, on a 307/308) would go wherever the server points.
+            response = await self._client.send(request, stream=True, follow_redirects=False)
+        except BaseException:
+            await self._close_client()
+            raise
+        self._response = response
+        try:
+            if 300 <= response.status_code < 400:
+                raise ModelError(
+                    f"{endpoint.api} API answered with a redirect "
+                    f"(HTTP {response.status_code}), which is not followed"
+                )
+            _check_encoding(endpoint, response)
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return response
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        try:
+            if self._response is not None:
+                await self._response.aclose()
+        finally:
+            await self._close_client()
+
+    async def _close_client(self) -> None:
+        if self._owned:
+            await self._client.aclose()
 
 
 def _check_encoding(endpoint: Endpoint, response: httpx.Response) -> None:
@@ -221,7 +250,7 @@ async def post_json(
     content = b""
     with trio.move_on_after(endpoint.total_timeout) as deadline:
         try:
-            async with _open_stream(endpoint, url, headers, body) as response:
+            async with _OpenStream(endpoint, url, headers, body) as response:
                 if response.status_code >= 400:
                     error = await _error_reply(endpoint, response)
                 else:
@@ -302,13 +331,34 @@ async def post_event_stream(
     """
     error: ModelError
     try:
-        async with _open_stream(endpoint, url, headers, body) as response:
+        async with _OpenStream(endpoint, url, headers, body) as response:
             if response.status_code >= 400:
                 error = await _error_reply(endpoint, response)
             else:
                 content_type = response.headers.get("content-type", "")
                 if content_type.startswith("text/event-stream"):
-                    return await _read_events(endpoint, response, on_event)
+                    # Read here, not in a helper: a frame less held by every call
+                    # parked in this read (bench/README.md, W7 parked).
+                    parser = SSEParser(endpoint.limits.max_event_chars)
+                    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+                    limit = endpoint.max_response_bytes
+                    size = 0
+                    chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+                    try:
+                        async for chunk in chunks:
+                            size += len(chunk)
+                            if size > limit:
+                                raise body_too_large(limit)
+                            for event in parser.feed(decoder.decode(chunk)):
+                                if await on_event(event):
+                                    await _read_rest(chunks)
+                                    return True
+                    finally:
+                        await _finish(response, chunks)
+                    for event in parser.feed(decoder.decode(b"", final=True)) + parser.end():
+                        if await on_event(event):
+                            return True
+                    return False
                 kind = cut(shown(content_type, endpoint.secret), 100) or "no content type"
                 error = ModelError(
                     f"{endpoint.api} API answered a streaming request with {kind}, "
@@ -322,31 +372,6 @@ async def post_event_stream(
         detail = shown(str(exc), endpoint.secret)
         error = ModelError(f"{endpoint.api} API returned a malformed stream: {detail}")
     raise error
-
-
-async def _read_events(
-    endpoint: Endpoint, response: httpx.Response, on_event: EventHandler
-) -> bool:
-    parser = SSEParser(endpoint.limits.max_event_chars)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    limit = endpoint.max_response_bytes
-    size = 0
-    chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
-    try:
-        async for chunk in chunks:
-            size += len(chunk)
-            if size > limit:
-                raise body_too_large(limit)
-            for event in parser.feed(decoder.decode(chunk)):
-                if await on_event(event):
-                    await _read_rest(chunks)
-                    return True
-    finally:
-        await _finish(response, chunks)
-    for event in parser.feed(decoder.decode(b"", final=True)) + parser.end():
-        if await on_event(event):
-            return True
-    return False
 
 
 async def _read_rest(chunks: AsyncGenerator[bytes, None]) -> None:
