@@ -20,7 +20,7 @@ from agentcore.models import has_price, model_name
 from .._core._core import TaskStatus
 from .._errors import SpecError, format_path
 from .._events import Event, EventKind
-from ._budget import Budget, BudgetReport, Meter, TaskBudget
+from ._budget import Budget, BudgetReport, Meter, Spend, TaskBudget
 
 if TYPE_CHECKING:
     from agentcore import DeltaSink
@@ -142,6 +142,25 @@ class Budgets:
         for meter in (blocking,) if blocking is not None else counted:
             self._reported(meter, meter.count_task(parent_path))
         return TaskBudget((own, *above) if own is not None else above, own, self)
+
+    def restore(self, state: RunState) -> None:
+        """Raise the pool's meter to the spend the paused ``state`` stores
+        (``RunState.spent``: a tree that waits for answers, found by ``recover``), so
+        that the pool's budget goes on from it at once, for every task, not only once
+        that tree is resumed. A limit it reaches is reported and stops what runs under
+        the pool's budget, as a model call reaching it would. Not a checkpoint."""
+        meter = self.pool_meter
+        stored = state.spent.get("pool")
+        if meter is None or stored is None:
+            return
+        for report in meter.restore(stored, state.path):
+            self._spawn(self._announce, meter, report, False)
+            if report.exceeded:
+                self._stop(meter, report, None)
+
+    def spend(self) -> Spend | None:
+        """What the pool's budget counts spent (None: the pool has no budget)."""
+        return None if self.pool_meter is None else self.pool_meter.spend()
 
     def _reported(self, meter: Meter, reports: list[BudgetReport]) -> None:
         # Announce ``reports`` of ``meter``; a limit reached stops its subtree and

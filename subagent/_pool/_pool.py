@@ -42,7 +42,7 @@ from ._task import Task
 if TYPE_CHECKING:
     from agentcore import Tool
 
-    from .._cost._budget import Budget
+    from .._cost._budget import Budget, Spend
     from .._events import Event
     from ..mcp._sessions import McpSessions
 
@@ -332,11 +332,22 @@ class Pool:
         """Resume the root tasks a crash left unfinished in :attr:`checkpoints`, each
         from its last checkpoint (see ``subagent._durable._recovery``); returns their Tasks
         (a list), with the trees that wait for a human's answers, not resumed, in
-        ``.paused`` (:class:`PausedTree`: answer, then :meth:`resume`). A checkpoint.
+        ``.paused`` (:class:`PausedTree`: answer, then :meth:`resume`). The pool's
+        budget goes on from what those trees spent (each state's ``spent``), at once:
+        a task submitted before they are resumed is counted after them. A checkpoint.
         Raises ``CheckpointError`` when the pool has no checkpoints."""
         if self.checkpoints is None:
             raise CheckpointError("this pool has no checkpoints: open_pool(checkpoints=...)")
-        return await recover(self, self.checkpoints)
+        recovered = await recover(self, self.checkpoints)
+        for tree in recovered.paused:
+            self._budgets.restore(tree.state)
+        return recovered
+
+    def budget_spend(self) -> Spend | None:
+        """What the pool's tasks have spent of its budget (``open_pool(budget=...)``),
+        as the budget counts it (after :meth:`recover`, from what the recovered trees
+        had spent); None when the pool has no budget. Not a checkpoint."""
+        return self._budgets.spend()
 
     def submit_nowait(
         self,

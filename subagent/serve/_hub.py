@@ -344,22 +344,15 @@ class Hub:
         )
 
     def budget_left(self) -> dict[str, Any] | None:
-        """The pool budget's limits, what the events showed spent and what is left
-        (``None``: the pool has no budget)."""
+        """The pool budget's limits, what the pool counts spent (after a restart, with
+        what the recovered trees had spent) and what is left (``None``: the pool has no
+        budget)."""
         if self.budget is None:
             return None
-        runs = self.tree.nodes.values()
-        inputs = sum(n.input_tokens for n in runs)
-        outputs = sum(n.output_tokens for n in runs)
-        costs = [n.cost for n in runs]
-        spent: dict[str, float | None] = {
-            "tokens": inputs + outputs, "input_tokens": inputs, "output_tokens": outputs,
-            "cost": None if None in costs else sum(c for c in costs if c is not None),
-            "model_calls": sum(n.calls for n in runs), "tasks": len(self.tree.nodes),
-        }
+        spend = self.pool.budget_spend()
         out = {}
         for name, allowed in self.budget.limits():
-            used = spent[name]
+            used = None if spend is None else getattr(spend, name)
             out[name] = {"limit": allowed, "spent": used,
-                         "left": None if used is None else max(0.0, allowed - used)}
+                         "left": None if used is None else max(0, allowed - used)}
         return out
