@@ -231,10 +231,8 @@ async def _record_response(run: RunPort, response: ModelResponse) -> None:
     message = response.message
     run.add_usage(response.usage)
     run.add_message(message)
-    if not run.emit_now(EventKind.model_response, message=message, usage=response.usage):
-        await run.emit(EventKind.model_response, message=message, usage=response.usage)
-    entry = run.audit_sync(
-        "model_response",
+    await run.report(
+        EventKind.model_response, "model_response", message=message, usage=response.usage,
         result=message.content,
         data={
             "finish_reason": response.finish_reason,
@@ -243,5 +241,3 @@ async def _record_response(run: RunPort, response: ModelResponse) -> None:
             "output_tokens": response.usage.output_tokens,
         },
     )
-    if entry is not None:
-        await run.audit_entry(entry)

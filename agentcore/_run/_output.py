@@ -304,7 +304,7 @@ class OutputCheck:
     async def _attempt(self, run: RunPort, call: ToolCall | None, problem: str | None) -> None:
         # The attempt's audit entry (first: an attempt that cannot be recorded is not
         # accepted), then its event.
-        entry = run.audit_sync(
+        await run.audit(
             "output_validation",
             tool=FINAL_RESULT,
             call_id=call.id if call is not None else None,
@@ -312,8 +312,6 @@ class OutputCheck:
             verdict="ok" if problem is None else "error",
             error=problem,
         )
-        if entry is not None:
-            await run.audit_entry(entry)
         await run.emit(
             EventKind.output_validation,
             call=call,

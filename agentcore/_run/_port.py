@@ -144,6 +144,19 @@ class RunPort(Protocol):
         when the caller must await :meth:`emit` instead."""
         ...
 
+    async def report(
+        self, kind: EventKind, entry: str, *, text: str = "", message: Message | None = None,
+        call: ToolCall | None = None, decision: GateDecision | None = None,
+        is_error: bool = False, usage: Usage | None = None, tool: str | None = None,
+        call_id: str | None = None, arguments: str | None = None, verdict: str | None = None,
+        reason: str | None = None, result: str | None = None, error: str | None = None,
+        duration: float | None = None, data: dict[str, Scalar] | None = None,
+    ) -> None:
+        """Emit the event of one step of the run, then record its audit entry, each
+        without awaiting when it can; raises ``AuditError`` if the entry cannot be
+        recorded."""
+        ...
+
     async def audit(
         self, kind: str, *, tool: str | None = None, call_id: str | None = None,
         arguments: str | None = None, verdict: str | None = None, reason: str | None = None,
@@ -160,13 +173,9 @@ class RunPort(Protocol):
         data: dict[str, Scalar] | None = None,
     ) -> Record | None:
         """Record one audit entry of the run now if it can be done without awaiting
-        (not a checkpoint); else return the entry, recorded nothing, for
-        :meth:`audit_entry`. Raises ``AuditError`` if the sink failed."""
-        ...
-
-    async def audit_entry(self, entry: Record) -> None:
-        """Record an entry :meth:`audit_sync` returned; raises ``AuditError`` if it
-        cannot, ``trio.Cancelled`` in a cancelled task."""
+        (not a checkpoint); else return the entry, recorded nothing, for the caller
+        to await ``agentcore._audit.record`` with. Raises ``AuditError`` if the sink
+        failed."""
         ...
 
     def audit_now(

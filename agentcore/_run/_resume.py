@@ -101,7 +101,7 @@ async def audit_answers(run: RunPort, pending: Sequence[PendingCall]) -> None:
     for p in pending:
         if p.status in (CallStatus.approved, CallStatus.denied):
             answered += 1
-            entry = run.audit_sync(
+            await run.audit(
                 "approval",
                 tool=p.call.name,
                 call_id=p.call.id,
@@ -109,8 +109,6 @@ async def audit_answers(run: RunPort, pending: Sequence[PendingCall]) -> None:
                 reason=p.reason,
                 data={"by": p.by},
             )
-            if entry is not None:
-                await run.audit_entry(entry)
     data: dict[str, Scalar] = {"answers": answered, "pending": len(pending)}
     state = run.state
     if state.checkpoint:
@@ -119,9 +117,7 @@ async def audit_answers(run: RunPort, pending: Sequence[PendingCall]) -> None:
         data["interrupted"] = " ".join(p.call.id for p in pending if p.result == INTERRUPTED
                                        and p.status is CallStatus.done)
         state.checkpoint = ""
-    entry = run.audit_sync("run_resumed", data=data)
-    if entry is not None:
-        await run.audit_entry(entry)
+    await run.audit("run_resumed", data=data)
 
 
 async def finish_pending(

@@ -462,7 +462,7 @@ class Run:
     # emit_now takes the event's fields as named parameters, not as **fields: a dict
     # built and unpacked again into event_of for each of a run's events.
     def emit_now(
-        self, kind: EventKind, *, text: str = "", message: Message | None = None,
+        self, kind: EventKind, text: str = "", message: Message | None = None,
         call: ToolCall | None = None, decision: GateDecision | None = None,
         is_error: bool = False, usage: Usage | None = None, summary: RunSummary | None = None,
         attempt: int = 0,
@@ -486,6 +486,35 @@ class Run:
             kind, state.run_id, self.agent.agent_id, state.turn, text, message, call,
             decision, is_error, usage, summary, attempt,
         )) is True
+
+    async def report(
+        self, kind: EventKind, entry: str, *, text: str = "", message: Message | None = None,
+        call: ToolCall | None = None, decision: GateDecision | None = None,
+        is_error: bool = False, usage: Usage | None = None, tool: str | None = None,
+        call_id: str | None = None, arguments: str | None = None, verdict: str | None = None,
+        reason: str | None = None, result: str | None = None, error: str | None = None,
+        duration: float | None = None, data: dict[str, Scalar] | None = None,
+    ) -> None:
+        """One step of the run told twice: its event of ``kind`` (the event's fields:
+        ``text`` to ``usage``), then its audit entry of kind ``entry`` (the entry's:
+        ``tool`` to ``data``). Each goes the synchronous way when it can
+        (:meth:`emit_now`, :meth:`audit_sync`), else is awaited. A checkpoint only
+        when the destination, an observer or the sink is awaited.
+
+        Raises:
+          AuditError: the entry could not be recorded (the step must not go on).
+        """
+        # The fields positionally: a keyword per field costs more per call.
+        if not self.emit_now(kind, text, message, call, decision, is_error, usage):
+            await self.emit(
+                kind, text=text, message=message, call=call, decision=decision,
+                is_error=is_error, usage=usage,
+            )
+        unrecorded = self.audit_sync(
+            entry, tool, call_id, arguments, verdict, reason, result, error, duration, data
+        )
+        if unrecorded is not None and self.agent.audit is not None:
+            await record(self.agent.audit, unrecorded)
 
     async def _emit_start(self) -> None:
         # agent_start, with ordinary backpressure in the caller's context: a run
@@ -537,7 +566,7 @@ class Run:
     # entry's 13 fields were passed down one call more, ~8% of the bytecodes of a W1
     # run's audit), and to record_fields_sync for anything else.
     def audit_sync(
-        self, kind: str, *, tool: str | None = None, call_id: str | None = None,
+        self, kind: str, tool: str | None = None, call_id: str | None = None,
         arguments: str | None = None, verdict: str | None = None, reason: str | None = None,
         result: str | None = None, error: str | None = None, duration: float | None = None,
         data: dict[str, Scalar] | None = None,
@@ -545,7 +574,7 @@ class Run:
         """Record one audit entry now if no await is needed (:func:`record_fields_sync`:
         a sink with ``record_fields_nowait`` or ``record_nowait``, a task not
         cancelled). Not a checkpoint. None when recorded (or no sink); else the
-        entry, unrecorded, which the caller awaits :meth:`audit_entry` with before
+        entry, unrecorded, which the caller awaits :func:`record` with before
         going on. Raises ``AuditError``."""
         sink = self.agent.audit
         if sink is None:
@@ -569,11 +598,6 @@ class Run:
             sink, True, kind, state.run_id, state.path, self.agent.agent_id, tool,
             call_id, arguments, verdict, reason, result, error, duration, data,
         )
-
-    async def audit_entry(self, entry: Record) -> None:
-        """Record what :meth:`audit_sync` returned (:func:`record`; raises Cancelled)."""
-        if self.agent.audit is not None:
-            await record(self.agent.audit, entry)
 
     def audit_now(
         self, kind: str, *, tool: str | None = None, call_id: str | None = None,

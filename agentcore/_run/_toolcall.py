@@ -136,13 +136,8 @@ async def call_tool(
     a tool that raises or times out) becomes an error outcome.
     """
     run.count_calls(1)
-    if not run.emit_now(EventKind.tool_start, call=call):
-        await run.emit(EventKind.tool_start, call=call)
-    entry = run.audit_sync(
-        "tool_request", tool=call.name, call_id=call.id, arguments=call.arguments
-    )
-    if entry is not None:
-        await run.audit_entry(entry)
+    await run.report(EventKind.tool_start, "tool_request", call=call, tool=call.name,
+                     call_id=call.id, arguments=call.arguments)
     task_status.started(True)
     started = trio.current_time()
     hooks = run.agent.hookset
@@ -231,22 +226,13 @@ async def _end_call(
     if hooks.after_tool:
         outcome, _ = await intercept(run, hooks.after_tool, (run, effective), outcome, ToolOutcome)
     run.count_outcome(outcome)
-    if not run.emit_now(
-        EventKind.tool_end, call=effective, text=outcome.text, is_error=outcome.is_error
-    ):
-        await run.emit(
-            EventKind.tool_end, call=effective, text=outcome.text, is_error=outcome.is_error
-        )
-    entry = run.audit_sync(
-        "tool_result",
-        tool=effective.name,
-        call_id=call.id,
+    await run.report(
+        EventKind.tool_end, "tool_result", call=effective, text=outcome.text,
+        is_error=outcome.is_error, tool=effective.name, call_id=call.id,
         result=None if outcome.is_error else outcome.text,
         error=outcome.text if outcome.is_error else None,
         duration=trio.current_time() - started,
     )
-    if entry is not None:
-        await run.audit_entry(entry)
     return outcome
 
 
@@ -274,17 +260,12 @@ async def _gated_execute(run: RunPort, call: ToolCall) -> ToolOutcome:
 async def _record_decision(run: RunPort, call: ToolCall, decision: GateDecision) -> None:
     # The gate_decision event, then its audit entry (raises AuditError: the call
     # must not go on).
-    if not run.emit_now(EventKind.gate_decision, call=call, decision=decision):
-        await run.emit(EventKind.gate_decision, call=call, decision=decision)
-    entry = run.audit_sync(
-        "gate_decision",
-        tool=call.name,
-        call_id=call.id,
+    await run.report(
+        EventKind.gate_decision, "gate_decision", call=call, decision=decision,
+        tool=call.name, call_id=call.id,
         verdict="defer" if decision.deferred else "allow" if decision.allowed else "deny",
         reason=decision.reason,
     )
-    if entry is not None:
-        await run.audit_entry(entry)
 
 
 async def _decide(run: RunPort, tool: Tool, call: ToolCall) -> GateDecision:
