@@ -92,3 +92,7 @@ class MemoryClaims:
             with contextlib.suppress(KeyError):
                 del self._keys[key]
             raise
+
+    def claimed(self, state: agentcore.RunState) -> bool:
+        """Whether this pool resumed ``state`` already. Not a checkpoint."""
+        return resume_key(state) in self._keys

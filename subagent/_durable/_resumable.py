@@ -117,15 +117,26 @@ def bind(specs: Mapping[str, Spec], state: RunState, name: str | None) -> str:
       UnknownAgentError: no such spec (or several share the state's agent id).
       ResumeError: the state cannot be resumed by that spec (see check_resumable).
     """
+    name = spec_name(specs, state, name)
+    spec = specs[name]
+    check_resumable(Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
+    check_background(specs, state)
+    return name
+
+
+def spec_name(specs: Mapping[str, Spec], state: RunState, name: str | None) -> str:
+    """The name of the spec ``state`` is bound to: ``name``, or the one spec whose
+    agent id is the state's. Not a checkpoint.
+
+    Raises:
+      UnknownAgentError: no such spec (or several share the state's agent id).
+    """
     found = [s.name for s in specs.values() if s.agent_id == state.agent]
     if name is None and len(found) != 1:
         raise UnknownAgentError(state.agent, tuple(sorted(specs)))
     name = found[0] if name is None else name
-    spec = specs.get(name)
-    if spec is None:
+    if name not in specs:
         raise UnknownAgentError(name, tuple(sorted(specs)))
-    check_resumable(Names(spec.agent_id, {t.name: t for t in spec.tools}), state)
-    check_background(specs, state)
     return name
 
 

@@ -45,7 +45,7 @@ from ._rows import CheckpointRow as CheckpointRow
 from ._rows import UnreadRow as UnreadRow
 from ._rows import check_schema, read_rows, read_run_ids
 from ._schema import SCHEMA
-from ._writes import Batch, Claim, Write, commit_batch, connect
+from ._writes import Answers, Batch, Claim, Write, commit_batch, connect
 
 #: The most resumes a ``SqliteCheckpoints`` file remembers (``max_claims``): 100,000.
 MAX_RESUME_CLAIMS = 100_000
@@ -204,18 +204,45 @@ class SqliteCheckpoints:
         await self._commit(None, claim, release=True)
         self.commits += 1
 
+    async def commit_answers(self, state: agentcore.RunState, key: str) -> bool:
+        """Store the paused ``state``, a tree's root with some of its calls answered
+        (``RunState.approve`` / ``deny``), as its run's checkpoint (``paused``, the
+        row's links kept), in one transaction with the check that its resume was not
+        claimed (its run id and ``key``, see :meth:`claim`): ``recover`` after a
+        restart or a crash lists the tree with these answers, only its unanswered
+        calls waiting. Returns ``False``, writing nothing, when that state was resumed
+        already. A checkpoint.
+
+        Raises:
+          CheckpointError: the database cannot be written, or it holds no row of that
+            run (or only an ended one).
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        answers = Answers(state.run_id, key, state.to_json())
+        await self._commit(None, None, answers=answers)
+        if answers.outcome == "missing":
+            raise CheckpointError(
+                f"cannot store the answers of run {state.run_id[:200]!r}: the checkpoints "
+                "hold no paused or running row of it")
+        if answers.outcome != "stored":
+            return False
+        self.commits += 1
+        return True
+
     async def _commit(
-        self, row: Write | None, claim: Claim | None, *, release: bool = False
+        self, row: Write | None, claim: Claim | None, *, release: bool = False,
+        answers: Answers | None = None,
     ) -> None:
-        # Hand ``row`` or ``claim`` (to take, or to release) to the writer thread and
-        # wait for its commit.
+        # Hand ``row``, ``claim`` (to take, or to release) or ``answers`` to the writer
+        # thread and wait for its commit.
         if _crashpoints.ON:  # one write a transaction (the harness's points fixed)
             async with self._one_by_one:
-                await self._commit_now(row, claim, release)
+                await self._commit_now(row, claim, release, answers)
         else:
-            await self._commit_now(row, claim, release)
+            await self._commit_now(row, claim, release, answers)
 
-    async def _commit_now(self, row: Write | None, claim: Claim | None, release: bool) -> None:
+    async def _commit_now(self, row: Write | None, claim: Claim | None, release: bool,
+                          answers: Answers | None = None) -> None:
         if self._thread is None:
             await self._open()
         if self._closed:
@@ -229,6 +256,8 @@ class SqliteCheckpoints:
                 batch.rows.append(row)
             if claim is not None:
                 (batch.releases if release else batch.claims).append(claim)
+            if answers is not None:
+                batch.answers.append(answers)
         with trio.CancelScope(shield=True):
             # Once handed over it is committed or not; wait to know which.
             await batch.done.wait()

@@ -40,6 +40,19 @@ class Claim:
 
 
 @attrs.define(eq=False)
+class Answers:
+    """A paused tree's state with the answers given so far (JSON), for its root run's
+    row, stored only while its resume (run id, key) is not claimed; ``outcome`` says
+    how it went: ``stored``, ``claimed`` (resumed already: nothing written) or
+    ``missing`` (no row of that run that has not ended: nothing written)."""
+
+    run_id: str
+    key: str
+    state: str
+    outcome: str = ""
+
+
+@attrs.define(eq=False)
 class Batch:
     """The writes that share one transaction, and how it went."""
 
@@ -47,6 +60,7 @@ class Batch:
     claims: list[Claim] = attrs.Factory(list)
     #: Taken claims to undo: marker deleted, row put back as it was.
     releases: list[Claim] = attrs.Factory(list)
+    answers: list[Answers] = attrs.Factory(list)
     done: trio.Event = attrs.Factory(trio.Event)
     cause: str | None = None
     #: Rows (by id) whose state could not be encoded: only their own writes fail.
@@ -68,6 +82,10 @@ _BEFORE = ("SELECT name, parent, call_id, status, seq, in_flight, state FROM che
            "WHERE run_id = ?")
 _PUT_BACK = ("UPDATE checkpoints SET name = ?, parent = ?, call_id = ?, status = ?, seq = ?, "
              "in_flight = ?, state = ? WHERE run_id = ?")
+_CLAIMED = "SELECT 1 FROM resumed WHERE run_id = ? AND key = ?"
+# A paused tree's answers: its root's row, links kept, paused with them.
+_ANSWERED = ("UPDATE checkpoints SET status = 'paused', seq = seq + 1, in_flight = '[]', "
+             "state = ? WHERE run_id = ? AND status != 'ended'")
 # The markers older than the newest ``max_claims`` (the table's rowids grow by one per
 # marker), except those of a run whose row is a running claimed resume: recovery reads
 # its marker (``CheckpointRow.claimed``).
@@ -81,6 +99,7 @@ def _label(batch: Batch) -> str:
     parts = [f"{row[0]} {row[4]}" for row in batch.rows]
     parts += [f"claim {c.run_id}" for c in batch.claims]
     parts += [f"unclaim {c.run_id}" for c in batch.releases]
+    parts += [f"answers {a.run_id}" for a in batch.answers]
     return "checkpoints: " + ", ".join(parts)
 
 
@@ -88,7 +107,7 @@ def commit_batch(conn: sqlite3.Connection, batch: Batch, max_claims: int) -> Non
     """Commit ``batch`` in one transaction (rolled back, with ``batch.cause`` set, if
     it fails): its rows; its claims, each taken only if its marker is new (then the
     ``resumed`` table keeps the newest ``max_claims`` markers, and those of running
-    claimed rows); its releases."""
+    claimed rows); its releases; its answers (each stored unless claimed)."""
     try:
         rows = []
         for row in batch.rows:
@@ -115,12 +134,22 @@ def commit_batch(conn: sqlite3.Connection, batch: Batch, max_claims: int) -> Non
                 conn.execute("DELETE FROM checkpoints WHERE run_id = ?", (claim.run_id,))
             else:
                 conn.execute(_PUT_BACK, (*claim.before, claim.run_id))
+        outcomes = []
+        for answers in batch.answers:
+            if conn.execute(_CLAIMED, (answers.run_id, answers.key)).fetchone() is not None:
+                outcomes.append("claimed")
+            elif conn.execute(_ANSWERED, (answers.state, answers.run_id)).rowcount == 1:
+                outcomes.append("stored")
+            else:
+                outcomes.append("missing")
         conn.execute("COMMIT")
         if k:
             _crashpoints.after(k)
         for claim, before in taken:
             claim.taken = True
             claim.before = before
+        for answers, outcome in zip(batch.answers, outcomes, strict=True):
+            answers.outcome = outcome
     except Exception as exc:
         if conn.in_transaction:
             with contextlib.suppress(sqlite3.Error):

@@ -28,9 +28,17 @@ from .._core._core import (
 from .._core._statistics import PoolStatistics
 from .._cost._shell import Budgets
 from .._current import current_task
+from .._durable._answers import commit_answer
 from .._durable._claims import MemoryClaims
 from .._durable._recovery import Recovered, recover, start_committed
-from .._durable._resumable import bind, claim_and_submit, number_past, resumed_path, run_ids
+from .._durable._resumable import (
+    bind,
+    claim_and_submit,
+    number_past,
+    resumed_path,
+    run_ids,
+    spec_name,
+)
 from .._durable._store import MAX_RESUME_CLAIMS, CheckpointError, SqliteCheckpoints
 from .._errors import MaxChildrenError, SpecError, UnknownAgentError, format_path
 from .._specs._history import DEFAULT_LIMITS, HistoryLimits, check_history
@@ -309,6 +317,35 @@ class Pool:
           PoolClosedError: the pool is closed.
         """
         return await self._resume(state, name, events, claim=True)
+
+    async def answer(
+        self, state: agentcore.RunState, call_id: str, *, allow: bool, reason: str = "",
+        by: str = "", path: AgentPath | None = None, name: str | None = None,
+    ) -> None:
+        """Approve (``allow``) or deny the deferred call ``call_id`` of the paused tree
+        ``state`` (its root's state: ``TaskPaused.state`` or ``PausedTree.state``, not
+        resumed yet), durably. With :attr:`checkpoints`, the tree with its answers so
+        far is committed as its root's paused checkpoint before this returns (checked
+        in the same transaction against the resumes recorded there), so that
+        :meth:`recover`, after a restart or a crash, lists it with them: only its
+        calls still unanswered wait, and its approved calls run once, when it is
+        resumed. The answer is recorded in the audit sink of the spec ``name`` (the
+        one :meth:`resume` binds the state to) as an ``answered`` entry, with ``by``
+        (``approval`` entries follow when the tree resumes). ``state`` itself changes
+        only once the answer is stored. Resume the tree (:meth:`resume`) once no call
+        of it waits. A checkpoint.
+
+        Raises:
+          agentcore.RunStateError: the state is not paused, or no deferred call has
+            this id (or several have and ``path`` is not given).
+          UnknownAgentError: as :meth:`resume`.
+          AlreadyResumedError: this state was resumed already.
+          CheckpointError: the answer cannot be stored (the state is unchanged).
+          agentcore.AuditError: its entry cannot be recorded (the answer is stored).
+        """
+        spec = self._specs[spec_name(self._specs, state, name)]
+        await commit_answer(self.checkpoints, self._claims, spec.audit, state, call_id,
+                            allow=allow, reason=reason, by=by, path=path)
 
     async def _resume(
         self, state: agentcore.RunState, name: str | None, events: Stream | None, *,

@@ -275,13 +275,15 @@ class Hub:
 
     async def answer(self, tree: str, call_id: str, path: list[str] | None, *, allow: bool,
                      reason: str, by: str) -> dict[str, Any]:
-        """Approve or deny one call of the paused tree ``tree`` (its root run id);
-        once none waits, resume the tree (once: a second answer finds it gone). The
-        ledger records each answer with ``by`` when the tree resumes. A checkpoint.
+        """Approve or deny one call of the paused tree ``tree`` (its root run id),
+        durably (``Pool.answer``: with checkpoints, stored before this returns, and
+        recorded in the ledger with ``by``); once none waits, resume the tree (once: a
+        second answer finds it gone). A checkpoint.
 
         Raises:
-          ConflictError: the tree is not waiting (resumed already, or unknown) or the
-            pool refuses to resume it; NotFoundError: it has no such call.
+          ConflictError: the tree is not waiting (resumed already, or unknown), the
+            answer cannot be stored, or the pool refuses to resume it; NotFoundError:
+            it has no such call.
         """
         waiting = self.waiting.get(tree)
         gone = ConflictError(
@@ -294,12 +296,18 @@ class Hub:
                 raise gone
             where = None if path is None else tuple(path)
             try:
-                if allow:
-                    waiting.state.approve(call_id, reason=reason or "approved", by=by, path=where)
-                else:
-                    waiting.state.deny(call_id, reason or "denied", by=by, path=where)
+                await self.pool.answer(waiting.state, call_id, allow=allow, reason=reason,
+                                       by=by, path=where, name=waiting.name)
             except agentcore.RunStateError as exc:
                 raise NotFoundError(str(exc)) from None
+            except subagent.AlreadyResumedError as exc:
+                del self.waiting[tree]
+                raise ConflictError(str(exc)) from None
+            except agentcore.AuditError as exc:
+                raise BusyError(f"the answer is kept, but the ledger cannot record it: "
+                                f"{exc}; answer again") from None
+            except (subagent.SubagentError, agentcore.AgentCoreError) as exc:
+                raise ConflictError(f"the answer cannot be kept: {exc}") from None
             left = len(waiting.state.pending_approvals)
             if left:
                 return {"resumed": None, "waiting": left}
