@@ -17,23 +17,14 @@ from typing import Any
 
 import attrs
 
-from agentcore import EndReason, Usage
 from agentcore import EventKind as K
+from agentcore import Usage
 
 from .._cost._budget import Budget, Spend, show
 from .._events import Event
 from .._events import EventKind as P
 from .._safe_text import one_line
-
-_END_STATUS = {
-    EndReason.stop: "done",
-    EndReason.max_turns: "max turns",
-    EndReason.interrupted: "interrupted",
-    EndReason.error: "failed",
-    EndReason.timeout: "timed out",
-    EndReason.aborted: "cancelled",
-    EndReason.paused: "paused",
-}
+from ..serve._tree import END_STATUS
 
 
 @attrs.define
@@ -107,7 +98,7 @@ class TreeView:
             node.status = "running"
             return "started"
         if kind is P.task_finished and ev.summary is not None:
-            node.status = _END_STATUS[ev.summary.end_reason]
+            node.status = END_STATUS[ev.summary.end_reason]
             return f"{node.status} after {ev.summary.turns} turns"
         if kind is P.task_cancelled:
             node.status = "cancelled"

@@ -15,7 +15,9 @@ from subagent import EventKind as P
 
 from ._wire import clip
 
-_END_STATUS = {
+#: The status word of a run that ended, by its end reason: the live tree's here, and
+#: the terminal view's (``subagent._cli._view``, above this package, imports it).
+END_STATUS = {
     EndReason.stop: "done",
     EndReason.max_turns: "max turns",
     EndReason.interrupted: "interrupted",
@@ -108,7 +110,7 @@ class LiveTree:
         elif kind is P.task_started:
             node.status = "running"
         elif kind is P.task_finished and ev.summary is not None:
-            node.status = _END_STATUS[ev.summary.end_reason]
+            node.status = END_STATUS[ev.summary.end_reason]
             if node.status != "paused":
                 node.activity = ""
         elif kind is P.task_cancelled:
