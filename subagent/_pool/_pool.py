@@ -114,6 +114,7 @@ class Pool:
         self._specs: dict[str, Spec] = {}
         self._numbers = itertools.count(1)
         self._claims = MemoryClaims(MAX_RESUME_CLAIMS)  # resumed without checkpoints
+        self._answering = trio.Lock()  # Pool.answer's, one answer at a time
         # The rules and the state of slots, queue and task tree; this class only
         # carries out the effects its methods return (see _apply).
         self._core: PoolCore[Task] = PoolCore(max_concurrent, max_queued, max_depth)
@@ -344,8 +345,11 @@ class Pool:
           agentcore.AuditError: its entry cannot be recorded (the answer is stored).
         """
         spec = self._specs[spec_name(self._specs, state, name)]
-        await commit_answer(self.checkpoints, self._claims, spec.audit, state, call_id,
-                            allow=allow, reason=reason, by=by, path=path)
+        # One at a time: each stores the whole tree, so two at once could each store a
+        # copy without the other's answer.
+        async with self._answering:
+            await commit_answer(self.checkpoints, self._claims, spec.audit, state, call_id,
+                                allow=allow, reason=reason, by=by, path=path)
 
     async def _resume(
         self, state: agentcore.RunState, name: str | None, events: Stream | None, *,

@@ -73,7 +73,9 @@ def both_deferred(count: int) -> agentcore.ToolGate:
     return gate
 
 
-async def main(folder: Path) -> None:
+def register(pool: subagent.Pool, folder: Path) -> None:
+    """The two specs; ``write_note`` appends its text to ``folder/writes.log``."""
+
     @agentcore.tool
     async def write_note(text: str) -> str:
         """Write a note (changes things: the page's gate defers it)."""
@@ -81,6 +83,14 @@ async def main(folder: Path) -> None:
             f.write(text + "\n")
         return f"wrote {text}"
 
+    pool.register(subagent.Spec(
+        "lead", "Delegates.", model=ScriptedModel(lead_reply),
+        tools=(subagent.SubagentTool(pool), subagent.SubagentResultsTool(pool), write_note)))
+    pool.register(subagent.Spec("writer", "Writes.", model=ScriptedModel(writer_reply),
+                                tools=(write_note,)))
+
+
+async def main(folder: Path) -> None:
     stream = subagent.Stream(1024)
     sink = ledger.JsonlSink(folder / "l.jsonl")
     store = subagent.SqliteCheckpoints(folder / "c.db")
@@ -88,12 +98,7 @@ async def main(folder: Path) -> None:
     try:
         async with subagent.open_pool(events=stream, checkpoints=store,
                                       defaults=defaults) as pool:
-            pool.register(subagent.Spec(
-                "lead", "Delegates.", model=ScriptedModel(lead_reply),
-                tools=(subagent.SubagentTool(pool), subagent.SubagentResultsTool(pool),
-                       write_note)))
-            pool.register(subagent.Spec("writer", "Writes.", model=ScriptedModel(writer_reply),
-                                        tools=(write_note,)))
+            register(pool, folder)
             application = served.app(pool, token=TOKEN)
             async with trio.open_nursery() as nursery:
                 binds = await nursery.start(partial(serve, application, config()))  # type: ignore[arg-type]

@@ -4,15 +4,18 @@ answer to no call, or to a state resumed already, is refused and changes nothing
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import attrs
 import pytest
+import trio
 
 import agentcore
 from agentcore import CallStatus
 from ledger import MemorySink
-from subagent import AlreadyResumedError, SqliteCheckpoints, TaskPaused, open_pool
+from subagent import AlreadyResumedError, Defaults, SqliteCheckpoints, TaskPaused, open_pool
+from tests.serve._two_waiting import both_deferred, register
 
 from .test_recover_paused import asks
 
@@ -49,3 +52,22 @@ async def test_an_answer_is_stored_and_a_resumed_state_refuses_more(tmp_path: Pa
         assert state.pending[0].status is CallStatus.denied
         [after] = await store.rows()
         assert (after.status, after.checkpoint) == (before.status, before.checkpoint)
+
+
+async def test_two_answers_at_once_are_both_stored(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    defaults = Defaults(gate=both_deferred(2))
+    async with (SqliteCheckpoints(path) as store,
+                open_pool(checkpoints=store, defaults=defaults) as pool):
+        register(pool, tmp_path)
+        with pytest.raises(TaskPaused) as paused:
+            await (await pool.submit("lead", "go")).wait()
+        state = paused.value.state
+        assert sorted(a.call_id for a in state.pending_approvals) == ["c1", "c2"]
+        async with trio.open_nursery() as nursery:
+            for call_id in ("c1", "c2"):
+                nursery.start_soon(partial(pool.answer, state, call_id, allow=True))
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        register(pool, tmp_path)
+        [tree] = (await pool.recover()).paused
+        assert tree.state.pending_approvals == ()

@@ -93,6 +93,22 @@ async def test_a_running_root_with_a_paused_subagent_is_listed(tmp_path: Path) -
         assert [(p.call.id, p.status, p.reason) for p in state.pending] == [
             ("d1", agentcore.CallStatus.delegated, "recovered")]
         assert state.checkpoint == "boss/0001@1"
+        # An answer is stored as the tree's row, paused (it was running): the next
+        # recovery lists the tree with it, the same recovered tree otherwise.
+        await pool.answer(state, "c1", allow=True, by="ann", name="boss")
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(asks())
+        pool.register(Spec("boss", model=model([]), tools=[make_tool("look", True)]))
+        recovered = await pool.recover()
+        assert list(recovered) == []
+        [tree] = recovered.paused
+        assert (tree.name, tree.checkpoint) == ("boss", "boss/0001@2")
+        assert tree.state.pending_approvals == ()
+        [kid] = tree.state.children
+        assert [(p.call.id, p.status, p.by) for p in kid.pending if p.call.id == "c1"] == [
+            ("c1", agentcore.CallStatus.approved, "ann")]
+        assert [(p.call.id, p.status) for p in tree.state.pending] == [
+            ("d1", agentcore.CallStatus.delegated)]
 
 
 async def test_recovered_compares_as_the_list_of_its_tasks() -> None:
