@@ -29,6 +29,9 @@ class Behaviour(enum.StrEnum):
     """The reply's head and half its body, then the connection is reset."""
     hang = "hang"
     """Reads the request, sends nothing, never closes."""
+    held = "held"
+    """Reads the request and sends nothing until ``release`` is set, then a whole,
+    valid streamed reply."""
     drip = "drip"
     """A valid reply, one byte per second."""
     garbage = "garbage"
@@ -87,12 +90,14 @@ async def _read_body(stream: trio.SocketStream, data: bytes) -> None:
 @attrs.define(eq=False)
 class ModelPeer:
     """The server. ``behaviour`` answers the next connections; ``requests`` counts the
-    requests read (``requested`` is set at the first); ``port`` stays across a kill."""
+    requests read (``requested`` is set at the first); ``release`` lets the held ones
+    answer; ``port`` stays across a kill."""
 
     api: str
     behaviour: Behaviour = Behaviour.answer
     requests: int = 0
     requested: trio.Event = attrs.Factory(trio.Event)
+    release: trio.Event = attrs.Factory(trio.Event)
     port: int = 0
     _listener: trio.SocketListener | None = None
     _conns: set[trio.SocketStream] = attrs.Factory(set)
@@ -158,6 +163,9 @@ class ModelPeer:
             await self.kill()
         elif behaviour is Behaviour.hang:
             await trio.sleep_forever()
+        elif behaviour is Behaviour.held:
+            await self.release.wait()
+            await stream.send_all(HEAD + body)
         elif behaviour is Behaviour.drip:
             for byte in HEAD + body:
                 await stream.send_all(bytes([byte]))
