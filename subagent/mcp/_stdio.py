@@ -9,6 +9,10 @@ server in a new session (its own process group) with only the environment the SD
 passes on (``HOME``, ``PATH``, ...) plus the configured ``env``, and stops it when the
 block ends: stdin closed, then SIGTERM and SIGKILL to the group, each after a grace of
 :data:`GRACE` seconds, then reaped; whatever is left in the group then gets SIGKILL.
+On Linux the server runs under the supervisor of :mod:`._reaper` (a subreaper, in a
+process of its own: this one is left as it is), which gets the SIGTERM alone and kills
+the server's whole tree, processes that left the group included, when the server ends,
+``GRACE`` seconds after SIGTERM, or when the pool's process dies.
 The stop is shielded and bounded. Its stderr goes through a pipe into a bounded tail
 (:mod:`._stderr`), never to this process's stderr.
 """
@@ -20,8 +24,10 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -57,13 +63,9 @@ async def bounded_stdio(server: McpServer, link: Link) -> AsyncIterator[tuple[An
     from mcp.shared.message import SessionMessage
 
     assert server.command is not None
-    process = await trio.lowlevel.open_process(
-        [server.command, *server.args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=get_default_environment() | dict(server.env),
-        start_new_session=True,
+    reaper = _reaper_script()
+    process = await _spawn(
+        [server.command, *server.args], get_default_environment() | dict(server.env), reaper
     )
     incoming, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
@@ -147,7 +149,7 @@ async def bounded_stdio(server: McpServer, link: Link) -> AsyncIterator[tuple[An
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
-            await _stop(process)
+            await _stop(process, supervised=reaper is not None)
             # What the server wrote just before it ended, still in the pipe.
             if isinstance(stderr, trio.lowlevel.FdStream):
                 link.stderr.drain(stderr.fileno())
@@ -156,15 +158,80 @@ async def bounded_stdio(server: McpServer, link: Link) -> AsyncIterator[tuple[An
                 await stream.aclose()
 
 
-async def _stop(process: trio.Process) -> None:
-    # Close stdin, then SIGTERM, then SIGKILL the process group; reap. Bounded.
+async def _spawn(argv: list[str], env: dict[str, str], reaper: str | None) -> trio.Process:
+    # The server in a new session, through the supervisor script ``reaper`` if there is
+    # one. Raises OSError when the command cannot be started.
+    pipes: dict[str, Any] = {
+        "stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
+    }
+    if reaper is None:
+        return await trio.lowlevel.open_process(
+            argv, env=env, start_new_session=True, **pipes
+        )
+    status, status_w = os.pipe()
+    try:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-I", "-S", reaper, str(status_w), str(GRACE), "--", *argv],
+            env=env, start_new_session=True, pass_fds=(status_w,), **pipes,
+        )
+    except BaseException:
+        os.close(status)
+        raise
+    finally:
+        os.close(status_w)
+    try:
+        said = await _read_status(status)
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await _stop(process, supervised=True)
+        raise
+    if said != b"ok":
+        with trio.CancelScope(shield=True):
+            await _stop(process, supervised=True)
+        errno = int(said) if said.isdigit() else 0
+        if errno:
+            raise OSError(errno, os.strerror(errno))
+        raise OSError(f"the stdio supervisor did not start (it said {said[:20]!r})")
+    return process
+
+
+async def _read_status(fd: int) -> bytes:
+    # What the supervisor says of the exec: ``ok`` or an errno (a few bytes), or
+    # nothing if it died first.
+    said = b""
+    async with trio.lowlevel.FdStream(fd) as stream:
+        while len(said) <= 20 and (chunk := await stream.receive_some(64)):
+            said += chunk
+    return said
+
+
+def _reaper_script() -> str | None:
+    # The supervisor's file, where it can run (Linux, a real interpreter, a file).
+    if not sys.platform.startswith("linux") or not sys.executable:
+        return None
+    path = Path(__file__).with_name("_reaper.py")
+    return str(path) if path.is_file() else None
+
+
+async def _stop(process: trio.Process, *, supervised: bool) -> None:
+    # Close stdin, then SIGTERM, then SIGKILL; reap. Bounded. A supervisor (see
+    # _reaper) gets SIGTERM alone and SIGKILLs the server's whole tree GRACE seconds
+    # later; else the process group gets each signal.
     assert process.stdin is not None and process.stdout is not None
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         await process.stdin.aclose()
-    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+    steps = (
+        ((None, GRACE), (signal.SIGTERM, 2 * GRACE), (signal.SIGKILL, GRACE))
+        if supervised
+        else ((None, GRACE), (signal.SIGTERM, GRACE), (signal.SIGKILL, GRACE))
+    )
+    for sig, grace in steps:
         if sig is not None:
-            _signal_group(process, sig)
-        with trio.move_on_after(GRACE):
+            if supervised and sig == signal.SIGTERM:
+                process.send_signal(sig)
+            else:
+                _signal_group(process, sig)
+        with trio.move_on_after(grace):
             await process.wait()
             break
     # What the server started and left in its group (a helper that ignores stdin's end

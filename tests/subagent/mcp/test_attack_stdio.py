@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -70,3 +71,107 @@ async def test_a_server_that_dies_while_its_helper_holds_the_pipe_is_seen_to_end
         await wait_for(lambda: pool.mcp is not None and pool.mcp.is_up("fx"), "restarted")
         assert await echo.execute('{"text": "again"}') == "again"
         assert ended(helper)  # stopped with the server that started it
+
+
+ESCAPING = str(Path(__file__).with_name("escaping_server.py"))
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"),
+    reason="descendants that leave the process group are stopped on Linux only",
+)
+
+
+def escaped(pidfile: Path) -> list[int]:
+    """The pids ``escaping_server.py`` wrote, each checked to lead its own session."""
+    pids = [int(line) for line in pidfile.read_text().split()]
+    assert len(pids) == 2
+    for pid in pids:
+        assert not ended(pid)
+        assert os.getsid(pid) == pid  # out of the server's session and process group
+    return pids
+
+
+def kill_left(pids: list[int]) -> None:
+    # What a failing test left running.
+    for pid in pids:
+        if not ended(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@linux_only
+@pytest.mark.slow
+async def test_descendants_that_left_the_group_are_stopped_with_the_pool(
+    tmp_path: Path,
+) -> None:
+    # One called setsid(); one was double-forked, its parent gone. Neither is in the
+    # server's process group, which the stop signals.
+    pidfile = tmp_path / "escaped.pid"
+    server = McpServer("fx", command=sys.executable, args=(ESCAPING, str(pidfile)))
+    pids: list[int] = []
+    try:
+        async with open_pool(mcp=[server]) as pool:
+            assert pool.mcp is not None and pool.mcp.is_up("fx")
+            pids = escaped(pidfile)
+        await wait_for(lambda: all(ended(pid) for pid in pids), "the descendants stopped")
+    finally:
+        kill_left(pids)
+
+
+POOL_SCRIPT = """
+import sys, trio
+from pathlib import Path
+from subagent import open_pool
+from subagent.mcp import McpServer
+
+async def main():
+    server = McpServer("fx", command=sys.executable, args=(sys.argv[1], sys.argv[2]))
+    async with open_pool(mcp=[server]) as pool:
+        assert pool.mcp.is_up("fx")
+        Path(sys.argv[3]).write_text("up")
+        await trio.sleep_forever()
+
+trio.run(main)
+"""
+
+
+@linux_only
+@pytest.mark.slow
+async def test_descendants_that_left_the_group_are_stopped_when_the_pool_is_killed(
+    tmp_path: Path,
+) -> None:
+    # SIGKILL: the pool's process gets no say. The server (stdin at its end) exits;
+    # what it started must not outlive it.
+    pidfile, up = tmp_path / "escaped.pid", tmp_path / "up"
+    pool = await trio.lowlevel.open_process(
+        [sys.executable, "-c", POOL_SCRIPT, ESCAPING, str(pidfile), str(up)],
+        env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    pids: list[int] = []
+    try:
+        await wait_for(lambda: up.exists() or pool.poll() is not None, "the pool is up")
+        assert pool.returncode is None
+        pids = escaped(pidfile)
+        pool.kill()
+        await pool.wait()
+        await wait_for(lambda: all(ended(pid) for pid in pids), "the descendants stopped")
+    finally:
+        pool.kill()
+        kill_left(pids)
+
+
+@pytest.mark.slow
+async def test_a_command_that_cannot_run_is_reported_as_it_failed(tmp_path: Path) -> None:
+    # Run through the supervisor on Linux: the exec's error still comes back as such.
+    (tmp_path / "plain").write_text("not a program")
+    missing = McpServer("missing", command=str(tmp_path / "no-such-command"))
+    plain = McpServer("plain", command=str(tmp_path / "plain"))
+    async with open_pool(mcp=[missing, plain]) as pool:
+        assert pool.mcp is not None
+        for name, why in (
+            ("missing", "failed to start: its command was not found"),
+            ("plain", "failed to start: Permission denied"),
+        ):
+            [placeholder] = pool.mcp_tools(name, "anything")
+            with pytest.raises(McpServerError) as info:
+                await placeholder.execute("{}")
+            assert str(info.value) == f"MCP server '{name}' is not available: {why}"
