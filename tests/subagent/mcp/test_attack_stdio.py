@@ -90,8 +90,15 @@ def escaped(pidfile: Path) -> list[int]:
     return pids
 
 
-def kill_left(pids: list[int]) -> None:
-    # What a failing test left running.
+def parent(pid: int) -> int:
+    """The pid of process ``pid``'s parent."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def kill_left(pids: list[int], pidfile: Path) -> None:
+    # What a failing test left running (a restarted server's pair too).
+    if pidfile.exists():
+        pids = pids + [int(line) for line in pidfile.read_text().split()]
     for pid in pids:
         if not ended(pid):
             with contextlib.suppress(ProcessLookupError):
@@ -114,7 +121,40 @@ async def test_descendants_that_left_the_group_are_stopped_with_the_pool(
             pids = escaped(pidfile)
         await wait_for(lambda: all(ended(pid) for pid in pids), "the descendants stopped")
     finally:
-        kill_left(pids)
+        kill_left(pids, pidfile)
+
+
+@linux_only
+@pytest.mark.slow
+async def test_descendants_that_left_the_group_are_stopped_when_the_server_dies(
+    tmp_path: Path,
+) -> None:
+    # The server is killed; the restarted one starts its own pair.
+    pidfile = tmp_path / "escaped.pid"
+    server = McpServer("fx", command=sys.executable, args=(ESCAPING, str(pidfile)))
+    pids: list[int] = []
+    try:
+        async with open_pool(mcp=[server]) as pool:
+            assert pool.mcp is not None and pool.mcp.is_up("fx")
+            pids = escaped(pidfile)
+            [echo] = pool.mcp_tools("fx", "echo")
+            server_pid = parent(pids[0])
+            pidfile.unlink()
+            os.kill(server_pid, signal.SIGKILL)
+            await wait_for(lambda: all(ended(pid) for pid in pids), "the descendants stopped")
+
+            def restarted() -> bool:
+                assert pool.mcp is not None
+                return pidfile.exists() and len(pidfile.read_text().split()) == 2 and (
+                    pool.mcp.is_up("fx")
+                )
+
+            await wait_for(restarted, "restarted")
+            assert await echo.execute('{"text": "again"}') == "again"
+            pids += escaped(pidfile)
+        await wait_for(lambda: all(ended(pid) for pid in pids), "the new ones stopped")
+    finally:
+        kill_left(pids, pidfile)
 
 
 POOL_SCRIPT = """
@@ -156,7 +196,7 @@ async def test_descendants_that_left_the_group_are_stopped_when_the_pool_is_kill
         await wait_for(lambda: all(ended(pid) for pid in pids), "the descendants stopped")
     finally:
         pool.kill()
-        kill_left(pids)
+        kill_left(pids, pidfile)
 
 
 @pytest.mark.slow
