@@ -23,6 +23,7 @@ from .._durable._recovery import start_committed
 from .._durable._resumable import Names, check_resumable
 from .._errors import InvalidArgumentsError, SubagentError, TaskPaused, format_path
 from .._reply import with_output
+from .._specs._submission import Submission
 
 if TYPE_CHECKING:
     from .._pool._pool import Pool
@@ -315,7 +316,7 @@ class SubagentTool:
             await pool._claim_child(caller, agent, True)
         try:
             child = await pool._submit(
-                agent, text, parent_path, None, call_id, caller, False, resume=resume
+                Submission(agent, text, parent_path, call_id=call_id, resume=resume), caller
             )
         except BaseException:
             if caller is not None:
@@ -385,20 +386,14 @@ async def start_child(
         _check_delegates(pool, caller, agent)
     if not pool._core.claim_fanout(caller._node):
         await pool._claim_child(caller, agent, True)
+    asked = Submission(agent, text, caller.path, call_id=call_id, background=True,
+                       resume=resume)
     try:
         try:
-            child = pool._accept(
-                agent, text, caller.path, None, call_id, caller, True, resume=resume
-            )
+            child = pool._accept(asked, caller)
         except trio.WouldBlock:
             # (Its submit returns once its start checkpoint is committed.)
-            return await lend_slot(
-                pool,
-                caller,
-                lambda: pool._submit(
-                    agent, text, caller.path, None, call_id, caller, True, resume=resume
-                ),
-            )
+            return await lend_slot(pool, caller, lambda: pool._submit(asked, caller))
     except BaseException:
         pool._apply(pool._core.release_fanout(caller._node))
         raise

@@ -43,6 +43,7 @@ from .._durable._store import MAX_RESUME_CLAIMS, CheckpointError, SqliteCheckpoi
 from .._errors import MaxChildrenError, SpecError, UnknownAgentError, format_path
 from .._specs._history import DEFAULT_LIMITS, HistoryLimits, check_history
 from .._specs._spec import Defaults, Spec, delegated
+from .._specs._submission import Submission
 from .._stream import Stream
 from ._scopes import Canceller
 from ._task import Task
@@ -228,21 +229,10 @@ class Pool:
           PoolClosedError: the pool is closed, or closes while this waits.
         """
         past = check_history(history, self.history_limits)
-        return await self._submit(name, input, tuple(parent_path), events, None, history=past)
+        return await self._submit(Submission(name, input, tuple(parent_path), events,
+                                             history=past))
 
-    async def _submit(
-        self,
-        name: str,
-        input: str,
-        parent_path: AgentPath,
-        events: Stream | None,
-        call_id: str | None,
-        claimed: Task | None = None,
-        background: bool = False,
-        *,
-        history: tuple[Message, ...] = (),
-        resume: agentcore.RunState | None = None,
-    ) -> Task:
+    async def _submit(self, asked: Submission, claimed: Task | None = None) -> Task:
         # ``claimed``: a fan-out slot of that task, claimed by the caller for this
         # child (the caller gives it back if this raises).
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -255,10 +245,7 @@ class Pool:
                     self._apply(core.release_fanout(own._node))
                     own = None
                 try:
-                    task = self._accept(
-                        name, input, parent_path, events, call_id, claimed or own, background,
-                        history=history, resume=resume,
-                    )
+                    task = self._accept(asked, claimed or own)
                 except trio.WouldBlock:
                     # Park until the core wakes this submit; a cancel withdraws it.
                     token = trio.lowlevel.current_task()
@@ -272,7 +259,7 @@ class Pool:
                 except FanoutFull as full:
                     parent: Task = full.node.handle
                     lend = current_task.get() is parent
-                    if await self._claim_child(parent, name, lend):
+                    if await self._claim_child(parent, asked.name, lend):
                         own = parent
                 else:
                     own = None
@@ -363,7 +350,7 @@ class Pool:
         bound = name
 
         def submit() -> Awaitable[Task]:
-            return self._submit(bound, state.input, (), events, None, resume=state)
+            return self._submit(Submission(bound, state.input, (), events, resume=state))
 
         if store is not None:  # the claim is undone if the task is not queued
             return await claim_and_submit(store, name, state, submit)
@@ -404,27 +391,14 @@ class Pool:
         durable only once it is announced ``task_queued``). Not a checkpoint."""
         past = check_history(history, self.history_limits)
         try:
-            return self._accept(name, input, tuple(parent_path), events, None, history=past)
+            return self._accept(Submission(name, input, tuple(parent_path), events, history=past))
         except FanoutFull:
             raise trio.WouldBlock from None
 
-    def _accept(
-        self,
-        name: str,
-        input: str,
-        parent_path: AgentPath,
-        events: Stream | None,
-        call_id: str | None,
-        claimed: Task | None = None,
-        background: bool = False,
-        *,
-        history: tuple[Message, ...] = (),
-        resume: agentcore.RunState | None = None,
-    ) -> Task:
+    def _accept(self, asked: Submission, claimed: Task | None = None) -> Task:
         # ``claimed``: the parent's fan-out slot claimed for this child, which it then
-        # holds until it settles (else one is claimed here, or FanoutFull raised);
-        # ``background``: deliver its result into the parent run (see _background.py);
-        # ``resume``: the paused run's state the task continues (Pool.resume).
+        # holds until it settles (else one is claimed here, or FanoutFull raised).
+        name, parent_path, resume = asked.name, asked.parent_path, asked.resume
         spec = self._specs.get(name)
         if spec is None:
             raise UnknownAgentError(name, tuple(sorted(self._specs)))
@@ -445,6 +419,7 @@ class Pool:
             else:
                 raise FanoutFull(parent_node)
         try:
+            events = asked.events
             if events is None:
                 events = parent.events if parent is not None else self.events
             # A task started from within a run is bounded by that run's gate too.
@@ -453,10 +428,11 @@ class Pool:
             path = None if resume is None else resumed_path(core.live, parent_path, resume)
             path = path or (*parent_path, f"{name}/{next(self._numbers):04d}")
             task = Task(
-                path, name, input, spec, self, parent, events, call_id, core, self._applier,
-                history=history, resume=resume, depth=depth,
+                path, name, asked.input, spec, self, parent, events, asked.call_id, core,
+                self._applier, history=asked.history, resume=resume, depth=depth,
             )
-            effects = core.accept(task._node, fanout=parent is not None, background=background)
+            effects = core.accept(task._node, fanout=parent is not None,
+                                  background=asked.background)
         except BaseException:
             if claim:
                 assert parent_node is not None
