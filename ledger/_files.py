@@ -10,12 +10,19 @@ ledger (SQLite's own POSIX locks on the database are dropped when any
 descriptor of it in the process is closed, so the database file itself is
 never opened here once it exists). The kernel releases the lock when its
 holder closes the file or dies, even by SIGKILL. Sync; no trio.
+
+A ledger is a regular file: a sink promises that an acknowledged entry is on disk,
+and a FIFO with no reader that keeps what it reads, ``/dev/null``, a socket or a
+directory holds nothing, so a sink refuses a path that names one
+(:func:`open_regular`). A symbolic link is followed (users point a name at a ledger
+kept elsewhere): what is checked is the file opened, on its descriptor.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import stat
 from typing import Final
 
 FILE_MODE: Final = 0o600
@@ -59,20 +66,65 @@ def open_private(path: str, flags: int) -> int:
     raise AssertionError("unreachable")
 
 
-def create_private(path: str) -> None:
-    """Create an empty file at ``path`` with mode 0600, unless something is there.
+_KINDS: Final = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class NotRegularFileError(OSError):
+    """What a sink was given is not a regular file; the message says what it is
+    (``it is a FIFO, not a regular file``). It has no errno: :func:`describe` gives
+    its message."""
+
+
+def _refuse(mode: int) -> NotRegularFileError:
+    kind = next((text for test, text in _KINDS if test(mode)), "not a file")
+    return NotRegularFileError(f"it is {kind}, not a regular file")
+
+
+def open_regular(path: str, flags: int) -> int:
+    """:func:`open_private` for a file that must be a regular file: ``path`` is looked
+    at first (a device is never opened), opened without blocking (``O_NONBLOCK``: a
+    FIFO put in its place meanwhile is not waited on) and checked again on the open
+    descriptor, which is what counts. A symbolic link is followed. ``O_NONBLOCK`` is
+    cleared again on the descriptor returned.
 
     Raises:
-      OSError: It cannot be created.
+      NotRegularFileError: It is a FIFO, a device, a socket or a directory.
+      OSError: It can be neither created nor opened.
     """
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
-    except FileExistsError:
-        return
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        pass  # created by the open, or a dangling symbolic link: the open says so
+    else:
+        if not stat.S_ISREG(mode):
+            raise _refuse(mode)
+    fd = open_private(path, flags | os.O_NONBLOCK | os.O_NOCTTY)
     try:
-        os.fchmod(fd, FILE_MODE)
-    finally:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _refuse(mode)
+        os.set_blocking(fd, True)
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
+
+
+def create_regular(path: str) -> None:
+    """Create an empty file at ``path`` with mode 0600 unless one is there, and check
+    that what is there is a regular file (see :func:`open_regular`).
+
+    Raises:
+      NotRegularFileError: It is a FIFO, a device, a socket or a directory.
+      OSError: It can be neither created nor opened.
+    """
+    os.close(open_regular(path, os.O_RDONLY))
 
 
 def try_lock(fd: int) -> bool:

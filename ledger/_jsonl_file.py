@@ -12,7 +12,7 @@ from ._chain import Chain
 from ._check import NOT_CANONICAL, Flaw, Item
 from ._encoding import decode_line, entry_hash
 from ._errors import SinkError
-from ._files import LOCKED, open_private, try_lock
+from ._files import LOCKED, open_regular, try_lock
 from ._oserror import describe
 
 _CHUNK = 65536
@@ -198,11 +198,12 @@ def open_for_append(path: str) -> tuple[int, Chain, int]:
     Runs in a worker thread.
 
     Raises:
-      SinkError: It cannot be opened, another sink writes it, it ends in a
+      SinkError: It cannot be opened, is not a regular file (see
+        :func:`ledger._files.open_regular`), another sink writes it, it ends in a
         torn line, or its last entry is bad.
     """
     try:
-        fd = open_private(path, os.O_RDWR | os.O_APPEND)
+        fd = open_regular(path, os.O_RDWR | os.O_APPEND)
     except OSError as exc:
         raise SinkError(path, describe(exc)) from exc
     try:

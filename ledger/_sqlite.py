@@ -17,7 +17,7 @@ from ._clock import read_clock, utc_now
 from ._encoding import GENESIS, check_content, entry_hash
 from ._entry import Entry, Record
 from ._errors import SinkClosedError, SinkError
-from ._files import LOCKED, create_private, lock_path, open_private, try_lock
+from ._files import LOCKED, create_regular, lock_path, open_private, try_lock
 from ._offload import is_large, redact_in_thread
 from ._oserror import describe
 from ._query import query
@@ -229,6 +229,9 @@ class SqliteSink:
 
     def _run(self, report: Callable[[str | Entry | None], None]) -> None:
         try:
+            # Created here, 0600, so that SQLite gives its -wal and -shm files the same
+            # mode; and refused, before a lock file is made beside it, unless regular.
+            create_regular(self.path)
             lock = open_private(lock_path(self.path), os.O_RDWR)
         except OSError as exc:
             report(describe(exc))
@@ -245,8 +248,6 @@ class SqliteSink:
             if not try_lock(lock):
                 report(LOCKED)
                 return
-            # Created here, 0600, so that SQLite gives its -wal and -shm files the same mode.
-            create_private(self.path)
             conn = connect(self.path, fsync=self.fsync, timeout=self.busy_timeout)
         except (sqlite3.Error, OSError) as exc:
             report(describe(exc))

@@ -171,7 +171,8 @@ EXPECTED: dict[tuple[str, str, str], tuple[list[str], object]] = {
         "victim/0002", "ledger.jsonl: the file was removed or replaced since the sink "
         "opened it")], (False, 100, "malformed")),
     ("jsonl_sink", "oversized", "starting"): ([
-        audit_failed("victim/0001", "full: [Errno 28] No space left on device")], None),
+        audit_failed("victim/0001", "full: it is a character device, not a regular file")],
+        None),
     ("jsonl_sink", "closes_early", "starting"): (["before", audit_failed(
         "victim/0001", "ledger.jsonl: it ends with a torn line (100 bytes after the last "
         "newline); run `python -m ledger repair ledger.jsonl` first")],

@@ -3,6 +3,7 @@ hostile input (size and row caps, digest, malformed rows, one writer)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -146,6 +147,26 @@ async def test_one_writer_at_a_time(tmp_path: Path) -> None:
     )
     await first.aclose()
     await second.aclose()
+
+
+@pytest.mark.parametrize(("kind", "what"), [("fifo", "a FIFO"), ("directory", "a directory")])
+async def test_a_path_that_is_no_regular_file_is_refused(
+    tmp_path: Path, kind: str, what: str
+) -> None:
+    # Issue 33: a checkpoint that returned is committed; nothing commits to a FIFO.
+    path = tmp_path / "c.db"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    store = SqliteCheckpoints(path)
+    point = Checkpoint(CheckpointKind.ended, RunState.begin([], run_id="r/0001"))
+    with pytest.raises(CheckpointError) as info:
+        await store.write("w", None, None, point)
+    assert str(info.value) == (
+        f"cannot open the checkpoint database: it is {what}, not a regular file")
+    await store.aclose()
+    assert os.listdir(tmp_path) == ["c.db"]  # no lock file beside it
 
 
 async def test_recover_needs_checkpoints() -> None:
