@@ -27,8 +27,9 @@ REASONS = {
          "replacing it; the hand-written hostile servers cover those bytes "
          "(tests/subagent/mcp/test_attack_*.py)",
     "h": "a sink or store is a local file, not a process: it is not killed or revived, "
-         "and it sends no bytes (garbage and oversized are its file replaced or "
-         "truncated under it, the hangs are a lock held by another process)",
+         "and it sends no bytes (garbage is its file replaced, oversized the disk filling "
+         "up, closes_early its file truncated, the hangs a lock held by another "
+         "process); idle, it is not touched",
     "i": "our server reads one line at a time and answers in order: a client's fault at "
          "start, idle or mid-call is the same bytes on the same pipe (the mid_call cell)",
     "j": "the Temporal dev server is a whole database and scheduler (seconds of CPU to "
@@ -97,7 +98,7 @@ killed_between_calls  h        h    h        h      h
 hangs                 h        h    h        h      h
 drips                 h        h    h        h      h
 garbage               X        h    X        k      k
-oversized             X        h    h        k      k
+oversized             X        h    X        k      k
 closes_early          X        h    X        k      k
 comes_back            h        h    h        h      h
 """,
@@ -108,7 +109,7 @@ killed_between_calls  h        h    h        h      h
 hangs                 X        h    X        k      X
 drips                 h        h    h        h      h
 garbage               X        h    h        k      k
-oversized             h        h    h        h      h
+oversized             X        h    X        k      k
 closes_early          X        h    X        k      k
 comes_back            h        h    X        h      h
 """,
@@ -119,7 +120,7 @@ killed_between_calls  h        h    h        h      h
 hangs                 X        h    X        k      k
 drips                 h        h    h        h      h
 garbage               X        h    h        k      k
-oversized             h        h    h        h      h
+oversized             X        h    X        k      k
 closes_early          X        h    X        k      k
 comes_back            h        h    X        h      h
 """,
