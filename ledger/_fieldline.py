@@ -67,33 +67,13 @@ def fields_body(
     for seg in path:
         if type(seg) is not str:
             return NOT_PLAIN
-    # Each optional text: None, or an exact str, counted (no tuple built: this is
-    # the hot path of every entry).
+    # Each optional text: None, or an exact str, counted.
     size = 0
-    if tool is not None:
-        if type(tool) is not str:
-            return NOT_PLAIN
-        size = len(tool)
-    if call_id is not None:
-        if type(call_id) is not str:
-            return NOT_PLAIN
-        size += len(call_id)
-    if arguments is not None:
-        if type(arguments) is not str:
-            return NOT_PLAIN
-        size += len(arguments)
-    if reason is not None:
-        if type(reason) is not str:
-            return NOT_PLAIN
-        size += len(reason)
-    if result is not None:
-        if type(result) is not str:
-            return NOT_PLAIN
-        size += len(result)
-    if error is not None:
-        if type(error) is not str:
-            return NOT_PLAIN
-        size += len(error)
+    for text in (tool, call_id, arguments, reason, result, error):
+        if text is not None:
+            if type(text) is not str:
+                return NOT_PLAIN
+            size += len(text)
     if data:
         if type(data) is not dict and type(data) is not MappingProxyType:
             return NOT_PLAIN
