@@ -273,7 +273,7 @@ def test_mcp_client_cell(peer: str, fault: str, moment: str, tmp_path: Path) -> 
     def run() -> None:
         seen.append(trio.run(play, fault, tmp_path))
 
-    check_levels(run)
+    check_levels(run, peer)
     [got] = seen
     answers, progress, entries = EXPECTED[fault]
     assert got.answers == answers

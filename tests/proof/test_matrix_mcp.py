@@ -365,7 +365,7 @@ def test_mcp_server_cell(peer: str, fault: str, moment: str, tmp_path: Path) -> 
     def run() -> None:
         seen.append(trio.run(play, peer, fault, moment, tmp_path))
 
-    check_levels(run)
+    check_levels(run, peer)
     got = seen[0]
     got.tool_texts = [fixed(text) for text in got.tool_texts]
     got.server_errors = [fixed(text) for text in got.server_errors]

@@ -189,7 +189,7 @@ def test_model_server_cell(peer: str, fault: str, moment: str) -> None:
         clock = trio.testing.MockClock(autojump_threshold=0.005)
         seen.append(trio.run(play, peer, fault, moment, clock=clock))
 
-    check_levels(run)
+    check_levels(run, peer)
     got, port = seen[0]
     end, elapsed, events, entries = EXPECTED[fault, moment]
     task = "victim/0002" if moment == "idle" else "victim/0001"

@@ -264,9 +264,9 @@ def test_store_cell(peer: str, fault: str, moment: str, tmp_path: Path) -> None:
 
     if fault == "oversized":
         with small_disk(tmp_path / "disk", DISK) as disk:
-            check_levels(lambda: run(disk))
+            check_levels(lambda: run(disk), peer)
     else:
-        check_levels(lambda: run(tmp_path))
+        check_levels(lambda: run(tmp_path), peer)
     ends, after = EXPECTED[peer, fault, moment]
     # How many bytes the runs wrote varies with their times and durations.
     found = [re.sub(r"\d+ written", "N written", end) for end in seen[0].ends]

@@ -43,5 +43,5 @@ def test_temporal_cell(peer: str, fault: str, moment: str, tmp_path: Path) -> No
     # The SDK's runtime (its threads, epoll and sockets) is made once per process, on
     # first use, and kept: make it before the level is taken.
     Runtime.default()
-    check_levels(run)
+    check_levels(run, peer)
     assert ledger.verify(tmp_path / "ledgers" / ledger_name("kill-chain")).ok
