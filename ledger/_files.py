@@ -81,9 +81,15 @@ class NotRegularFileError(OSError):
     its message."""
 
 
-def _refuse(mode: int) -> NotRegularFileError:
+def not_regular(mode: int) -> str:
+    """What a file of ``mode`` (not a regular file) is, in words: ``it is a FIFO, not a
+    regular file``."""
     kind = next((text for test, text in _KINDS if test(mode)), "not a file")
-    return NotRegularFileError(f"it is {kind}, not a regular file")
+    return f"it is {kind}, not a regular file"
+
+
+def _refuse(mode: int) -> NotRegularFileError:
+    return NotRegularFileError(not_regular(mode))
 
 
 def open_regular(path: str, flags: int) -> int:

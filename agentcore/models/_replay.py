@@ -28,6 +28,8 @@ from typing import Any
 import attrs
 import trio
 
+from ledger._files import not_regular
+
 from .._errors import ModelError
 from .._messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from .._models import DeltaSink
@@ -38,20 +40,6 @@ _USAGE_KEYS = frozenset({"input_tokens", "output_tokens"})
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 #: The largest replay file :meth:`ReplayModel.from_file` reads (16 MiB).
 MAX_REPLAY_BYTES = 16 * 1024 * 1024
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def _not_regular(mode: int) -> str:
-    kind = next((text for test, text in _KINDS if test(mode)), "not a file")
-    return f"it is {kind}, not a regular file"
-
-
 def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
     """The bytes of the regular file at ``path``, which must hold at most ``limit``.
 
@@ -67,7 +55,7 @@ def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
     try:
         mode = os.stat(path).st_mode
         if not stat.S_ISREG(mode):
-            raise ValueError(_not_regular(mode))
+            raise ValueError(not_regular(mode))
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError as exc:
         raise ValueError(exc.strerror or "it cannot be read") from None
@@ -78,7 +66,7 @@ def read_regular_file(path: str | os.PathLike[str], limit: int) -> bytes:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise ValueError(_not_regular(st.st_mode))
+            raise ValueError(not_regular(st.st_mode))
         too_large = ValueError(f"it is larger than the limit of {limit} bytes")
         if st.st_size > limit:
             raise too_large
