@@ -10,6 +10,7 @@ these protocols instead of ``Run`` keeps the helpers out of an import cycle with
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,7 +29,15 @@ if TYPE_CHECKING:
     from .._tools._tools import Tool, ToolOutcome
     from ._checkpoint import Checkpointer
     from ._pending import PendingCall
+    from ._run import Run
     from ._state import RunState
+
+#: The run whose loop (or tool call, or hook) the calling task belongs to: set by
+#: ``Run.run`` (here, not in ``_run``, so that the helpers read it without importing
+#: ``Run``: ``current_tool_call`` is the call of this run only).
+_current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
+    "agentcore_current_run", default=None
+)
 
 
 class AgentSettings(Protocol):

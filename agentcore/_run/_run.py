@@ -5,7 +5,6 @@ and the handle other tasks steer it with (steer, follow_up, interrupt, abort, pu
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -24,6 +23,7 @@ from ._end import conclude, summarise
 from ._hookcall import call_hook
 from ._modelcall import complete, direct, retry_direct, settle
 from ._output import OutputCheck
+from ._port import _current_run as _current_run
 from ._result import RunResult
 from ._resume import audit_answers, finish_pending, last_answer
 from ._state import Phase, RunState
@@ -56,11 +56,6 @@ class _OwnScope:
 
     def _cancelled_otherwise(self) -> bool:
         return False
-
-
-_current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
-    "agentcore_current_run", default=None
-)
 
 
 def current_run() -> Run | None:

@@ -22,6 +22,7 @@ from ._hookcall import intercept
 from ._idempotency import CurrentToolCall, ensure_nonce
 from ._pause import Deferred, pending_of
 from ._pending import schema_digest
+from ._port import _current_run
 from ._state import RunState
 
 if TYPE_CHECKING:
@@ -284,12 +285,14 @@ async def _decide(run: RunPort, tool: Tool, call: ToolCall) -> GateDecision:
 
 
 class _Current:
-    # The call whose tool runs (the object the run holds), its run's nonce and id, and
-    # the CurrentToolCall made of them the first time current_tool_call() is read.
-    __slots__ = ("call", "made", "nonce", "run_id")
+    # The call whose tool runs (the object the run holds), its run, the run's nonce
+    # and id, and the CurrentToolCall made of them the first time current_tool_call()
+    # is read.
+    __slots__ = ("call", "made", "nonce", "run", "run_id")
 
-    def __init__(self, call: ToolCall, nonce: str, run_id: str) -> None:
+    def __init__(self, call: ToolCall, run: object, nonce: str, run_id: str) -> None:
         self.call = call
+        self.run = run
         self.nonce = nonce
         self.run_id = run_id
         self.made: CurrentToolCall | None = None
@@ -300,17 +303,21 @@ _current_call: contextvars.ContextVar[_Current | None] = contextvars.ContextVar(
 
 
 def current_tool_call() -> CurrentToolCall | None:
-    """The tool call whose tool is executing in this task, else ``None``. Not a checkpoint.
+    """The tool call whose tool is executing in this task's run, else ``None``. Not a
+    checkpoint.
 
     Set around a tool's ``execute`` (in the task that runs it, so each of a turn's
     parallel calls sees its own): a tool that starts other work (the delegation tool)
-    reads the id of the call it runs in here, not from events. Its
+    reads the id of the call it runs in here, not from events. A run started from
+    inside a tool call (a subagent, in the pool's task or inline) is not in that call:
+    there it is ``None`` until the run's own tool runs, and the caller's again once
+    the run has ended (the call is its run's: ``agentcore.current_run()``). Its
     ``idempotency_key`` is stable for that call across retries, pause and resume and
     crash recovery, and differs between calls and runs (see ``_idempotency``): a
     tool that calls an outside API taking an idempotency key passes it there.
     """
     current = _current_call.get()
-    if current is None:
+    if current is None or current.run is not _current_run.get():
         return None
     made = current.made
     if made is None:
@@ -332,7 +339,7 @@ async def _execute(run: RunPort, tool: Tool, call: ToolCall) -> ToolOutcome:
         await trio.lowlevel.checkpoint()
     timeout = run.agent.tool_timeout
     # The tool runs in this frame (no coroutine of its own), the call current around it.
-    token = _current_call.set(_Current(call, nonce, run.state.run_id))
+    token = _current_call.set(_Current(call, run, nonce, run.state.run_id))
     try:
         if call.name in run.agent.self_monitoring_names:
             # Checked at Agent construction: the tool implements SelfMonitoring.

@@ -47,3 +47,42 @@ async def test_each_call_sees_itself_sequential_and_parallel(autojump_clock: Clo
 
 async def test_not_set_outside_execute() -> None:
     assert current_tool_call() is None
+
+
+async def test_a_run_started_inside_a_tool_call_is_in_no_call_until_its_own() -> None:
+    # A run started by a tool (an inline subagent) is not in its caller's call: its
+    # model sees None, its own tool sees its own call; the caller's call is current
+    # again once the inner run has ended.
+    seen: list[tuple[str, str | None]] = []
+
+    def note(where: str) -> None:
+        call = current_tool_call()
+        seen.append((where, call.id if call is not None else None))
+
+    def inner_reply(request: object) -> Message:
+        note("inner model")
+        if len(seen) == 2:
+            return Message("assistant", "", tool_calls=[ToolCall("in-1", "mark", "{}")])
+        return Message("assistant", "inner done")
+
+    async def mark(arguments: str) -> str:
+        note("inner tool")
+        await trio.lowlevel.checkpoint()
+        return "marked"
+
+    inner = Agent(model=ScriptedModel(inner_reply),
+                  tools=[FunctionTool("mark", "mark", {"type": "object"}, mark)])
+
+    async def delegate(arguments: str) -> str:
+        note("outer tool")
+        output = (await inner.run("go")).output
+        note("outer tool after")
+        return output
+
+    outer = Agent(
+        model=ScriptedModel([Message("assistant", "", tool_calls=[
+            ToolCall("out-1", "delegate", "{}")]), "done"]),
+        tools=[FunctionTool("delegate", "delegate", {"type": "object"}, delegate)])
+    assert (await outer.run("go")).output == "done"
+    assert seen == [("outer tool", "out-1"), ("inner model", None), ("inner tool", "in-1"),
+                    ("inner model", None), ("outer tool after", "out-1")]

@@ -8,7 +8,17 @@ import pytest
 import trio
 import trio.testing
 
-from agentcore import Agent, Message, ModelError, ModelRequest, ModelResponse
+from agentcore import (
+    Agent,
+    FunctionTool,
+    Message,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    Tool,
+    ToolCall,
+)
+from agentcore.lowlevel import current_tool_call
 from agentcore.testing import Blocked, ScriptedModel, tool_call_reply
 from ledger import MemorySink
 from subagent import (
@@ -16,6 +26,7 @@ from subagent import (
     InvalidArgumentsError,
     Spec,
     Stream,
+    SubagentResultsTool,
     SubagentTool,
     TaskCancelled,
     TaskStatus,
@@ -363,3 +374,46 @@ async def test_child_events_follow_the_parent_stream() -> None:
         (("p/0001",), None), (("p/0001", "c/0002"), "x1"),
     }
     assert await drain(pool_stream) == []
+
+
+@pytest.mark.parametrize("wait", [True, False])
+async def test_a_delegated_child_sees_its_own_tool_call_never_its_parents(
+    wait: bool,
+) -> None:
+    # agentcore.lowlevel.current_tool_call() in a child run started by its parent's
+    # delegation call: None outside the child's own calls (its model), its own call in
+    # its tool; never the parent's "subagent" call.
+    seen: list[tuple[str, str | None]] = []
+
+    def note(where: str) -> None:
+        call = current_tool_call()
+        seen.append((where, call.id if call is not None else None))
+
+    def parent(request: ModelRequest) -> Message:
+        n = sum(1 for m in request.messages if m.role == "assistant")
+        if n == 0:
+            args = json.dumps({"agent": "child", "task": "t", "wait": wait})
+            return Message("assistant", "", tool_calls=[ToolCall("p-1", "subagent", args)])
+        if n == 1 and not wait:
+            return Message("assistant", "", tool_calls=[
+                ToolCall("p-2", "subagent_results", "{}")])
+        return Message("assistant", "parent done")
+
+    def child(request: ModelRequest) -> Message:
+        note("child model")
+        if not any(m.role == "assistant" for m in request.messages):
+            return Message("assistant", "", tool_calls=[ToolCall("c-1", "mark", "{}")])
+        return Message("assistant", "child done")
+
+    async def mark(arguments: str) -> str:
+        note("child tool")
+        await trio.lowlevel.checkpoint()
+        return "marked"
+
+    async with open_pool() as pool:
+        tools: list[Tool] = [SubagentTool(pool), SubagentResultsTool(pool),
+                 FunctionTool("mark", "mark", {"type": "object"}, mark)]
+        pool.register(Spec("parent", model=ScriptedModel(parent), tools=tools))
+        pool.register(Spec("child", model=ScriptedModel(child), tools=tools))
+        assert (await (await pool.submit("parent", "go")).wait()).output == "parent done"
+    assert seen == [("child model", None), ("child tool", "c-1"), ("child model", None)]
