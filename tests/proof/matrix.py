@@ -32,13 +32,23 @@ REASONS = {
          "process); idle, it is not touched",
     "i": "our server reads one line at a time and answers in order: a client's fault at "
          "start, idle or mid-call is the same bytes on the same pipe (the mid_call cell)",
-    "j": "the Temporal dev server is a whole database and scheduler (seconds of CPU to "
-         "start): only its death during a run is run; its wire faults are the SDK's",
+    "j": "the Temporal server is spoken to through the SDK's Rust core over gRPC: "
+         "dripped, garbage, oversized or cut bytes are that transport's to refuse, not ours",
     "o": "killed_mid_call restarts it on its file: that cell is also this one",
     "k": "the ledger and checkpoints are written by shielded, bounded code: a cancel or "
          "a close waits for the write within its bound (the close cell of hangs shows it)",
     "l": "a client does not take part in closing our server: its stdin ends, it exits",
     "m": "an HTTP server killed before it answers is a closed port: the closes_early cell",
+    "p": "a Temporal worker needs a connected client (the SDK refuses a lazy one): a "
+         "server down or hung when it starts is Client.connect's error, before any pool",
+    "q": "a Temporal server killed while nothing runs is killed_between_calls",
+    "r": "a Temporal server that hangs while nothing runs is met by the next call or "
+         "poll: the mid_call and cancel cells (the worker's polls wait through it)",
+    "s": "not run, a hole reported with issue 33: a worker closed while the server is "
+         "down or hung cancels its trees, but the abort's end checkpoint (a heartbeat "
+         "the server must hold) fails after SEND_TIMEOUT and the SDK's completion call "
+         "waits on the server: about 45 s with a SIGSTOPped server, the tree ending in a "
+         "CheckpointError group, not cancelled",
     "n": "a stdio client that comes back is a new process with a new server: there is "
          "no server left to come back to",
 }
@@ -126,14 +136,14 @@ comes_back            h        h    X        h      h
 """,
     "temporal": """
                       starting idle mid_call cancel close
-killed_mid_call       j        j    X        j      j
-killed_between_calls  b        j    b        b      b
-hangs                 j        j    j        j      j
+killed_mid_call       p        q    X        X      s
+killed_between_calls  b        X    b        b      b
+hangs                 p        r    X        X      s
 drips                 j        j    j        j      j
 garbage               j        j    j        j      j
 oversized             j        j    j        j      j
 closes_early          j        j    j        j      j
-comes_back            j        j    o        j      j
+comes_back            p        X    o        o      s
 """,
 }
 

