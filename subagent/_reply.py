@@ -46,7 +46,7 @@ def with_output(body: dict[str, object], task: Task, output: str) -> str:
 
 # ------------------------------------------------------------------------------
 # A background child's result as its parent receives it: the ``[subagent result]``
-# message, and the audit entries of its delivery (shared by ``_background`` and
+# message, and the audit entries of its delivery (shared by ``_pool._ending`` and
 # ``_delegation._paused``). Values and one bounded audit call; no state.
 
 

@@ -28,7 +28,7 @@ from agentcore.models import ModelPrices, PriceTable, price
 from agentcore.testing import Delayed, ScriptedModel, ScriptItem
 
 from .._cost._budget import Budget
-from .._delegation._background import RESULT_PREFIX
+from .._reply import RESULT_PREFIX
 from .._specs._file import SpecFile
 from .._specs._spec import Defaults, Spec
 from ..tools import workspace_tools

@@ -18,6 +18,7 @@ delivered once (``result_delivered``), and each paused child is resumed as a
 background child of the resumed parent: every background result is still delivered
 or orphaned exactly once, across the pause. Tasks and states here belong to the
 pool's shell (trio); the parent task owns its kept results until its run reads them.
+The keeping itself is a step of the parent's end: ``_pool._ending.keep_background``.
 """
 
 from __future__ import annotations
@@ -29,15 +30,13 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol, cast
 
 import agentcore
-from agentcore import AuditError, BackgroundChild, InboxMessage, Message, RunState
+from agentcore import BackgroundChild, InboxMessage, Message, RunState
 from agentcore._run._run import _current_run
 from agentcore._run._state import Phase
 
 from .._core._core import TaskStatus
-from .._durable._kept import kept_state
-from .._durable._recovery import commit_paused
 from .._events import Event, EventKind
-from .._reply import RESULT_PREFIX, audit_delivery, audit_entry
+from .._reply import RESULT_PREFIX, audit_delivery
 
 if TYPE_CHECKING:
     from .._pool._pool import Pool
@@ -77,36 +76,6 @@ def keeps_result(run: agentcore.Run, child: Task) -> bool:
         run.pause()
         return True
     return False
-
-
-async def keep_background(task: Task) -> None:
-    """``task``'s run ended paused: pause its background children still running, wait
-    for them, and nest every result it has not read in its run's state (see the module
-    docstring); in a checkpointed pool, commit the paused state again with them
-    (``_recovery.commit_paused``). A checkpoint; call it shielded. Each child's wait
-    is bounded by its own limits (its model call or tool calls in progress finish
-    first)."""
-    assert task._run is not None
-    running = [node.handle for node in task._node.background]
-    for child in running:
-        ask_pause(child)
-    for child in running:
-        await child._wait_resolved()
-    state = task._run.state
-    before = len(state.children)
-    for node in task._core.take_unread(task._node):
-        child = node.handle
-        mark = BackgroundChild(child.call_id or "", child.name)
-        if child.status is TaskStatus.paused and child._run is not None:
-            paused = child._run.state
-            paused.background = mark
-            state.children.append(paused)
-            continue
-        state.children.append(kept_state(child))
-    state.children.extend(take_kept(task))
-    if len(state.children) > before and task.pool.checkpoints is not None:
-        # The run's paused checkpoint was taken before they were nested.
-        await commit_paused(task)
 
 
 def pause_asked(task: Task) -> bool:
@@ -208,38 +177,4 @@ async def _delivered_kept(parent: Task, state: RunState) -> None:
                   error=mark.error, child=state.path, output=mark.output)
         )
 
-
-async def orphan_kept(parent: Task, state: RunState, *, bound: float) -> AuditError | None:
-    """Report a kept result its parent's run ended without reading (and not paused):
-    ``task_orphaned``, as ``_background.orphan`` reports a live child's. A checkpoint;
-    call it shielded, bounded by more than ``bound``."""
-    mark = state.background
-    assert mark is not None
-    spec = parent.pool.specs.get(mark.name)
-    sink = spec.audit if spec is not None else None
-    failure: AuditError | None = None
-    if sink is not None:
-        failure = await audit_entry(
-            sink,
-            EventKind.task_orphaned,
-            bound,
-            run_id=state.run_id,
-            path=state.path,
-            agent_id=state.agent,
-            call_id=mark.call_id,
-            result=mark.output,
-            error=mark.error,
-            data={"agent": mark.name, "parent": "/".join(parent.path)},
-        )
-    if parent.events is not None:
-        reported = mark.error
-        if failure is not None:
-            reported = "; ".join(filter(None, (mark.error, f"AuditError: {failure}")))
-        summary = state.summary
-        parent.events._send_reserved(
-            Event(state.path, EventKind.task_orphaned, None, mark.call_id, summary,
-                  reported, output=mark.output,
-                  tree_usage=summary.usage if summary is not None else None)
-        )
-    return failure
 

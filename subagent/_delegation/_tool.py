@@ -132,7 +132,7 @@ class SubagentTool:
     With ``"wait": false`` it starts the subagent in the background and returns at
     once (``agent``, ``path``, ``"status": "started"``); the result, or the error,
     comes into the calling run later as a user message (see ``RESULT_PREFIX`` in
-    ``subagent._delegation._background``) before a model call, with a ``result_delivered`` event;
+    ``subagent._reply``) before a model call, with a ``result_delivered`` event;
     :class:`SubagentResultsTool` waits for it. Background delegation is open to runs
     of the pool's tasks.
 

@@ -214,7 +214,7 @@ async def end_unstarted(
 
 async def commit_paused(task: Task) -> None:
     """Commit ``task``'s paused state again once its background children are nested
-    in it (``_delegation._paused.keep_background``, after the run's own ``paused`` checkpoint),
+    in it (``_pool._ending.keep_background``, after the run's own ``paused`` checkpoint),
     so that its row holds them: a result it had not read is in no other row.
     Shielded, for at most :data:`END_BOUND` seconds; a failure to store it is dropped
     (the row stays as its run left it, and :func:`recover` ties the children's own

@@ -11,25 +11,25 @@ import attrs
 import trio
 
 import agentcore
-from agentcore import Agent, AuditError, EndReason, RunSummary
-from agentcore._audit import record, record_fields_sync, record_within
+from agentcore import Agent, AuditError, EndReason
+from agentcore._audit import record
 from ledger import Record, Sink
 
 from .._core._core import TaskStatus
 from .._cost._shell import budgeted_model
 from .._cost._shell import settle as settle_budget
 from .._current import current_task
-from .._delegation._background import end_children, orphan, settle
-from .._delegation._paused import has_kept, pause_asked, start_background, take_background
+from .._delegation._paused import pause_asked, start_background, take_background
 from .._delegation._results import SubagentResultsTool
 from .._delegation._tool import SubagentTool, limit_delegation, start_child
-from .._durable._kept import end_row
 from .._durable._recovery import commit_checkpoint, commit_start, end_unstarted, start_done
 from .._durable._store import CheckpointError
 from .._events import EventKind, tagged_of
 from .._result import end_status
 from .._specs._spec import Spec, agent_settings
 from ._emitter import emitter
+from ._ending import END_TIMEOUT as END_TIMEOUT
+from ._ending import offer_entry, resolve, resolve_at_once
 from ._scopes import exit_scope
 from ._task import Task
 
@@ -43,10 +43,6 @@ FRAMING = (
 # Read once: an enum member read goes through EnumType.__getattr__ (about 200 ns on
 # Python 3.11), and every run's end compares with it.
 _CANCELLED = TaskStatus.cancelled
-
-#: Seconds the shielded audit entries of a task's end (and of a cancelled task's
-#: queueing) may take.
-END_TIMEOUT = 5.0
 
 
 def build_agent(task: Task) -> Agent:
@@ -123,30 +119,8 @@ def _new_agent(
     )
 
 
-# (_offer, _report_start and _report_end read the task's private fields, not its
-# read-only views: they run for every task.)
-
-
-def _offer(
-    task: Task, sink: Sink, kind: EventKind, summary: RunSummary | None, error: str | None,
-    cancellable: bool,
-) -> Record | None:
-    # The task's lifecycle entry, recorded now if the sink can take it without
-    # waiting (record_fields_sync: cancellable, or not for the entries of an end);
-    # else returned, unrecorded, for the caller to await. Raises AuditError.
-    # (An enum's _value_ is the str it was defined with: str() of a StrEnum member
-    # would copy it into a new str per entry, kept by the sink.)
-    data: dict[str, str | int | float | bool | None] = {"agent": task._name}
-    if summary is not None:
-        data["end_reason"] = summary.end_reason._value_
-    if task._history:
-        # The run starts from earlier messages (submit's history), not in its own entries.
-        data["history_messages"] = len(task._history)
-    path = task._path
-    return record_fields_sync(
-        sink, cancellable, kind._value_, "/".join(path), path, task._spec.agent_id,
-        None, task._call_id, None, None, None, None, error, None, data,
-    )
+# (_report_start, like _ending's offer_entry and _report_end, reads the task's
+# private fields, not its read-only views: it runs for every task.)
 
 
 async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
@@ -158,7 +132,7 @@ async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
     sink = task._spec.audit
     if sink is not None:
         try:
-            entry = _offer(task, sink, kind, None, None, True)
+            entry = offer_entry(task, sink, kind, None, None, True)
         except AuditError as exc:
             return exc
         if entry is not None:
@@ -173,31 +147,6 @@ async def _report_start(task: Task, kind: EventKind) -> AuditError | None:
         if task._events is not None:
             task._events._send_reserved(tagged)
     return None
-
-
-async def _report_end(task: Task, kind: EventKind) -> None:
-    # The task's end: its entry, shielded and bounded by END_TIMEOUT so that a hung
-    # sink cannot hold back the event (no scope with a sink that never blocks: see
-    # record_within), then its event (with the sink's failure as its error when it
-    # has none), which never waits (see Stream).
-    sink = task._spec.audit
-    error = task._error
-    if sink is not None:
-        try:
-            entry = _offer(task, sink, kind, task._summary, error, False)
-            if entry is not None:
-                await record_within(sink, entry, END_TIMEOUT, shield=True)
-        except AuditError as failure:
-            error = error or f"AuditError: {failure}"
-    observe = task._pool._observer
-    if task._events is not None or observe is not None:
-        summary = task._summary
-        usage = task.tree_usage if summary is not None else None
-        tagged = tagged_of(task._path, kind, None, task._call_id, summary, error, usage)
-        if observe is not None:
-            observe(tagged)
-        if task._events is not None:
-            task._events._send_reserved(tagged)
 
 
 async def _audit(sink: Sink, entry: Record) -> AuditError | None:
@@ -263,7 +212,7 @@ async def run_task(task: Task) -> None:
     ``commit_start``), reports ``task_queued``, waits for a slot, reports
     ``task_started`` and runs;
     then it tells the core how the run ended (``cancelled``: cancelled before or
-    while it ran), ends the task (:func:`end_task`) and resolves it. One coroutine
+    while it ran), ends the task and resolves it (``_ending``). One coroutine
     for all of it: a frame fewer per parked run.
     """
     status = _CANCELLED
@@ -330,8 +279,8 @@ async def run_task(task: Task) -> None:
         start_done(task)
         if task._run is None and (started is not None or task._resume is not None):
             await end_unstarted(task, started, END_TIMEOUT)
-        if not _resolve_at_once(task, status):
-            await _resolve(task, status)
+        if not resolve_at_once(task, status):
+            await resolve(task, status)
 
 
 # The steps of run_task apart from it: its frame is part of every parked run, so
@@ -362,78 +311,3 @@ def _failed(task: Task, failure: AuditError | CheckpointError) -> TaskStatus:
     return TaskStatus.failed
 
 
-def _resolve_at_once(task: Task, status: TaskStatus) -> bool:
-    # Tell the core how the run ended and, when its end has nothing to wait for
-    # (_end_at_once), end the task and resolve it: through the pool's _apply, like
-    # Task.cancel. False when the end is left to _resolve. Not a checkpoint: no
-    # coroutine for a run's common end.
-    effects = task._core.run_ended(task._node, status)
-    if effects:
-        task._apply(effects)
-    if not _end_at_once(task, status):
-        return False
-    task._apply(task._core.resolve(task._node))
-    return True
-
-
-async def _resolve(task: Task, status: TaskStatus) -> None:
-    # The rest of _resolve_at_once: end the task (end_task), then resolve it.
-    await end_task(task, status)
-    task._apply(task._core.resolve(task._node))
-
-
-def _end_at_once(task: Task, status: TaskStatus) -> bool:
-    # end_task for a task whose end has nothing to wait for and nobody to tell (no
-    # children, nothing unread or in the background, no sink, stream or observer, not
-    # a background child, a cancel already reached): the same steps, without its
-    # coroutine. False (and nothing done) otherwise.
-    node = task._node
-    if (
-        (node.has_family and (
-            node.children or node.unread or node.background or node.deliver_to is not None
-        ))
-        or (status is _CANCELLED and not node.cancel_called)
-        or task._spec.audit is not None or task._events is not None
-        or task._pool._observer is not None
-        or (task._call_id is not None and task._pool.checkpoints is not None)
-    ):
-        return False
-    task._end_summary()
-    summary = task._summary
-    core = task._core
-    core.seal(node, summary.usage if summary is not None else None)
-    # settle() with no parent run to deliver to: the result is kept (not an orphan).
-    effects = core.settle(node, False)[1]
-    if effects:
-        task._apply(effects)
-    return True
-
-
-async def end_task(task: Task, status: TaskStatus) -> None:
-    """What follows the end of ``task``'s run (its slot and counts settled already):
-    (shielded, time-bounded) end its children (see :func:`end_children`), report the
-    end, and hand a background task's result to its parent run (or report it
-    orphaned). A checkpoint; the pool resolves the task after it.
-    """
-    task._end_summary()
-    hard = status is _CANCELLED
-    node = task._node
-    if (
-        node.has_family and (node.unread or node.background or (hard and node.children))
-    ) or has_kept(task):
-        with trio.CancelScope(shield=True):
-            await end_children(task, hard=hard, bound=END_TIMEOUT)
-    elif hard and not node.cancel_called:
-        # All that end_children does for a task with no children and nothing unread
-        # (a cancel reached it already when the pool or the task was cancelled).
-        task.cancel()
-    kind = EventKind.task_cancelled if hard else EventKind.task_finished
-    summary = task._summary
-    task._core.seal(node, summary.usage if summary is not None else None)
-    if task.spec.audit is not None or task.events is not None or task.pool._observer is not None:
-        await _report_end(task, kind)
-    if task.call_id is not None and task.pool.checkpoints is not None:
-        await end_row(task)  # its result durable before its parent's run is handed it
-    if not settle(task):
-        with trio.move_on_after(2 * END_TIMEOUT, shield=True):
-            await orphan(task, bound=END_TIMEOUT)

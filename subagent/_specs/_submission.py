@@ -25,7 +25,7 @@ class Submission(NamedTuple):
       events: Where its events go (None: the parent task's stream, else the pool's).
       call_id: The id of the tool call that delegated it, if one did.
       background: Whether its result is delivered into the parent run later
-        (``wait: false``; ``subagent._delegation._background``).
+        (``wait: false``; ``subagent._pool._ending``).
       history: The checked messages the run starts from (``check_history``).
       resume: The paused run's state the task continues (``Pool.resume``).
     """

@@ -28,7 +28,7 @@ from agentcore import FunctionTool, Message, ModelRequest, RunState, ToolCall
 from agentcore.testing import ScriptedModel
 from ledger import JsonlSink
 from subagent import Pool, Spec, SubagentResultsTool, SubagentTool
-from subagent._delegation._background import RESULT_PREFIX
+from subagent._reply import RESULT_PREFIX
 from tests.agentcore._durable import gate
 
 CASES = ("running", "ended", "paused")

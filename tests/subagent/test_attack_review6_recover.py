@@ -30,7 +30,7 @@ from subagent import (
     SubagentTool,
     open_pool,
 )
-from subagent._delegation._background import RESULT_PREFIX
+from subagent._reply import RESULT_PREFIX
 from tests.subagent._bgparts import START, STARTED
 from tests.subagent.test_bg_result_crash import _kept
 from tests.subagent.test_recover_background import register, running_state

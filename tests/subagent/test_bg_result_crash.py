@@ -28,7 +28,7 @@ from agentcore._run._state import Phase
 from agentcore.testing import ScriptedModel
 from ledger import JsonlSink, query, verify
 from subagent import Spec, SqliteCheckpoints, SubagentTool, open_pool
-from subagent._delegation._background import RESULT_PREFIX
+from subagent._reply import RESULT_PREFIX
 from tests.subagent._bgparts import START, STARTED
 from tests.subagent.test_recover_background import recover, register, running_state
 

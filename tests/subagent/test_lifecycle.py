@@ -25,7 +25,7 @@ from subagent import (
     TaskTimeout,
     open_pool,
 )
-from subagent._delegation._background import RESULT_PREFIX
+from subagent._reply import RESULT_PREFIX
 
 from .helpers import drain, kinds
 

@@ -34,7 +34,7 @@ from subagent import (
     SubagentTool,
     open_pool,
 )
-from subagent._delegation._background import RESULT_PREFIX
+from subagent._reply import RESULT_PREFIX
 from tests.subagent._bgparts import START, STARTED, one_call_model
 
 

@@ -22,7 +22,7 @@ from subagent import (
     open_pool,
 )
 from subagent._current import current_task
-from subagent._delegation._background import RESULT_PREFIX
+from subagent._reply import RESULT_PREFIX
 from tests.agentcore._durable import gate
 from tests.subagent._bgparts import START, STARTED
 

@@ -14,7 +14,7 @@ import trio.testing
 from agentcore import FunctionTool, Message, ModelRequest, RunState, ToolCall
 from agentcore.testing import ScriptedModel
 from subagent import Pool, Spec, SubagentResultsTool, SubagentTool, TaskPaused, open_pool
-from subagent._delegation._background import RESULT_PREFIX
+from subagent._reply import RESULT_PREFIX
 from tests.agentcore._durable import gate
 
 
