@@ -45,8 +45,10 @@ from .._events import Event, EventKind, tagged_of
 from .._reply import audit_delivery, audit_entry, outcome, result_message
 
 if TYPE_CHECKING:
+    from agentcore import AgentPath, Usage
     from ledger import Record, Sink
 
+    from .._stream import Stream
     from ._task import Task
 
 # Read once: an enum member read goes through EnumType.__getattr__ (about 200 ns on
@@ -207,32 +209,13 @@ async def orphan_kept(parent: Task, state: RunState, *, bound: float) -> AuditEr
     mark = state.background
     assert mark is not None
     spec = parent.pool.specs.get(mark.name)
-    sink = spec.audit if spec is not None else None
-    failure: AuditError | None = None
-    if sink is not None:
-        failure = await audit_entry(
-            sink,
-            EventKind.task_orphaned,
-            bound,
-            run_id=state.run_id,
-            path=state.path,
-            agent_id=state.agent,
-            call_id=mark.call_id,
-            result=mark.output,
-            error=mark.error,
-            data={"agent": mark.name, "parent": "/".join(parent.path)},
-        )
-    if parent.events is not None:
-        reported = mark.error
-        if failure is not None:
-            reported = "; ".join(filter(None, (mark.error, f"AuditError: {failure}")))
-        summary = state.summary
-        parent.events._send_reserved(
-            Event(state.path, EventKind.task_orphaned, None, mark.call_id, summary,
-                  reported, output=mark.output,
-                  tree_usage=summary.usage if summary is not None else None)
-        )
-    return failure
+    summary = state.summary
+    return await _report_orphan(
+        spec.audit if spec is not None else None, parent.events, bound,
+        state.run_id, state.path, state.agent, mark.call_id, mark.name,
+        "/".join(parent.path), mark.output, mark.error, summary,
+        summary.usage if summary is not None else None,
+    )
 
 
 async def _report_end(task: Task, kind: EventKind) -> None:
@@ -343,42 +326,36 @@ async def orphan(task: Task, *, bound: float) -> AuditError | None:
       The AuditError of an entry that could not be recorded, else None.
     """
     output, error = outcome(task)
-    sink = task.spec.audit
+    target = task._node.deliver_to
+    parent = "/".join(target.handle.path) if target is not None else ""
+    # (Its tree usage is final: the task and its unread children are sealed.)
+    return await _report_orphan(
+        task.spec.audit, task.events, bound, "/".join(task.path), task.path,
+        task.spec.agent_id, task.call_id, task.name, parent, output, error,
+        task._summary, task.tree_usage,
+    )
+
+
+async def _report_orphan(
+    sink: Sink | None, events: Stream | None, bound: float, run_id: str, path: AgentPath,
+    agent_id: str, call_id: str | None, agent: str, parent: str, output: str | None,
+    error: str | None, summary: RunSummary | None, tree_usage: Usage | None,
+) -> AuditError | None:
+    # The task_orphaned step of a result no run will read (a live child's, or one kept
+    # across a pause): its entry in ``sink`` within ``bound``, then its event, sent
+    # even when the entry failed (with the failure in its error). A lifecycle event:
+    # it never waits (see Stream), so an orphan is never lost while the stream is open.
     failure: AuditError | None = None
     if sink is not None:
-        target = task._node.deliver_to
-        parent = target.handle if target is not None else None
         failure = await audit_entry(
-            sink,
-            EventKind.task_orphaned,
-            bound,
-            run_id="/".join(task.path),
-            path=task.path,
-            agent_id=task.spec.agent_id,
-            call_id=task.call_id,
-            result=output,
-            error=error,
-            data={
-                "agent": task.name,
-                "parent": "/".join(parent.path) if parent is not None else "",
-            },
+            sink, EventKind.task_orphaned, bound, run_id=run_id, path=path,
+            agent_id=agent_id, call_id=call_id, result=output, error=error,
+            data={"agent": agent, "parent": parent},
         )
-    if task.events is not None:
+    if events is not None:
         reported = error
         if failure is not None:
             reported = "; ".join(filter(None, (error, f"AuditError: {failure}")))
-        # A lifecycle event: it never waits (see Stream), so an orphan is never lost
-        # while the stream is open.
-        task.events._send_reserved(
-            Event(
-                task.path,
-                EventKind.task_orphaned,
-                None,
-                task.call_id,
-                task._summary,
-                reported,
-                output=output,
-                tree_usage=task.tree_usage,
-            )
-        )
+        events._send_reserved(Event(path, EventKind.task_orphaned, None, call_id, summary,
+                                    reported, output=output, tree_usage=tree_usage))
     return failure
