@@ -38,7 +38,8 @@ def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> Non
         )
     if row.status != "running":
         return
-    if not (row.claimed and row.parent is None):
+    claimed = row.claimed and row.parent is None
+    if not claimed:
         # A turn, call or start snapshot (agentcore._run._checkpoint.snapshot) holds only
         # calls without a result, ``waiting``, and no nested run: an answered call
         # there (re-digested by hand) would run without its gate.
@@ -62,11 +63,16 @@ def _check_row(row: CheckpointRow, state: agentcore.RunState, spec: Spec) -> Non
             f"{where} holds answered calls and calls in flight (edited or damaged); "
             "refusing to recover it"
         )
+    if claimed and row.claimed_state and not row.in_flight:
+        # The claim's own row (``SqliteCheckpoints.claim``: the paused state resumed,
+        # nothing in flight): a run pauses once the calls it started have ended, so its
+        # calls without a result never started (a pause asked for while their turn
+        # ran, by a background child that paused). A later checkpoint of the resumed
+        # run holds another state, whose in-flight ids are checked below.
+        return
     waiting = [p.call.id for p in state.pending if p.status is agentcore.CallStatus.waiting]
     if waiting and len(waiting) == len(state.pending) and waiting[0] not in row.in_flight:
         # A ``call`` checkpoint is taken just before its call, the first without a result.
-        # (A state with answered calls is a claimed resume, ``SqliteCheckpoints.claim``:
-        # none of its calls started, nothing is in flight.)
         raise CheckpointError(
             f"{where} does not match its state: call {waiting[0][:200]!r} has no result "
             "and is not among its in-flight calls (edited or damaged); refusing to recover it"

@@ -19,6 +19,7 @@ import msgspec
 import agentcore
 
 from .._errors import SubagentError
+from ._claims import resume_key
 from ._schema import STATUSES, schema_ok
 
 #: The most rows :meth:`SqliteCheckpoints.rows` reads (one per run): 100,000.
@@ -53,6 +54,10 @@ class CheckpointRow:
       claimed: Whether a resume of its run was claimed (:meth:`SqliteCheckpoints.claim`
         left a marker in the file): a ``running`` row of such a run may hold the
         answered state it resumes. Read for ``running`` rows only.
+      claimed_state: Whether its state is the very state whose resume was claimed (a
+        marker of its run id and of this state's ``resume_key``, as ``Pool.resume``
+        claims it): the claim's own row, whose calls without a result never started.
+        Read for claimed rows only.
     """
 
     run_id: str
@@ -64,6 +69,7 @@ class CheckpointRow:
     in_flight: tuple[str, ...]
     state: agentcore.RunState | None
     claimed: bool = False
+    claimed_state: bool = False
 
     @property
     def checkpoint(self) -> str:
@@ -202,8 +208,11 @@ def _row(
     claimed = claims and status == "running" and conn.execute(
         "SELECT 1 FROM resumed WHERE run_id = ? LIMIT 1", (run_id,)
     ).fetchone() is not None
+    own = claimed and state is not None and conn.execute(
+        "SELECT 1 FROM resumed WHERE run_id = ? AND key = ?", (run_id, resume_key(state))
+    ).fetchone() is not None
     return CheckpointRow(run_id, str(name), parent, call_id,  # type: ignore[arg-type]
-                         str(status), seq, ids, state, claimed)
+                         str(status), seq, ids, state, claimed, own)
 
 
 def check_schema(conn: sqlite3.Connection) -> None:

@@ -28,6 +28,7 @@ from agentcore import (
 from agentcore._run._checkpoint import snapshot
 from agentcore.testing import RecordingTool, ScriptedModel
 from subagent import CheckpointError, CheckpointRow, Spec, SqliteCheckpoints, open_pool
+from subagent._durable._claims import resume_key
 from subagent._durable._recovery import _check_row, recover
 
 CALL = ToolCall("c1", "write", "{}")
@@ -109,6 +110,37 @@ async def test_a_claimed_row_with_a_call_in_flight_is_refused(tmp_path: Path) ->
     assert await _refused(path) == (
         "checkpoint of run 'w/0001' holds answered calls and calls in flight (edited or "
         "damaged); refusing to recover it", []
+    )
+
+
+async def test_a_later_call_checkpoint_of_a_claimed_run_keeps_its_in_flight_check(
+    tmp_path: Path
+) -> None:
+    # The claim's own row may hold calls that never started (nothing in flight); the
+    # resumed run's later call checkpoint holds another state (the claim's marker is
+    # still there): its call in flight erased (outside the digest), it is refused,
+    # not run again.
+    path = tmp_path / "c.db"
+    paused = _turn([PendingCall(CALL, CallStatus.waiting)]).state
+    second = ToolCall("c2", "write", "{}")
+    later = snapshot(RunState.begin(
+        [Message("user", "go"), Message("assistant", "", tool_calls=(CALL,)),
+         Message("tool", "ok", tool_call_id="c1"),
+         Message("assistant", "", tool_calls=(second,))],
+        run_id="w/0001", agent="w", path=("w/0001",)))
+    async with SqliteCheckpoints(path) as store:
+        assert await store.claim("w", paused, resume_key(paused)) is True
+        [row] = await store.rows()
+        assert (row.claimed, row.claimed_state, row.in_flight) == (True, True, ())
+        await store.write("w", None, None, Checkpoint(CheckpointKind.call, later, ("c2",)))
+        [row] = await store.rows()
+        assert (row.claimed, row.claimed_state, row.in_flight) == (True, False, ("c2",))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE checkpoints SET in_flight = '[]'")
+    assert await _refused(path) == (
+        "checkpoint of run 'w/0001' does not match its state: call 'c2' has no result "
+        "and is not among its in-flight calls (edited or damaged); refusing to recover it",
+        []
     )
 
 

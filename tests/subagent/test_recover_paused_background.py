@@ -2,12 +2,15 @@
 process gone (issue 20): ``Pool.recover`` lists the paused tree *with* its background
 child, and resuming it delivers the child's result once and runs the approved call
 once. The real clock (the store writes from a thread); the order is set by events,
-not by time: root's ``hold`` call waits until its background child has paused."""
+not by time: root's ``hold`` call waits until its background child has paused, and
+the child's first turn waits until ``hold`` has started (or, ``pause_first``, root's
+second turn waits until the child has paused: root pauses before ``hold`` starts)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
@@ -15,11 +18,13 @@ import trio
 
 from agentcore import (
     BackgroundChild,
+    CallStatus,
     Checkpoint,
     CheckpointKind,
     FunctionTool,
     Message,
     ModelRequest,
+    ModelResponse,
     RunState,
     ToolCall,
 )
@@ -45,12 +50,29 @@ RESULT = RESULT_PREFIX + json.dumps(
     {"agent": "bg", "path": ["root/0001", "bg/0002"], "output": "bg done: bwrite written"})
 
 
-def root_model() -> ScriptedModel:
-    def reply(request: ModelRequest) -> Message:
+async def children_ended() -> None:
+    # Until the current task's children have ended (the background child paused).
+    task = current_task.get()
+    assert task is not None
+    for child in task.children:
+        with contextlib.suppress(TaskError):
+            await child.wait()
+
+
+def root_model(pause_first: bool) -> ScriptedModel:
+    async def hold_after_pause() -> Message:
+        # The child's pause asks root's run to pause while this turn runs: the run
+        # pauses once the turn has ended, before its call ``h1`` starts.
+        await children_ended()
+        return Message("assistant", "", tool_calls=[ToolCall("h1", "hold", "{}")])
+
+    def reply(request: ModelRequest) -> Message | Awaitable[Message]:
         n = sum(1 for m in request.messages if m.role == "assistant")
         if n == 0:
             return Message("assistant", "", tool_calls=[START])
         if n == 1:
+            if pause_first:
+                return hold_after_pause()
             return Message("assistant", "", tool_calls=[ToolCall("h1", "hold", "{}")])
         for m in request.messages:
             if m.role == "user" and m.content.startswith(RESULT_PREFIX):
@@ -61,19 +83,27 @@ def root_model() -> ScriptedModel:
     return ScriptedModel(reply)
 
 
-def bg_model() -> ScriptedModel:
-    return one_call_model("bwrite")
+def bg_model(holding: trio.Event | None) -> ScriptedModel:
+    # ``bwrite``'s call (b1) and the answer after it; its first turn waits until
+    # ``holding`` is set (root's ``hold`` started), when given.
+    calls = one_call_model("bwrite")
+
+    async def reply(request: ModelRequest) -> ModelResponse:
+        if holding is not None and not any(m.role == "assistant" for m in request.messages):
+            await holding.wait()
+        return await calls.complete(request)
+
+    return ScriptedModel(reply)
 
 
-def register(pool: Pool, sink: JsonlSink, log: Path) -> None:
+def register(pool: Pool, sink: JsonlSink, log: Path, *, pause_first: bool = False) -> None:
+    holding = trio.Event()
+
     async def hold(arguments: str) -> str:
         # Until the background child has paused (its gate deferred b1): the pause of
         # the child then pauses root after this call.
-        task = current_task.get()
-        assert task is not None
-        for child in task.children:
-            with contextlib.suppress(TaskError):
-                await child.wait()
+        holding.set()
+        await children_ended()
         return "held"
 
     async def bwrite(arguments: str) -> str:
@@ -82,10 +112,11 @@ def register(pool: Pool, sink: JsonlSink, log: Path) -> None:
         await trio.lowlevel.checkpoint()
         return "bwrite written"
 
-    pool.register(Spec("root", model=root_model(), audit=sink, tools=[
+    pool.register(Spec("root", model=root_model(pause_first), audit=sink, tools=[
         SubagentTool(pool), SubagentResultsTool(pool),
         FunctionTool("hold", "hold", {"type": "object"}, hold, read_only=True)]))
-    pool.register(Spec("bg", model=bg_model(), audit=sink, gate=gate("b1", None),
+    pool.register(Spec("bg", model=bg_model(None if pause_first else holding), audit=sink,
+                       gate=gate("b1", None),
                        tools=[FunctionTool("bwrite", "bwrite", {"type": "object"}, bwrite)]))
 
 
@@ -147,13 +178,51 @@ async def test_a_crash_right_after_the_resume_was_claimed_runs_the_approved_call
         async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
             register(pool, sink, log)
             recovered = await pool.recover()
-            assert recovered.paused == ()
+            assert (recovered.paused, recovered.failed) == ((), ())
             [task] = recovered
             result = await task.wait()
             assert pool.statistics().accepted == 2
     finally:
         await sink.aclose()
     assert result.output == "root got bg done: bwrite written"
+    assert log.read_text() == "bwrite {}\n"
+    kinds = [e.kind for e in query(ledger)]
+    assert kinds.count("result_delivered") == 1
+    assert kinds.count("task_orphaned") == 0
+    verify(ledger)
+
+
+async def test_a_crash_right_after_claiming_a_root_paused_before_its_call_runs_it_once(
+    tmp_path: Path
+) -> None:
+    # The child paused while root's second turn ran: root paused once that turn
+    # ended, before its call h1 started (h1 without a result, nothing in flight). Its
+    # claimed resume holds it so, and is recovered (h1 runs then), not refused.
+    db, ledger, log = tmp_path / "c.db", tmp_path / "audit.jsonl", tmp_path / "log"
+    sink = JsonlSink(ledger)
+    try:
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log, pause_first=True)
+            with pytest.raises(TaskPaused) as info:
+                await (await pool.submit("root", "go")).wait()
+            state = info.value.state
+            assert [(p.call.id, p.status) for p in state.pending] == [
+                ("h1", CallStatus.waiting)]
+            state.approve("b1", by="alice")
+            assert await store.claim("root", state, resume_key(state)) is True
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register(pool, sink, log, pause_first=True)
+            recovered = await pool.recover()
+            assert (recovered.paused, recovered.failed) == ((), ())
+            [task] = recovered
+            result = await task.wait()
+            assert pool.statistics().accepted == 2
+    finally:
+        await sink.aclose()
+    assert result.output == "root got bg done: bwrite written"
+    # h1 waited for the resumed child: its result arrived while h1 ran.
+    assert [m.content for m in result.messages] == [
+        "go", "", STARTED, "", "held", RESULT, "root got bg done: bwrite written"]
     assert log.read_text() == "bwrite {}\n"
     kinds = [e.kind for e in query(ledger)]
     assert kinds.count("result_delivered") == 1
@@ -214,7 +283,9 @@ async def test_a_nested_child_whose_own_run_ended_is_not_run_again(tmp_path: Pat
                               Checkpoint(CheckpointKind.ended, child))
         async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
             register(pool, sink, log)
-            [task] = await pool.recover()
+            recovered = await pool.recover()
+            assert (recovered.paused, recovered.failed) == ((), ())
+            [task] = recovered
             result = await task.wait()
             assert pool.statistics().accepted == 1
     finally:
