@@ -1,9 +1,10 @@
 """The crash-point harness's long profile: ``python -m bench.crashpoints --trees 200
---seed S [--pairs]`` generates that many trees (``tests.durable.shapes.generate``,
+--seed S [--pairs] [--grouped]`` generates that many trees (``tests.durable.shapes.generate``,
 seeds S, S+1, ...), crashes each at every durable write (before and after) and
-recovers it, and prints the counts of trees, points, cells, violations and
-documented windows, then each violation. Run from the repository root; forks its
-children from this process (see ``tests.durable.crashkit``)."""
+recovers it (``--grouped``: its checkpoint writes grouped into transactions as
+production groups them, ``ledger._crashpoints.GROUPED``), and prints the counts of
+trees, points, cells, violations and documented windows, then each violation. Run
+from the repository root; forks its children from this process (see ``tests.durable.crashkit``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import os
 import sys
 import time
 
-from tests.durable.crashkit import explore
+from tests.durable.crashkit import Mode, explore
 from tests.durable.shapes import generate
 
 
@@ -23,13 +24,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pairs", action="store_true",
                         help="also crash every recovery at each of its writes")
+    parser.add_argument("--grouped", action="store_true",
+                        help="group checkpoint writes as production does")
     args = parser.parse_args(argv)
     start = time.monotonic()
     totals: collections.Counter[str] = collections.Counter()
     violations: list[str] = []
     windows: collections.Counter[str] = collections.Counter()
     for n in range(args.trees):
-        report = explore([generate(args.seed + n)], pairs=args.pairs)
+        report = explore([generate(args.seed + n)], pairs=args.pairs,
+                         mode=Mode(grouped=args.grouped))
         totals.update(trees=1, points=report.points, cells=report.cells,
                       crashed=report.crashed, pairs=report.pairs)
         violations += report.violations

@@ -14,6 +14,13 @@ The switch: :func:`arm` in the process (a forked child before it runs anything),
 ``SUBAGENT_CRASHPOINTS`` in its environment, read once when this module is imported:
 ``before:K`` or ``after:K`` (K counted from 1), optionally followed by ``:TRACE``, a
 file to which each write appends ``K LABEL``; ``count:TRACE`` only numbers and traces.
+
+Armed, a ``SqliteCheckpoints`` commits each write in a transaction of its own, so that
+a tree's points do not depend on its tasks' timing; armed with ``grouped=True``
+(:data:`GROUPED`), it takes the path production takes, group commit, made
+deterministic instead: a transaction holds every write handed over until the
+process's trio tasks are all blocked (each write the tasks runnable then make joins
+it), so writes of concurrent tasks share one point.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ ENV = "SUBAGENT_CRASHPOINTS"
 
 #: Whether durable writes are numbered at all (tested at each write).
 ON = False
+#: Whether a ``SqliteCheckpoints`` groups writes (see the module's docstring).
+GROUPED = False
 
 _lock = threading.Lock()
 _count = 0
@@ -36,11 +45,13 @@ _when = ""
 _trace: int | None = None
 
 
-def arm(at: int = 0, when: str = "before", trace: str | None = None) -> None:
+def arm(at: int = 0, when: str = "before", trace: str | None = None, *,
+        grouped: bool = False) -> None:
     """Number this process's durable writes from 1 again and, ``at`` > 0, end the
     process (``os._exit(CRASH_EXIT)``) right ``when`` (``"before"`` or ``"after"``)
-    write number ``at``; append ``K LABEL`` lines to ``trace`` if given."""
-    global ON, _count, _at, _when, _trace
+    write number ``at``; append ``K LABEL`` lines to ``trace`` if given. ``grouped``:
+    checkpoint writes of concurrent tasks share transactions (:data:`GROUPED`)."""
+    global ON, GROUPED, _count, _at, _when, _trace
     if when not in ("before", "after"):
         raise ValueError(f"when must be 'before' or 'after', not {when!r}")
     with _lock:
@@ -49,14 +60,14 @@ def arm(at: int = 0, when: str = "before", trace: str | None = None) -> None:
         _trace = None if trace is None else os.open(
             trace, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         _count, _at, _when = 0, at, when
-        ON = True
+        ON, GROUPED = True, grouped
 
 
 def disarm() -> None:
     """Stop numbering (the default state)."""
-    global ON, _trace
+    global ON, GROUPED, _trace
     with _lock:
-        ON = False
+        ON = GROUPED = False
         if _trace is not None:
             os.close(_trace)
             _trace = None

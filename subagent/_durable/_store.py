@@ -10,7 +10,8 @@ One writer thread, owned by the object and stopped by :meth:`aclose`, does every
 write; checkpoints that arrive while it commits share its next transaction (group
 commit, as ``ledger.SqliteSink`` does); with ``ledger._crashpoints`` on, each write
 has a transaction of its own, so that a tree's crash points do not depend on its
-tasks' timing (a joined write's points are those of its writes in some order). A
+tasks' timing, or (``GROUPED``) a transaction holds every write made until the
+process's tasks are all blocked, so that the grouped path has fixed points too. A
 checkpoint that returned is committed: it survives the process being killed. The
 file (and SQLite's ``-wal`` and ``-shm``) is created 0600; the writer holds
 ``<path>-lock`` so a second writer, here or in another process, is refused.
@@ -93,6 +94,8 @@ class SqliteCheckpoints:
     _wakeup: threading.Condition = attrs.field(init=False)
     _pending: Batch | None = attrs.field(default=None, init=False)
     _one_by_one: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _held: bool = attrs.field(default=False, init=False)
+    _released: Batch | None = attrs.field(default=None, init=False)
     _closing: bool = attrs.field(default=False, init=False)
     commits: int = attrs.field(default=0, init=False)
     """Checkpoints committed (for statistics and tests)."""
@@ -235,7 +238,8 @@ class SqliteCheckpoints:
     ) -> None:
         # Hand ``row``, ``claim`` (to take, or to release) or ``answers`` to the writer
         # thread and wait for its commit.
-        if _crashpoints.ON:  # one write a transaction (the harness's points fixed)
+        if _crashpoints.ON and not _crashpoints.GROUPED:
+            # One write a transaction (the harness's points fixed).
             async with self._one_by_one:
                 await self._commit_now(row, claim, release, answers)
         else:
@@ -247,11 +251,16 @@ class SqliteCheckpoints:
             await self._open()
         if self._closed:
             raise CheckpointError("write on closed SqliteCheckpoints")
+        first = False
         with self._lock:
             batch = self._pending
             if batch is None:
                 batch = self._pending = Batch()
-                self._wakeup.notify()
+                first = True
+                if _crashpoints.GROUPED:
+                    self._held = True  # released below, once every task is blocked
+                else:
+                    self._wakeup.notify()
             if row is not None:
                 batch.rows.append(row)
             if claim is not None:
@@ -259,11 +268,28 @@ class SqliteCheckpoints:
             if answers is not None:
                 batch.answers.append(answers)
         with trio.CancelScope(shield=True):
+            if first and _crashpoints.GROUPED:
+                await self._release_when_blocked(batch)
             # Once handed over it is committed or not; wait to know which.
             await batch.done.wait()
         cause = batch.cause or (batch.refused.get(id(row)) if batch.refused else None)
         if cause is not None:
             raise CheckpointError(f"cannot store a checkpoint: {cause}")
+
+    async def _release_when_blocked(self, batch: Batch) -> None:
+        # The crash harness's grouped path: once the batch before is committed (its
+        # writers go on), the writes every runnable task makes join the held batch,
+        # then the writer thread takes it. Test-only (hence the import here),
+        # shielded by the caller: a batch is never left held.
+        import trio.testing
+
+        if self._released is not None:
+            await self._released.done.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        with self._lock:
+            self._released = batch
+            self._held = False
+            self._wakeup.notify()
 
     async def _open(self) -> None:
         async with self._open_lock:
@@ -345,7 +371,7 @@ class SqliteCheckpoints:
     def _serve(self, conn: sqlite3.Connection) -> None:
         while True:
             with self._lock:
-                while self._pending is None and not self._closing:
+                while (self._pending is None or self._held) and not self._closing:
                     self._wakeup.wait()
                 batch, self._pending = self._pending, None
             if batch is None:

@@ -60,16 +60,32 @@ def _fork(body: Callable[[], None]) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
-def phase(shape: Shape, files: Files, name: str, at: int = 0, when: str = "before") -> int:
+@attrs.frozen
+class Mode:
+    """How the children run a shape."""
+
+    #: Checkpoint writes grouped as production groups them
+    #: (``ledger._crashpoints.GROUPED``), rather than one a transaction.
+    grouped: bool = False
+    #: The driver never knows that the root's submit returned (its ``submitted`` note
+    #: ignored): as when the crash, in the writer thread, comes before the driver's
+    #: task notes it.
+    unacknowledged: bool = False
+
+
+def phase(shape: Shape, files: Files, name: str, at: int = 0, when: str = "before",
+          mode: Mode = Mode()) -> int:
     """Run ``name`` ("run" or "recover") of ``shape`` on ``files`` in a child, crashed
-    at write ``at`` (``when``) if > 0; its exit code (``CRASH_EXIT`` if it crashed)."""
-    submitted = files.timeline.exists() and "submitted\n" in files.timeline.read_text()
+    at write ``at`` (``when``) if > 0, as ``mode`` says; its exit code
+    (``CRASH_EXIT`` if it crashed)."""
+    submitted = not mode.unacknowledged and files.timeline.exists() and (
+        "submitted\n" in files.timeline.read_text())
 
     def body() -> None:
         import trio
 
         note(files, f"phase {name} {at} {when}")
-        _crashpoints.arm(at, when, str(files.timeline))
+        _crashpoints.arm(at, when, str(files.timeline), grouped=mode.grouped)
         trio.run(drive, shape, files, name, submitted)
 
     return _fork(body)
@@ -176,10 +192,10 @@ class Reference:
     runs: dict[str, str]
 
 
-def reference(shape: Shape, folder: Path) -> Reference:
+def reference(shape: Shape, folder: Path, mode: Mode = Mode()) -> Reference:
     files = Files(folder)
     folder.mkdir()
-    code = phase(shape, files, "run")
+    code = phase(shape, files, "run", mode=mode)
     timeline = read_timeline(files.timeline)
     if code != 0 or len(timeline.outputs) != 1:
         raise AssertionError(f"{shape.name}: the uncrashed run failed ({code}): "
@@ -257,6 +273,11 @@ def check(shape: Shape, ref: Reference, files: Files) -> tuple[list[str], list[s
     return found, windows
 
 
+def _joins(label: str) -> bool:
+    # Whether a point's trace label is a checkpoints transaction of two writes or more.
+    return label.startswith("checkpoints: ") and ", " in label
+
+
 @attrs.define
 class Report:
     """What exploring shapes found."""
@@ -269,6 +290,8 @@ class Report:
     violations: list[str] = attrs.Factory(list)
     windows: collections.Counter[str] = attrs.Factory(collections.Counter)
     by_shape: dict[str, int] = attrs.Factory(dict)
+    #: The points (by shape) whose transaction holds two writes or more.
+    joined: dict[str, list[int]] = attrs.Factory(dict)
 
     def add(self, where: str, found: list[str], windows: list[str]) -> None:
         self.violations += [f"{where}: {v}" for v in found]
@@ -276,10 +299,10 @@ class Report:
 
 
 def _recover(shape: Shape, files: Files, where: str, report: Report,
-             at: int = 0) -> int:
-    code = phase(shape, files, "recover", at)
+             at: int = 0, mode: Mode = Mode()) -> int:
+    code = phase(shape, files, "recover", at, mode=mode)
     if at and code == _crashpoints.CRASH_EXIT:
-        code = phase(shape, files, "recover")
+        code = phase(shape, files, "recover", mode=mode)
     if code != 0:
         report.violations.append(f"{where}: recovery exited {code}: "
                                  + " | ".join(read_timeline(files.timeline).lines[-6:]))
@@ -287,8 +310,11 @@ def _recover(shape: Shape, files: Files, where: str, report: Report,
 
 
 def explore(shapes: Iterable[Shape], *, pairs: bool = False, keep: Path | None = None,
-            only: Iterable[tuple[int, str]] | None = None) -> Report:
-    """Every crash point of each shape (and every pair, with ``pairs``)."""
+            only: Iterable[tuple[int, str]] | None = None, mode: Mode = Mode(),
+            joined: bool = False) -> Report:
+    """Every crash point of each shape (and every pair, with ``pairs``), run as
+    ``mode`` says; with ``joined``, only the run's points whose transaction holds two
+    writes or more (their pairs: every point of the recovery)."""
     report = Report()
     # In memory where there is a tmpfs: a cell's SQLite commits wait on the disk.
     memory = "/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -297,18 +323,20 @@ def explore(shapes: Iterable[Shape], *, pairs: bool = False, keep: Path | None =
         for s, shape in enumerate(shapes):
             folder = base / f"{s}"
             folder.mkdir()
-            ref = reference(shape, folder / "ref")
+            ref = reference(shape, folder / "ref", mode)
             n = len(ref.points)
             report.shapes += 1
             report.points += n
             report.by_shape[shape.name] = n
+            report.joined[shape.name] = [k for k in range(1, n + 1) if _joins(ref.points[k - 1])]
+            points = report.joined[shape.name] if joined else range(1, n + 1)
             cells = list(only) if only is not None else [
-                (k, when) for k in range(1, n + 1) for when in ("before", "after")]
+                (k, when) for k in points for when in ("before", "after")]
             for k, when in cells:
                 where = f"{shape.name} {when} {k} ({ref.points[k - 1]})"
                 files = Files(folder / f"{k}{when}")
                 files.folder.mkdir()
-                code = phase(shape, files, "run", k, when)
+                code = phase(shape, files, "run", k, when, mode)
                 report.cells += 1
                 report.crashed += code == _crashpoints.CRASH_EXIT
                 if code not in (0, _crashpoints.CRASH_EXIT):
@@ -317,7 +345,7 @@ def explore(shapes: Iterable[Shape], *, pairs: bool = False, keep: Path | None =
                 crashed = folder / f"{k}{when}.crashed"
                 if pairs and when == "before":
                     shutil.copytree(files.folder, crashed)
-                if _recover(shape, files, where, report) == 0:
+                if _recover(shape, files, where, report, mode=mode) == 0:
                     report.add(where, *check(shape, ref, files))
                 if not (pairs and when == "before"):
                     shutil.rmtree(files.folder)
@@ -329,7 +357,7 @@ def explore(shapes: Iterable[Shape], *, pairs: bool = False, keep: Path | None =
                     shutil.copytree(crashed, pair.folder)
                     there = f"{where} then recovery before {j}"
                     report.pairs += 1
-                    if _recover(shape, pair, there, report, j) == 0:
+                    if _recover(shape, pair, there, report, j, mode) == 0:
                         report.add(there, *check(shape, ref, pair))
                     shutil.rmtree(pair.folder)
                 shutil.rmtree(crashed)
@@ -340,19 +368,27 @@ def explore(shapes: Iterable[Shape], *, pairs: bool = False, keep: Path | None =
 
 
 def main(argv: list[str]) -> None:
-    """``python -m tests.durable.crashkit SHAPE... [--pairs] [--no-ledger]``: explore
-    the shapes named (``--no-ledger``: their checkpoints' writes only) and print the
-    report as JSON."""
+    """``python -m tests.durable.crashkit SHAPE... [--pairs] [--no-ledger] [--grouped]
+    [--joined] [--unacknowledged] [--only K...]``: explore the shapes named
+    (``--no-ledger``: their checkpoints' writes only; ``--grouped`` and
+    ``--unacknowledged``: see :class:`Mode`; ``--joined``: only the points of a
+    transaction of two writes or more; ``--only K``: only point K, before and after)
+    and print the report as JSON."""
     pairs = "--pairs" in argv
-    names = [a for a in argv if not a.startswith("--")]
+    names = [a for k, a in enumerate(argv)
+             if not a.startswith("--") and (k == 0 or argv[k - 1] != "--only")]
     shapes = [SHAPES[name] for name in names]
     if "--no-ledger" in argv:
         shapes = [attrs.evolve(shape, ledger="none") for shape in shapes]
     start = time.process_time()
-    report = explore(shapes, pairs=pairs)
+    mode = Mode(grouped="--grouped" in argv, unacknowledged="--unacknowledged" in argv)
+    only = [(int(argv[k + 1]), when) for k, a in enumerate(argv) if a == "--only"
+            for when in ("before", "after")] or None
+    report = explore(shapes, pairs=pairs, mode=mode, joined="--joined" in argv, only=only)
     children = os.times()
     print(json.dumps({
         "shapes": report.shapes, "points": report.points, "by_shape": report.by_shape,
+        "joined": report.joined,
         "cells": report.cells, "crashed": report.crashed, "pairs": report.pairs,
         "violations": report.violations, "windows": dict(report.windows),
         "cpu": round(time.process_time() - start + children.children_user

@@ -229,8 +229,9 @@ def _sink(shape: Shape, files: Files) -> Sink:
 async def drive(shape: Shape, files: Files, phase: str, submitted: bool) -> None:
     """Run ``shape`` (``phase`` "run") or recover what a crash left ("recover"; the
     root is submitted again only if it was never acknowledged, ``submitted`` false,
-    and no checkpoint holds it), noting the root's output; then, recovering, check
-    that a second ``recover()`` finds nothing (``again N PAUSED FAILED``)."""
+    and the checkpoints hold no row of it, ended or not), noting the root's output;
+    then, recovering, check that a second ``recover()`` finds nothing (``again N
+    PAUSED FAILED``)."""
     env = Env(files)
     sink = _sink(shape, files)
     root_id = f"{shape.root}/0001"
@@ -249,7 +250,9 @@ async def drive(shape: Shape, files: Files, phase: str, submitted: bool) -> None
                 for tree in recovered.paused:
                     _approve_all(tree.state)
                     tasks.append(await pool.resume(tree.state, name=tree.name))
-                if not tasks and not submitted:
+                # Its row, if any, says it was acknowledged (a recovery may have run it
+                # to its end, its driver's note of the submit lost to the crash).
+                if not tasks and not submitted and root_id not in await store.run_ids():
                     tasks.append(await pool.submit(shape.root, ROOT_TASK))
                     note(files, "submitted")
             for task in tasks:
