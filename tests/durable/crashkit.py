@@ -229,7 +229,9 @@ def check(shape: Shape, ref: Reference, files: Files) -> tuple[list[str], list[s
             windows.append("steering sent after the root's last checkpoint was lost")
         else:
             found.append(f"output {output!r}, not {ref.output!r}")
-    crashed = read_timeline(files.timeline, 0).points
+    # The points of every phase that crashed (all but the last: a pair's recovery too).
+    phases = sum(1 for line in timeline.lines if line.startswith("phase "))
+    crashed = [p for i in range(phases - 1) for p in read_timeline(files.timeline, i).points]
     for (tool, key), _count in ref.effects.items():
         ran = timeline.effects.get((tool, key), 0)
         parent = ref.runs[key].rsplit("/", 2)[0]
