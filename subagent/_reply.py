@@ -3,19 +3,21 @@
 A text child's output is a JSON string; a typed child's (``Spec.output_type``)
 answer is its JSON value itself, so the parent model reads the structure rather than
 a string of escaped JSON. A background child's answer reaches its parent's run as
-a message (:func:`result_message`), with its delivery audited (:func:`audit_delivery`).
+a message (:func:`result_message`); once its run reads it, the delivery is audited
+and announced (:func:`report_delivery`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentcore import AgentPath, AuditError, EndReason, Message
 from agentcore._audit import record_within
 
-from ._events import EventKind
+from ._events import Event, EventKind
 
 if TYPE_CHECKING:
     from ledger import Sink
@@ -92,33 +94,38 @@ async def audit_entry(
     return None
 
 
-async def audit_delivery(
+async def report_delivery(
     parent: Task, call_id: str | None, agent: str, child: AgentPath,
-    output: str | None, error: str | None,
+    output: str | None, error: str | None, read: Callable[[], object],
 ) -> None:
-    """Record ``result_delivered`` in ``parent``'s sink, if it has one: the result
-    (``output``, or ``error``) of the background child at ``child`` (spec ``agent``,
-    started by call ``call_id``) was read by ``parent``'s run. A checkpoint when
-    there is a sink.
+    """``parent``'s run read the result (``output``, or ``error``) of the background
+    child at ``child`` (spec ``agent``, started by call ``call_id``): record
+    ``result_delivered`` in ``parent``'s sink, if it has one, then mark it read
+    (``read()``), then send the ``result_delivered`` event to ``parent``'s stream. A
+    checkpoint when there is a sink or a stream.
 
     Raises:
-      AuditError: it could not be recorded (fail closed: the caller leaves the
-        result unread).
+      AuditError: the entry could not be recorded (fail closed: the result stays
+        unread, and the parent's end orphans it).
     """
     sink = parent.spec.audit
-    if sink is None:
-        return
-    failure = await audit_entry(
-        sink,
-        EventKind.result_delivered,
-        math.inf,
-        run_id="/".join(parent.path),
-        path=parent.path,
-        agent_id=parent.spec.agent_id,
-        call_id=call_id,
-        result=output,
-        error=error,
-        data={"agent": agent, "child": "/".join(child)},
-    )
-    if failure is not None:
-        raise failure
+    if sink is not None:
+        failure = await audit_entry(
+            sink,
+            EventKind.result_delivered,
+            math.inf,
+            run_id="/".join(parent.path),
+            path=parent.path,
+            agent_id=parent.spec.agent_id,
+            call_id=call_id,
+            result=output,
+            error=error,
+            data={"agent": agent, "child": "/".join(child)},
+        )
+        if failure is not None:
+            raise failure
+    read()
+    if parent.events is not None:
+        await parent.events.send(Event(parent.path, EventKind.result_delivered, None,
+                                       parent.call_id, error=error, child=child,
+                                       output=output))

@@ -35,8 +35,7 @@ from agentcore._run._run import _current_run
 from agentcore._run._state import Phase
 
 from .._core._core import TaskStatus
-from .._events import Event, EventKind
-from .._reply import RESULT_PREFIX, audit_delivery
+from .._reply import RESULT_PREFIX, report_delivery
 
 if TYPE_CHECKING:
     from .._pool._pool import Pool
@@ -164,17 +163,17 @@ async def start_background(
 
 async def _delivered_kept(parent: Task, state: RunState) -> None:
     # Awaited by the parent run's loop right after it appended the kept result's
-    # message: as _background._delivered, from the stored values.
+    # message: as _pool._ending's _delivered, from the stored values.
     mark = state.background
     assert mark is not None
-    await audit_delivery(parent, mark.call_id, mark.name, state.path, mark.output, mark.error)
+    await report_delivery(parent, mark.call_id, mark.name, state.path, mark.output,
+                          mark.error, functools.partial(_unkeep, parent, state))
+
+
+def _unkeep(parent: Task, state: RunState) -> None:
+    # The kept result ``state`` is read: ``parent`` holds it no more.
     kept = _kept.get(parent, [])
     if state in kept:
         kept.remove(state)
-    if parent.events is not None:
-        await parent.events.send(
-            Event(parent.path, EventKind.result_delivered, None, parent.call_id,
-                  error=mark.error, child=state.path, output=mark.output)
-        )
 
 

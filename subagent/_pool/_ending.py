@@ -42,7 +42,7 @@ from .._delegation._paused import ask_pause, has_kept, keeps_result, take_kept
 from .._durable._kept import end_row, kept_state
 from .._durable._recovery import commit_paused
 from .._events import Event, EventKind, tagged_of
-from .._reply import audit_delivery, audit_entry, outcome, result_message
+from .._reply import audit_entry, outcome, report_delivery, result_message
 
 if TYPE_CHECKING:
     from agentcore import AgentPath, Usage
@@ -297,20 +297,8 @@ async def _delivered(parent: Task, task: Task) -> None:
     # Fail closed: a delivery that cannot be audited raises AuditError (the run ends
     # ``error``), and the result stays unread, so the parent's end orphans it.
     output, error = outcome(task)
-    await audit_delivery(parent, task.call_id, task.name, task.path, output, error)
-    parent._core.read(parent._node, task._node)
-    if parent.events is not None:
-        await parent.events.send(
-            Event(
-                parent.path,
-                EventKind.result_delivered,
-                None,
-                parent.call_id,
-                error=error,
-                child=task.path,
-                output=output,
-            )
-        )
+    read = functools.partial(parent._core.read, parent._node, task._node)
+    await report_delivery(parent, task.call_id, task.name, task.path, output, error, read)
 
 
 async def orphan(task: Task, *, bound: float) -> AuditError | None:
