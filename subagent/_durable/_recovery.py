@@ -127,7 +127,17 @@ async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
     """The checkpointer of every checkpointed task's Agent: writes ``point`` in the
     row of the task whose run it is (``current_task``: the run's own task, or the
     task whose run a tool call runs in), linked to the run that delegated it. A
-    checkpoint."""
+    checkpoint.
+
+    An ``ended`` checkpoint that cannot be stored is dropped, as a delegated run's
+    end is (``_kept.end_row``): the run has ended, and its row keeps its last
+    checkpoint (a crash before another write recovers the run from there, repeating
+    no tool call). Raised, its CheckpointError would leave the run's task and end the
+    pool with every other task in it.
+
+    Raises:
+      CheckpointError: any other checkpoint cannot be stored (the run ends with it).
+    """
     task = current_task.get()
     assert task is not None, "a checkpointed Agent runs only in its pool's tasks"
     store = task.pool.checkpoints
@@ -140,6 +150,10 @@ async def commit_checkpoint(point: agentcore.Checkpoint) -> None:
         # stored would leave the delegating call with neither (answered interrupted).
         task._held_end = (point, _link(task))
         await trio.lowlevel.checkpoint()
+        return
+    if point.kind is agentcore.CheckpointKind.ended:
+        with contextlib.suppress(CheckpointError):
+            await store.write(task.name, *_link(task), point)
         return
     await store.write(task.name, *_link(task), point)
 

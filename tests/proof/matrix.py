@@ -45,10 +45,11 @@ REASONS = {
     "r": "a Temporal server that hangs while nothing runs is met by the next call or "
          "poll: the mid_call and cancel cells (the worker's polls wait through it)",
     "s": "not run, a hole reported with issue 33: a worker closed while the server is "
-         "down or hung cancels its trees, but the abort's end checkpoint (a heartbeat "
-         "the server must hold) fails after SEND_TIMEOUT and the SDK's completion call "
-         "waits on the server: about 45 s with a SIGSTOPped server, the tree ending in a "
-         "CheckpointError group, not cancelled",
+         "hung cancels its trees (they end cancelled), but its close waits on the server: "
+         "the abort's end checkpoint (SEND_TIMEOUT), the last events "
+         "(FINAL_FLUSH_TIMEOUT), then the SDK's completion call: 45 to 90 s measured; "
+         "killed, the close returns at once, and the workflow's end after a restart is "
+         "not checked",
     "n": "a stdio client that comes back is a new process with a new server: there is "
          "no server left to come back to",
 }

@@ -8,16 +8,19 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import trio
 
 import agentcore
 import subagent
 from agentcore import Checkpoint, CheckpointKind, RunState
 from agentcore._run._checkpoint import snapshot
+from agentcore.testing import ScriptedModel, tool_call_reply
 from subagent import (
     CheckpointError,
     CheckpointRow,
     Spec,
     SqliteCheckpoints,
+    TaskError,
     open_pool,
 )
 from tests.agentcore._durable import make_tool, model
@@ -197,3 +200,46 @@ async def test_a_timed_out_task_ended_and_a_paused_one_keeps_its_state(tmp_path:
         assert paused is not None
         assert [a.call_id for a in paused.pending_approvals] == ["c1"]
         assert await pool.recover() == []  # neither is unfinished
+
+
+@pytest.mark.parametrize("end", ["cancelled", "failed"])
+async def test_a_store_locked_during_a_run_does_not_take_the_pool_down(
+    tmp_path: Path, end: str
+) -> None:
+    # Issue 33 (found by the Temporal cells: a worker closed under a hung server): the
+    # run's end checkpoint could not be stored, and its CheckpointError left the run's
+    # task and took the pool, and every other task in it, down.
+    path = tmp_path / "ckpt.db"
+    started, go = trio.Event(), trio.Event()
+
+    async def wait(arguments: str) -> str:
+        started.set()
+        await go.wait()
+        return "went"
+
+    tool = agentcore.FunctionTool("wait", "Wait.", {"type": "object"}, wait, read_only=True)
+    async with (
+        SqliteCheckpoints(path, busy_timeout=0.1) as store,
+        open_pool(checkpoints=store) as pool,
+    ):
+        pool.register(Spec("victim", model=ScriptedModel([
+            tool_call_reply("wait"), agentcore.Message("assistant", "done")]),
+            tools=(tool,), gate=agentcore.allow_all))
+        pool.register(Spec("other", model=ScriptedModel(
+            [agentcore.Message("assistant", "unaffected")])))
+        victim = await pool.submit("victim", "go")
+        await started.wait()
+        other = sqlite3.connect(path, isolation_level=None, timeout=0)
+        other.execute("BEGIN EXCLUSIVE")
+        if end == "cancelled":
+            victim.cancel()
+        else:
+            go.set()
+        with pytest.raises(TaskError) as caught:
+            await victim.wait()
+        other.close()
+        assert (await (await pool.submit("other", "go")).wait()).output == "unaffected"
+    expected = ("TaskCancelled: task victim/0001 was cancelled" if end == "cancelled" else
+                "TaskFailed: task victim/0001 failed: CheckpointError: cannot store a "
+                "checkpoint: database is locked")
+    assert f"{type(caught.value).__name__}: {caught.value}" == expected
