@@ -217,8 +217,10 @@ def check(shape: Shape, ref: Reference, files: Files) -> tuple[list[str], list[s
     found += timeline.problems
     output = timeline.outputs[-1] if timeline.outputs else None
     root_id = f"{shape.root}/0001"
-    if output is None and f"checkpoints: {root_id} ended" in read_timeline(
-            files.timeline, 0).points:
+    # The points of every phase that crashed (all but the last: a pair's recovery too).
+    phases = sum(1 for line in timeline.lines if line.startswith("phase "))
+    crashed = [p for i in range(phases - 1) for p in read_timeline(files.timeline, i).points]
+    if output is None and f"checkpoints: {root_id} ended" in crashed:
         # Ended before the crash, its caller never told: only the ledger has it.
         windows.append("the root ended before the crash: its output is in the ledger only")
         output = ref.output if shape.ledger == "none" or shape.root in shape.typed else (
@@ -229,9 +231,6 @@ def check(shape: Shape, ref: Reference, files: Files) -> tuple[list[str], list[s
             windows.append("steering sent after the root's last checkpoint was lost")
         else:
             found.append(f"output {output!r}, not {ref.output!r}")
-    # The points of every phase that crashed (all but the last: a pair's recovery too).
-    phases = sum(1 for line in timeline.lines if line.startswith("phase "))
-    crashed = [p for i in range(phases - 1) for p in read_timeline(files.timeline, i).points]
     for (tool, key), _count in ref.effects.items():
         ran = timeline.effects.get((tool, key), 0)
         parent = ref.runs[key].rsplit("/", 2)[0]
