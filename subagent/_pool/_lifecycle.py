@@ -253,7 +253,14 @@ async def run_task(task: Task) -> None:
                     await start_background(task, run, taken, start_child)
                 # One cancel scope for the task and its run: the run aborts by
                 # cancelling the task's (see agentcore's ScopeOwner).
-                status = _ran(task, await run.run(owner=task))
+                try:
+                    status = _ran(task, await run.run(owner=task))
+                except CheckpointError as exc:
+                    # Its end (a pause) could not be stored: the run has ended, and the
+                    # task fails with the error rather than taking the pool down; its
+                    # row keeps the run's last checkpoint, from which recover() runs
+                    # it again (to the same pause: no call past it had run).
+                    status = _failed(task, exc)
             else:
                 status = _failed(task, failure)
         except BaseException:

@@ -243,3 +243,55 @@ async def test_a_store_locked_during_a_run_does_not_take_the_pool_down(
                 "TaskFailed: task victim/0001 failed: CheckpointError: cannot store a "
                 "checkpoint: database is locked")
     assert f"{type(caught.value).__name__}: {caught.value}" == expected
+
+
+async def test_a_pause_that_cannot_be_stored_fails_its_task_not_the_pool(
+    tmp_path: Path
+) -> None:
+    # Issue 33 (the Temporal cells' report: a run's paused end checkpoint that could not
+    # be stored left the run's task as an ExceptionGroup and took the pool down). The
+    # store is locked while the gate defers the write: the task fails with the error,
+    # the pool goes on, and the row keeps the run's last checkpoint, from which a
+    # recovery runs it to the same pause (the write never ran).
+    path = tmp_path / "ckpt.db"
+    locks: list[sqlite3.Connection] = []
+    writes: list[str] = []
+
+    async def decide(request: agentcore.GateRequest) -> agentcore.GateDecision:
+        await trio.lowlevel.checkpoint()
+        if not locks:
+            locks.append(sqlite3.connect(path, isolation_level=None, timeout=0))
+            locks[0].execute("BEGIN EXCLUSIVE")
+        return agentcore.GateDecision.defer("ask a human")
+
+    async def write(arguments: str) -> str:
+        writes.append(arguments)
+        return "written"
+
+    def register(pool: subagent.Pool) -> None:
+        pool.register(Spec("victim", model=ScriptedModel([
+            tool_call_reply("write", id="w1"), agentcore.Message("assistant", "done")]),
+            tools=(agentcore.FunctionTool("write", "Write.", {"type": "object"}, write),),
+            gate=decide))
+        pool.register(Spec("other", model=ScriptedModel(
+            [agentcore.Message("assistant", "unaffected")])))
+
+    async with (
+        SqliteCheckpoints(path, busy_timeout=0.1) as store,
+        open_pool(checkpoints=store) as pool,
+    ):
+        register(pool)
+        with pytest.raises(TaskError) as caught:
+            await (await pool.submit("victim", "go")).wait()
+        locks[0].close()
+        assert (await (await pool.submit("other", "go")).wait()).output == "unaffected"
+    assert f"{type(caught.value).__name__}: {caught.value}" == (
+        "TaskFailed: task victim/0001 failed: CheckpointError: cannot store a "
+        "checkpoint: database is locked")
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        register(pool)
+        [task] = await pool.recover()
+        with pytest.raises(subagent.TaskPaused) as paused:
+            await task.wait()
+    assert [a.call_id for a in paused.value.state.pending_approvals] == ["w1"]
+    assert writes == []
