@@ -294,3 +294,58 @@ def test_aio_w1_reports_the_ratio() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("W1, 20 runs, best of 1 interleaved: from trio ")
     assert "from asyncio (subagent.aio, guest mode)" in out.stdout
+
+
+def test_sink_designs_record_every_w1_entry() -> None:
+    # Each prototype of bench.sink_designs that writes takes W1's ten entries a run:
+    # the awaited JSONL one, the tick one and the inline SQLite one as sound
+    # ledgers, the floors as lines and rows.
+    import sqlite3
+
+    import trio
+
+    from bench.audit_cost import w1_body
+    from bench.sink_designs import DESIGNS
+    from ledger import verify
+
+    assert set(DESIGNS) - {"parked"} == {
+        "jsonl-awaited", "sqlite-inline", "jsonl-floor", "sqlite-floor", "jsonl-floor-tick",
+        "jsonl-tick",
+    }
+    for name, make in DESIGNS.items():
+        if name == "parked":
+            continue
+        made: list[Any] = []
+
+        def record_to(make: Any = make, made: list[Any] = made) -> Any:
+            made.append(make())
+            return made[-1]
+
+        trio.run(w1_body(7, record_to))
+        (sink,) = made
+        trio.run(sink.aclose)  # the pool leaves its audit sink open (it is the caller's)
+        if name.startswith("jsonl"):
+            with open(sink.path, "rb") as file:
+                assert sum(1 for _ in file) == 70, name
+        else:
+            with sqlite3.connect(sink.path) as conn:
+                assert conn.execute("SELECT count(*), max(seq) FROM entries").fetchone() == (
+                    70, 70), name
+            conn.close()
+        if "floor" not in name:
+            report = verify(sink.path)
+            assert (report.ok, report.entries) == (True, 70), name
+
+
+@pytest.mark.slow
+def test_sink_designs_wall_reports_every_case() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.sink_designs", "wall", "20", "1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    names = [line.split(" wall ")[0].strip() for line in out.stdout.splitlines()[1:]]
+    assert names == [
+        "off", "jsonl", "sqlite", "nothing", "jsonl-awaited", "sqlite-inline",
+        "jsonl-floor", "sqlite-floor", "jsonl-floor-tick", "jsonl-tick", "parked",
+    ]
