@@ -253,16 +253,16 @@ async def run_task(task: Task) -> None:
                     await start_background(task, run, taken, start_child)
                 # One cancel scope for the task and its run: the run aborts by
                 # cancelling the task's (see agentcore's ScopeOwner).
-                try:
-                    status = _ran(task, await run.run(owner=task))
-                except CheckpointError as exc:
-                    # Its end (a pause) could not be stored: the run has ended, and the
-                    # task fails with the error rather than taking the pool down; its
-                    # row keeps the run's last checkpoint, from which recover() runs
-                    # it again (to the same pause: no call past it had run).
-                    status = _failed(task, exc)
+                status = _ran(task, await run.run(owner=task))
             else:
                 status = _failed(task, failure)
+        except CheckpointError as failure:  # (a local above: no slot more in every parked run)
+            # The run's end (a pause) could not be stored: the run has ended, and the
+            # task fails with the error rather than taking the pool down; its row keeps
+            # the run's last checkpoint, from which recover() runs it again (to the same
+            # pause: no call past it had run).
+            exit_scope(task._scope, failure)
+            status = _failed(task, failure)
         except BaseException:
             if not exit_scope(task._scope, sys.exception()):
                 raise
