@@ -29,13 +29,13 @@ if TYPE_CHECKING:
     from .._tools._tools import Tool, ToolOutcome
     from ._checkpoint import Checkpointer
     from ._pending import PendingCall
-    from ._run import Run
     from ._state import RunState
 
 #: The run whose loop (or tool call, or hook) the calling task belongs to: set by
 #: ``Run.run`` (here, not in ``_run``, so that the helpers read it without importing
-#: ``Run``: ``current_tool_call`` is the call of this run only).
-_current_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar(
+#: ``Run``: ``current_tool_call`` is the call of this run only). Typed by the port, not
+#: ``Run``, which this module does not import (``current_run`` gives it as a ``Run``).
+_current_run: contextvars.ContextVar[RunPort | None] = contextvars.ContextVar(
     "agentcore_current_run", default=None
 )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import trio
 
@@ -60,7 +60,7 @@ class _OwnScope:
 
 def current_run() -> Run | None:
     """The run whose loop (or tool call, or hook) the calling task belongs to, if any."""
-    return _current_run.get()
+    return cast("Run | None", _current_run.get())  # only Run.run sets it
 
 
 class ScopeOwner(Protocol):
