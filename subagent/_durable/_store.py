@@ -166,7 +166,9 @@ class SqliteCheckpoints:
         """Record that the paused ``state`` is being resumed (by its run id and
         ``key``, see ``subagent._durable._claims``) and, in the same transaction, store it as
         its run's checkpoint (``running``, nothing in flight: answered, not yet
-        resumed), so a crash from here on is recovered with its answers. Returns
+        resumed), and each paused subagent it nests by its delegating call in that
+        subagent's own ``paused`` row (the resumed root's next checkpoint nests no
+        child), so a crash from here on is recovered with its answers. Returns
         ``False``, writing nothing, when that state was resumed already. The file
         keeps the newest ``max_claims`` records (and those of runs whose row is
         ``running``): a state whose record was dropped can be resumed again. A
@@ -188,7 +190,7 @@ class SqliteCheckpoints:
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         row: Write = (state.run_id, name, None, None, "running", "[]", state.to_json())
-        claim = Claim(state.run_id, key, row)
+        claim = Claim(state.run_id, key, row, nested=_nested_paused(state))
         await self._commit(None, claim)
         if not claim.taken:
             return None
@@ -436,3 +438,17 @@ class SqliteCheckpoints:
         return read_rows(self.path, self.busy_timeout, self.max_rows, self.max_state_bytes,
                          scan=scan)
 
+
+
+def _nested_paused(state: agentcore.RunState) -> list[tuple[str, str]]:
+    # The paused subagents ``state`` nests by their delegating calls (not background
+    # children), at any depth, each as (run id, its state's JSON): their own rows get
+    # their answers with the claim (see ``Claim.nested``).
+    found = []
+    stack = [kid for kid in state.children if kid.background is None]
+    while stack:
+        node = stack.pop()
+        if node.paused:
+            found.append((node.run_id, node.to_json()))
+        stack.extend(kid for kid in node.children if kid.background is None)
+    return found

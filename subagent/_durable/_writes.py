@@ -37,6 +37,13 @@ class Claim:
     row: Write
     taken: bool = False
     before: Before = None
+    #: The answered states of the paused subagents the claimed tree nests by their
+    #: delegating calls (run id, state JSON): each written to its own ``paused`` row in
+    #: the claim's transaction, so that the answers survive the resumed root's next
+    #: checkpoint (which nests no child) until the subagent's own one (issue 32).
+    nested: list[tuple[str, str]] = attrs.Factory(list)
+    #: Their rows as they were before (run id, row), put back by a release.
+    nested_before: list[tuple[str, Before]] = attrs.Factory(list)
 
 
 @attrs.define(eq=False)
@@ -86,6 +93,9 @@ _CLAIMED = "SELECT 1 FROM resumed WHERE run_id = ? AND key = ?"
 # A paused tree's answers: its root's row, links kept, paused with them.
 _ANSWERED = ("UPDATE checkpoints SET status = 'paused', seq = seq + 1, in_flight = '[]', "
              "state = ? WHERE run_id = ? AND status != 'ended'")
+# A claimed tree's paused subagent: its own row, paused, with its answers.
+_NESTED = ("UPDATE checkpoints SET seq = seq + 1, state = ? WHERE run_id = ? "
+           "AND status = 'paused'")
 # The markers older than the newest ``max_claims`` (the table's rowids grow by one per
 # marker), except those of a run whose row is a running claimed resume: recovery reads
 # its marker (``CheckpointRow.claimed``).
@@ -124,7 +134,10 @@ def commit_batch(conn: sqlite3.Connection, batch: Batch, max_claims: int) -> Non
             before = conn.execute(_BEFORE, (claim.run_id,)).fetchone()
             if conn.execute(CLAIM, (claim.run_id, claim.key)).rowcount == 1:
                 conn.execute(UPSERT, claim.row)
-                taken.append((claim, before))
+                kids = [(run_id, conn.execute(_BEFORE, (run_id,)).fetchone())
+                        for run_id, _ in claim.nested]
+                conn.executemany(_NESTED, [(state, run_id) for run_id, state in claim.nested])
+                taken.append((claim, before, kids))
         if taken:
             conn.execute(_PRUNE, (max_claims,))
         for claim in batch.releases:
@@ -134,6 +147,9 @@ def commit_batch(conn: sqlite3.Connection, batch: Batch, max_claims: int) -> Non
                 conn.execute("DELETE FROM checkpoints WHERE run_id = ?", (claim.run_id,))
             else:
                 conn.execute(_PUT_BACK, (*claim.before, claim.run_id))
+            for run_id, kid in claim.nested_before:
+                if kid is not None:
+                    conn.execute(_PUT_BACK, (*kid, run_id))
         outcomes = []
         for answers in batch.answers:
             if conn.execute(_CLAIMED, (answers.run_id, answers.key)).fetchone() is not None:
@@ -145,9 +161,10 @@ def commit_batch(conn: sqlite3.Connection, batch: Batch, max_claims: int) -> Non
         conn.execute("COMMIT")
         if k:
             _crashpoints.after(k)
-        for claim, before in taken:
+        for claim, before, kids in taken:
             claim.taken = True
             claim.before = before
+            claim.nested_before = kids
         for answers, outcome in zip(batch.answers, outcomes, strict=True):
             answers.outcome = outcome
     except Exception as exc:
