@@ -54,6 +54,9 @@ async def test_a_server_killed_mid_call_fails_that_call_and_starts_again(
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     refused = f"failed: ConnectError: all attempts to connect to 127.0.0.1:{port} failed"
+    # The ping may instead read the killed server's connection first (a race with the
+    # kernel's reset, seen under CI load): either is the server seen gone.
+    reset = "failed: ReadError: socket connection broken: [Errno 104] Connection reset by peer"
     marker = tmp_path / "marker"
     waiter = ScriptedModel([tool_call_reply("wait", json.dumps({"marker": str(marker)}), id="w1"),
                             "answered anyway"])
@@ -81,7 +84,8 @@ async def test_a_server_killed_mid_call_fails_that_call_and_starts_again(
             [echo] = pool.mcp_tools("fx", "echo")
             with pytest.raises(McpServerError) as info:
                 await echo.execute('{"text": "x"}')
-            assert str(info.value) == f"MCP server 'fx' is not available: {refused}"
+            assert str(info.value) in {
+                f"MCP server 'fx' is not available: {why}" for why in (refused, reset)}
             # Another agent, on another server, goes on.
             assert (await (await pool.submit("other", "echo")).wait()).output == "echoed"
             assert tool_texts(other, 1) == ["still here"]
@@ -95,5 +99,6 @@ async def test_a_server_killed_mid_call_fails_that_call_and_starts_again(
             await server.wait()
     stream.close()
     errors = [e.error for e in await drain(stream) if e.kind is EventKind.mcp_server_error]
-    assert errors[0] == f"MCP server 'fx' {refused}"
-    assert set(errors) == {f"MCP server 'fx' {refused}"}
+    assert errors[0] in {f"MCP server 'fx' {why}" for why in (refused, reset)}
+    # Every restart after it is refused until the server is back.
+    assert set(errors[1:]) <= {f"MCP server 'fx' {refused}"}
