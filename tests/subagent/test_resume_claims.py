@@ -5,6 +5,7 @@ table bounded (``max_claims``, the newest kept, and those of running claimed row
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -12,12 +13,23 @@ import pytest
 import trio
 import trio.testing
 
-from agentcore import Checkpoint, CheckpointKind, Message, ModelRequest, ModelResponse, RunState
+from agentcore import (
+    Checkpoint,
+    CheckpointKind,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    RunState,
+    ToolCall,
+)
+from agentcore.testing import ScriptedModel
 from subagent import (
     AlreadyResumedError,
+    Pool,
     PoolClosedError,
     Spec,
     SqliteCheckpoints,
+    SubagentTool,
     TaskPaused,
     open_pool,
 )
@@ -148,3 +160,62 @@ async def test_an_undone_claim_of_a_run_without_a_row_leaves_none(tmp_path: Path
         await store.unclaim(claim)
         assert (await store.rows(), _table(path, "SELECT * FROM resumed")) == ([], [])
         assert await store.claim("w", state, resume_key(state)) is True
+
+
+def _boss(pool: Pool) -> Spec:
+    # Delegates "go" to asks (waited for, call d1), then answers with its output.
+    def reply(request: ModelRequest) -> Message:
+        if not any(m.role == "assistant" for m in request.messages):
+            call = ToolCall("d1", "subagent", json.dumps({"agent": "asks", "task": "go"}))
+            return Message("assistant", "delegating", tool_calls=[call])
+        output = json.loads(request.messages[-1].content)["output"]
+        return Message("assistant", f"boss got {output}")
+
+    return Spec("boss", model=ScriptedModel(reply), tools=[SubagentTool(pool)])
+
+
+async def test_an_undone_claim_puts_back_the_rows_of_the_paused_subagents_too(
+    tmp_path: Path,
+) -> None:
+    # The claim of a tree whose subagent paused writes the subagent's answered state
+    # into its own row too (issue 32); a resume that is not queued puts that row back
+    # as well: a recovery then lists the tree unanswered, and it is resumed once.
+    path = tmp_path / "c.db"
+    ran: list[str] = []
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(asks_counted(ran))
+        pool.register(_boss(pool))
+        with pytest.raises(TaskPaused) as info:
+            await (await pool.submit("boss", "go")).wait()
+    text = info.value.state.to_json()
+    before = _table(path, ROWS)
+    assert [(run_id, status) for run_id, status, _, _ in before] == [
+        ("boss/0001", "paused"), ("boss/0001/asks/0002", "paused")]
+    async with SqliteCheckpoints(path) as store:
+        async with open_pool(checkpoints=store) as pool:
+            pool.register(asks_counted(ran))
+            pool.register(_boss(pool))
+        state = RunState.from_json(text)
+        state.approve("c1", path=("boss/0001", "asks/0002"), by="alice")
+        with pytest.raises(PoolClosedError):
+            await pool.resume(state)
+        assert store.commits == 2  # the claim and its undoing
+    assert (_table(path, ROWS), _table(path, "SELECT * FROM resumed")) == (before, [])
+    async with SqliteCheckpoints(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(asks_counted(ran))
+        pool.register(_boss(pool))
+        recovered = await pool.recover()
+        assert list(recovered) == []
+        [tree] = recovered.paused
+        assert [(a.path, a.call_id) for a in tree.state.pending_approvals] == [
+            (("boss/0001", "asks/0002"), "c1")]
+        tree.state.approve("c1", path=("boss/0001", "asks/0002"), by="alice")
+        result = await (await pool.resume(tree.state, name=tree.name)).wait()
+        assert result.output == "boss got done after 2 turns"
+        again = RunState.from_json(text)
+        again.approve("c1", path=("boss/0001", "asks/0002"), by="alice")
+        with pytest.raises(AlreadyResumedError):
+            await pool.resume(again)
+        after = await pool.recover()
+        assert (list(after), after.paused, after.failed) == ([], (), ())
+    assert ran == ['{"s": 0}', '{"s": 0}']  # c1 (approved) and c3, once each
