@@ -118,7 +118,7 @@ async def lend_slot(pool: Pool, caller: Task | None, fn: Callable[[], Awaitable[
     it back, however ``fn`` ends: returning, raising, or cancelled. When the cancel
     comes from inside the run (a ``tool_timeout`` around the call, any scope the run
     goes on after), the slot is taken back before the ``Cancelled`` propagates (see
-    ``Pool._take_back``), so the run never goes on without one.
+    ``subagent._pool._waits.take_back``), so the run never goes on without one.
     """
     if caller is None:
         return await fn()

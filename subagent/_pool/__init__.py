@@ -1,5 +1,5 @@
-"""The pool's trio shell: ``Pool`` (carrying out the core's effects, and the waits
-for slots), ``Task``, ``open_pool``, a task's life from start to end
+"""The pool's trio shell: ``Pool`` (carrying out the core's effects), the waits of a
+run for slots (``_waits``), ``Task``, ``open_pool``, a task's life from start to end
 (``_lifecycle``), every step of its end (``_ending``), its events (``_emitter``),
 its cancel scope (``_scopes``) and the loop watchdog.
 

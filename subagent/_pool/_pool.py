@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Awaitable, Callable, Collection, Iterable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -40,13 +39,14 @@ from .._durable._resumable import (
     spec_name,
 )
 from .._durable._store import MAX_RESUME_CLAIMS, CheckpointError, SqliteCheckpoints
-from .._errors import MaxChildrenError, SpecError, UnknownAgentError, format_path
+from .._errors import SpecError, UnknownAgentError, format_path
 from .._specs._history import DEFAULT_LIMITS, HistoryLimits, check_history
 from .._specs._spec import Defaults, Spec, delegated
 from .._specs._submission import Submission
 from .._stream import Stream
 from ._scopes import Canceller
 from ._task import Task
+from ._waits import claim_child, lend_slot
 
 if TYPE_CHECKING:
     from agentcore import Tool
@@ -55,22 +55,9 @@ if TYPE_CHECKING:
     from .._events import Event
     from ..mcp._sessions import McpSessions
 
-_T = TypeVar("_T")
-
 #: What runs a task from queued to resolved in the pool's nursery, telling the core its
 #: run's end and its resolution through the task (subagent._pool._lifecycle; open_pool's).
 Runner = Callable[[Task], Awaitable[None]]
-
-
-def run_ending(task: Task) -> bool:
-    """Whether ``task``'s run is being ended from outside a tool call: the task was
-    cancelled, its run aborted, or its ``timeout`` or ``idle_timeout`` passed."""
-    run = task._run
-    return (
-        # The task's scope is cancelled by a cancel and by its limits' deadline.
-        task._scope.cancel_called
-        or (run is not None and run.abort_requested)
-    )
 
 
 class Pool:
@@ -121,7 +108,7 @@ class Pool:
         self._core: PoolCore[Task] = PoolCore(max_concurrent, max_queued, max_depth)
         # The budgets over its tasks (the pool's own, and each spec's).
         self._budgets = Budgets(budget, nursery.start_soon, defaults.audit, events)
-        # Runs parked taking their slot back (see _take_back), by task.
+        # Runs parked taking their slot back (see _waits.take_back), by task.
         self._parked: dict[Task, trio.lowlevel.Task] = {}
         # Sees every event of every task (set from outside, e.g. subagent.otel): called
         # on the trio thread before the event goes to its destination, with or without
@@ -496,123 +483,8 @@ class Pool:
         """A snapshot of the pool's counts and limits; not a checkpoint."""
         return self._core.statistics()
 
-    # -- the waits: lending a slot, taking it back, claiming a fan-out slot ----------
-    # A run lends its concurrency slot while it waits for subagents and takes it back;
-    # a delegation claims a fan-out slot (``max_children``). Each follows trio's
-    # ``CapacityLimiter.acquire_on_behalf_of``: try the core's synchronous step, else
-    # park with an abort function that withdraws from the core. The delegation tools
-    # (subagent._delegation._tool) call these steps and the core's fan-out steps.
+    # -- the waits of a run on its pool (subagent._pool._waits) -----------------------
+    # The delegation tools, a layer below, reach them through the pool they are given.
 
-    async def _lend_slot(self, task: Task, fn: Callable[[], Awaitable[_T]]) -> _T:
-        # Await fn() while the task lends its slot; see subagent._delegation._tool.lend_slot.
-        core = self._core
-        self._apply(core.lend(task._node))
-        try:
-            return await fn()
-        finally:
-            if core.lend_ended(task._node):
-                await self._take_back(task)
-
-    async def _take_back(self, task: Task) -> None:
-        # Give the task its slot back after it lent it. A checkpoint.
-        #
-        # If the wait is cancelled, or the call was cancelled already, it depends on
-        # who cancelled. A run being ended from outside (run_ending) runs only its
-        # shielded, bounded end sequence from here, which needs no slot: it does not
-        # wait (a task cancel must not wait for a slot). Otherwise the cancel came
-        # from a scope inside the run (a tool_timeout), which goes on after it: the
-        # slot is taken back shielded first. That wait is as long as any run's return
-        # from a subagent (returning runs get free slots before queued tasks) and it
-        # stops, leaving the task without a slot, as soon as the run is being ended
-        # from outside: a task cancel cancels it (the core's CancelRun effect), and it
-        # wakes at the run's timeout and idle_timeout (an agentcore.Run.abort
-        # meanwhile is seen at the next wake or grant).
-        try:
-            await self._reacquire(task)
-        except trio.Cancelled:
-            with trio.CancelScope(shield=True):
-                while not task._node.holds_slot and not run_ending(task):
-                    limits = task._limits
-                    deadline = limits.deadline if limits is not None else math.inf
-                    try:
-                        with task._reclaiming(deadline):
-                            await self._reacquire(task)
-                    finally:
-                        task._reclaimed()
-            raise
-
-    async def _reacquire(self, task: Task) -> None:
-        # Like trio's CapacityLimiter.acquire_on_behalf_of: try at once, else park
-        # with an abort function that withdraws from the core's line. A checkpoint.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        core = self._core
-        node = task._node
-        granted, effects = core.take_back(node)
-        self._apply(effects)
-        if granted:
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return
-        self._parked[task] = trio.lowlevel.current_task()
-
-        def abort(_: object) -> trio.lowlevel.Abort:
-            del self._parked[task]
-            core.withdraw(node)
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
-
-    async def _claim_child(self, parent: Task, agent: str, lend: bool) -> bool:
-        # Claim one of ``parent``'s fan-out slots, waiting at most children_timeout
-        # (lending ``parent``'s slot meanwhile if ``lend``); False if ``parent``
-        # resolved meanwhile (no claim needed). A checkpoint.
-        #
-        # Raises MaxChildrenError when none was freed in time.
-        core = self._core
-        node = parent._node
-        got = False
-
-        async def claim() -> None:
-            nonlocal got
-            got = await self._wait_fanout(parent)
-
-        try:
-            with trio.move_on_after(self.children_timeout):
-                if lend:
-                    await self._lend_slot(parent, claim)
-                else:
-                    await claim()
-                return got
-        except BaseException:
-            if got:
-                self._apply(core.release_fanout(node))
-            raise
-        if got:
-            # Freed just as the time ran out (or the slot's take-back was cancelled).
-            return True
-        raise MaxChildrenError(
-            f"cannot start agent {agent!r}: run {format_path(parent.path)} has reached its "
-            f"limit of {node.fanout_limit} live subagents (max_children) and none ended "
-            f"within {self.children_timeout:g}s; wait for results or work without delegating"
-        )
-
-    async def _wait_fanout(self, parent: Task) -> bool:
-        # Like trio's Semaphore.acquire on the core's fan-out of ``parent``: try at
-        # once, else park with an abort function that withdraws the claim. A checkpoint.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        core = self._core
-        node = parent._node
-        if node.resolved:
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return False
-        if core.claim_fanout(node):
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return True
-        token = trio.lowlevel.current_task()
-        core.park_fanout(node, token)
-
-        def abort(_: object) -> trio.lowlevel.Abort:
-            core.withdraw_fanout(node, token)
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
-        return True
+    _lend_slot = lend_slot
+    _claim_child = claim_child

@@ -430,7 +430,7 @@ class Task:
         return self._node.cancel_called or trio.current_time() >= self._scope.deadline
 
     def _reclaiming(self, deadline: float) -> trio.CancelScope:
-        # The scope of a shielded take-back of the slot (see Pool._take_back).
+        # The scope of a shielded take-back of the slot (see subagent._pool._waits.take_back).
         self._reclaim = trio.CancelScope(deadline=deadline)
         return self._reclaim
 
