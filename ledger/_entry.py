@@ -115,7 +115,20 @@ class EntryKind(enum.StrEnum):
     task_finished = "task_finished"
     """A task's run ended."""
     task_cancelled = "task_cancelled"
-    """A task was cancelled."""
+    """A task was cancelled. ``data["cause"]`` says who cancelled it, one of:
+    ``caller`` (``Task.cancel()`` of it or of a task above it: the caller's, the
+    HTTP cancel of ``subagent serve``, the ``subagent mcp`` server's on its client's
+    cancel),
+    ``timeout`` (a time limit above it: the ``timeout`` or ``idle_timeout`` of the task
+    whose run delegated it, or that call's ``tool_timeout``), ``parent_ended`` (its
+    parent's run ended or stopped waiting for it: a background child that is not
+    critical, a child of an aborted run), ``pool_closed`` (``Pool.cancel()``, the block
+    of ``open_pool`` raised or was cancelled, a cancel from outside the pool),
+    ``interrupt`` (Ctrl-C or SIGTERM: a ``KeyboardInterrupt`` out of ``open_pool``'s
+    block), ``budget`` (a budget over it was spent), ``temporal`` (Temporal cancelled
+    the activity running its tree). The first cancel to reach a task names it; the
+    tasks below it the same cancel reaches get the same cause. Entries written before
+    the field existed have no ``cause``."""
     task_orphaned = "task_orphaned"
     """A background result arrived after its parent ended."""
     result_delivered = "result_delivered"

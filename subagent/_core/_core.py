@@ -21,6 +21,7 @@ from .._errors import MaxDepthError, PoolClosedError
 from ._node import (
     TRANSITIONS,
     Arrived,
+    CancelCause,
     CancelRun,
     Effect,
     FanoutFull,
@@ -41,6 +42,7 @@ from ._statistics import PoolStatistics
 __all__ = [
     "TRANSITIONS",
     "Arrived",
+    "CancelCause",
     "CancelRun",
     "Effect",
     "FanoutFull",
@@ -216,17 +218,19 @@ class PoolCore(Generic[H]):
             node.parent.children.append(node)
         effects: list[Effect[H]] = [StartRunner(node)]
         self._pump(effects)
-        if self._under_a_cancel(node.parent, node.path[:-1]):
-            self._cancel_tree(node, effects)
+        cause = self._under_a_cancel(node.parent, node.path[:-1])
+        if cause is not None:
+            self._cancel_tree(node, effects, cause)
         if __debug__:
             self._check()
         return effects
 
-    def _under_a_cancel(self, parent: Node[H] | None, parent_path: Path) -> bool:
-        # Below a node a cancel reached, live or resolved (while referenced): the
-        # outcome must not depend on whether it has resolved yet.
-        if parent is not None and parent.cancel_called:
-            return True
+    def _under_a_cancel(self, parent: Node[H] | None, parent_path: Path) -> CancelCause | None:
+        # Below a node a cancel reached, live or resolved (while referenced): that
+        # cancel's cause (None: none). The outcome must not depend on whether it has
+        # resolved yet.
+        if parent is not None and parent.cancel_cause is not None:
+            return parent.cancel_cause
         live = self.live
         ended = self.ended_cancels
         for depth in range(1, len(parent_path) + 1):
@@ -234,9 +238,9 @@ class PoolCore(Generic[H]):
             node = live.get(prefix)
             if node is None:
                 node = ended.get(prefix)
-            if node is not None and node.cancel_called:
-                return True
-        return False
+            if node is not None and node.cancel_cause is not None:
+                return node.cancel_cause
+        return None
 
     def park_submitter(self, token: object) -> None:
         """A submit waits for room in the queue (``token``: what to wake)."""
@@ -340,7 +344,7 @@ class PoolCore(Generic[H]):
             and parent.awaiting is node
             and parent.lending == 1
             and not parent.holds_slot
-            and not parent.cancel_called
+            and parent.cancel_cause is None
         ):
             # Accepted work finishes before queued work: no pump in between.
             node.holds_slot = False
@@ -348,7 +352,7 @@ class PoolCore(Generic[H]):
         else:
             self._release(node, effects)
         if node.status is _QUEUED:
-            self._cancel_one(node, effects)
+            self._cancel_one(node, effects, CancelCause.pool_closed)
         elif node.status is _RUNNING:
             self.running -= 1
             node.status = status
@@ -373,12 +377,13 @@ class PoolCore(Generic[H]):
             raise IllegalTransition(f"{node!r} cannot resolve")
         del self.live[node.path]
         node.resolved = True
-        if node.cancel_called and not self.aborted:
+        if node.cancel_cause is not None and not self.aborted:
             self.ended_cancels[node.path] = node
         return [Resolve(node)]
 
-    def _cancel_one(self, node: Node[H], effects: list[Effect[H]]) -> None:
-        node.cancel_called = True
+    def _cancel_one(self, node: Node[H], effects: list[Effect[H]], cause: CancelCause) -> None:
+        if node.cancel_cause is None:
+            node.cancel_cause = cause
         effects.append(CancelRun(node))
         if node.status is _QUEUED:
             self.queue.remove(node)
@@ -386,19 +391,22 @@ class PoolCore(Generic[H]):
             node.status = _CANCELLED
             self.cancelled += 1
 
-    def _cancel_tree(self, node: Node[H], effects: list[Effect[H]]) -> None:
+    def _cancel_tree(self, node: Node[H], effects: list[Effect[H]], cause: CancelCause) -> None:
         stack = [node]
         while stack:
             one = stack.pop()
-            self._cancel_one(one, effects)
+            self._cancel_one(one, effects, cause)
             if one.resolved:
                 self.ended_cancels[one.path] = one
             stack.extend(one.children)
 
-    def cancel(self, node: Node[H]) -> list[Effect[H]]:
-        """Cancel ``node`` and every node below it (live or resolved); idempotent."""
+    def cancel(
+        self, node: Node[H], cause: CancelCause = CancelCause.caller
+    ) -> list[Effect[H]]:
+        """Cancel ``node`` and every node below it (live or resolved), each for
+        ``cause`` unless a cancel reached it before; idempotent."""
         effects: list[Effect[H]] = []
-        self._cancel_tree(node, effects)
+        self._cancel_tree(node, effects, cause)
         if __debug__:
             self._check()
         return effects
@@ -412,12 +420,13 @@ class PoolCore(Generic[H]):
         self.submitters.clear()
         return effects
 
-    def abort(self) -> list[Effect[H]]:
-        """Close, refuse every submit, and cancel every live node."""
+    def abort(self, cause: CancelCause = CancelCause.pool_closed) -> list[Effect[H]]:
+        """Close, refuse every submit, and cancel every live node (for ``cause``,
+        unless a cancel reached it before)."""
         effects = self.close()
         self.aborted = True
         for node in list(self.live.values()):
-            self._cancel_one(node, effects)
+            self._cancel_one(node, effects, cause)
         if __debug__:
             self._check()
         return effects

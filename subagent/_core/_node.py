@@ -38,6 +38,35 @@ class TaskStatus(enum.StrEnum):
     with :meth:`Pool.resume`)."""
 
 
+class CancelCause(enum.StrEnum):
+    """Who cancelled a task: the ``cause`` in the data of its ``task_cancelled``
+    ledger entry (``ledger.EntryKind.task_cancelled``). The first cancel to reach a
+    task names it; the tasks below it that the same cancel reaches get the same cause
+    (a submit later below a cancelled task too)."""
+
+    caller = "caller"
+    """``Task.cancel()`` of the task or of a task above it, by the code holding the
+    task (``subagent serve``'s HTTP cancel, the ``subagent mcp`` server's when its
+    client cancels the call, an asyncio caller's through ``subagent.aio``)."""
+    timeout = "timeout"
+    """A time limit above it: the ``timeout`` or ``idle_timeout`` of the task whose
+    run delegated it, or the ``tool_timeout`` of that delegating call."""
+    parent_ended = "parent_ended"
+    """Its parent's run ended, or stopped waiting for it, without a cancel of its own:
+    a background child that is not critical when its parent's run ends, a child whose
+    delegating call was cancelled by its parent's ``Run.abort``."""
+    pool_closed = "pool_closed"
+    """The pool was cancelled: ``Pool.cancel()``, the block of ``open_pool`` raised or
+    was cancelled, or a cancel from outside the pool reached its tasks."""
+    interrupt = "interrupt"
+    """Ctrl-C or SIGTERM (a ``KeyboardInterrupt`` out of the block of ``open_pool``,
+    as the CLI's commands stop)."""
+    budget = "budget"
+    """A budget over it was spent (see ``subagent.Budget``)."""
+    temporal = "temporal"
+    """Temporal cancelled the activity running its tree."""
+
+
 #: Every legal move of a task's status; anything else raises IllegalTransition.
 TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
     TaskStatus.queued: frozenset({TaskStatus.running, TaskStatus.cancelled}),
@@ -85,8 +114,9 @@ class Node(Generic[H]):
     lending: int = 0
     #: The child its lending call waits for alone (the slot goes straight back to it).
     awaiting: Node[H] | None = None
-    #: Whether a cancel reached it (mirrors its run's cancel scope).
-    cancel_called: bool = False
+    #: Who cancelled it, once a cancel reached it (mirrors its run's cancel scope):
+    #: the first cancel's cause; None while none has.
+    cancel_cause: CancelCause | None = None
     #: Whether it has resolved (the shell's ``done``); it is then out of ``live``.
     resolved: bool = False
     #: Its depth: its path's length, or one more than the depth of the task whose run

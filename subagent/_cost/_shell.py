@@ -17,7 +17,7 @@ from agentcore import AuditError, ChatModel, EndReason, ModelRequest, ModelRespo
 from agentcore._audit import record_within
 from agentcore.models import has_price, model_name
 
-from .._core._core import TaskStatus
+from .._core._core import CancelCause, TaskStatus
 from .._errors import SpecError, format_path
 from .._events import Event, EventKind
 from ._budget import Budget, BudgetReport, Meter, Spend, TaskBudget
@@ -215,7 +215,7 @@ class Budgets:
                 state.stopped = report
                 state.summary_left = 0 if state.in_flight or task is crosser else 1
             if task.status is TaskStatus.queued:
-                task.cancel()
+                task._cancel_for(CancelCause.budget)
             else:
                 task.interrupt()
         self._spawn(self._enforce, meter, members)
@@ -235,7 +235,7 @@ class Budgets:
             if run is not None and _owns(meter, task):
                 run.abort(f"budget spent: grace of {meter.budget.grace:g}s over")
             else:
-                task.cancel()
+                task._cancel_for(CancelCause.budget)
 
     async def _announce(self, meter: Meter, report: BudgetReport, fail_closed: bool) -> None:
         # Audit a report in the owner's sink (the pool's defaults' for the pool's

@@ -18,6 +18,7 @@ import trio
 import agentcore
 from agentcore import ArgumentsError, Liveness, Tool, load_arguments
 
+from .._core._core import CancelCause
 from .._current import current_task
 from .._durable._recovery import start_committed
 from .._durable._resumable import Names, check_resumable
@@ -330,7 +331,7 @@ class SubagentTool:
             with trio.move_on_after(bound):
                 await child.wait()
                 return child
-            child.cancel()
+            child._cancel_for(CancelCause.timeout)
             with trio.CancelScope(shield=True):
                 await child._wait_resolved()
             raise SubagentError(
@@ -340,25 +341,37 @@ class SubagentTool:
             )
         except SubagentError:
             raise
-        except BaseException:
+        except BaseException as exc:
             # The caller is being cancelled or timed out: its subagent goes with it,
             # unless it is critical and the caller was not hard-aborted (it then
             # finishes in the background; its result is delivered or orphaned).
             if (
                 caller is not None
                 and spec.critical
-                and not caller._node.cancel_called
+                and caller._node.cancel_cause is None
                 and not child.done
             ):
                 pool._core.to_background(caller._node, child._node)
             else:
-                child.cancel()
+                # (A child the caller's cancel reached already keeps that cause.)
+                child._cancel_for(_cause_of(exc))
                 with trio.CancelScope(shield=True):
                     await child._wait_resolved()
             raise
         finally:
             if caller is not None:
                 pool._core.stop_awaiting(caller._node, child._node)
+
+
+def _cause_of(exc: BaseException) -> CancelCause:
+    # Who cancelled a delegating call that the caller's own cancel did not reach: a
+    # deadline (the caller's timeout or idle_timeout, the call's tool_timeout), Ctrl-C,
+    # else the caller's run stopped waiting (its abort, a sibling call's failure).
+    if isinstance(exc, trio.Cancelled) and exc.source == "deadline":
+        return CancelCause.timeout
+    if isinstance(exc, KeyboardInterrupt):
+        return CancelCause.interrupt
+    return CancelCause.parent_ended
 
 
 async def start_child(

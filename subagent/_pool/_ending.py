@@ -37,7 +37,7 @@ import trio
 from agentcore import AuditError, BackgroundChild, InboxMessage, RunState, RunSummary
 from agentcore._audit import record_fields_sync, record_within
 
-from .._core._core import TaskStatus
+from .._core._core import CancelCause, TaskStatus
 from .._delegation._paused import ask_pause, has_kept, keeps_result, take_kept
 from .._durable._kept import end_row, kept_state
 from .._durable._recovery import commit_paused
@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 # Read once: an enum member read goes through EnumType.__getattr__ (about 200 ns on
 # Python 3.11), and every run's end compares with it.
 _CANCELLED = TaskStatus.cancelled
+_TASK_CANCELLED = EventKind.task_cancelled
+# A cancel with no cause in the core came from outside the pool (its nursery).
+_POOL_CLOSED = CancelCause.pool_closed
 
 #: Seconds the shielded audit entries of a task's end (and of a cancelled task's
 #: queueing) may take.
@@ -84,7 +87,7 @@ def _end_at_once(task: Task, status: TaskStatus) -> bool:
         (node.has_family and (
             node.children or node.unread or node.background or node.deliver_to is not None
         ))
-        or (status is _CANCELLED and not node.cancel_called)
+        or (status is _CANCELLED and node.cancel_cause is None)
         or task._spec.audit is not None or task._events is not None
         or task._pool._observer is not None
         or (task._call_id is not None and task._pool.checkpoints is not None)
@@ -122,10 +125,11 @@ async def end_task(task: Task, status: TaskStatus) -> None:
     ) or has_kept(task):
         with trio.CancelScope(shield=True):
             await end_children(task, hard=hard, bound=END_TIMEOUT)
-    elif hard and not node.cancel_called:
+    elif hard and node.cancel_cause is None:
         # All that end_children does for a task with no children and nothing unread
-        # (a cancel reached it already when the pool or the task was cancelled).
-        task.cancel()
+        # (a cancel reached it already when the pool or the task was cancelled; else
+        # the cancel came from outside the pool, through its nursery).
+        task._cancel_for(_POOL_CLOSED)
     kind = EventKind.task_cancelled if hard else EventKind.task_finished
     summary = task._summary
     task._core.seal(node, summary.usage if summary is not None else None)
@@ -160,13 +164,14 @@ async def end_children(task: Task, *, hard: bool, bound: float) -> None:
         with trio.move_on_after(2 * bound):
             await orphan(child, bound=bound)
     if hard:
-        task.cancel()
+        # Its descendants go for the cause it went for.
+        task._cancel_for(task._node.cancel_cause or _POOL_CLOSED)
         for child in list(task.children):
             await child._wait_resolved()
         return
     stopped = [node.handle for node in task._node.background if not node.handle.spec.critical]
     for child in stopped:
-        child.cancel()
+        child._cancel_for(CancelCause.parent_ended)
     with trio.move_on_after(bound):
         for child in stopped:
             await child._wait_resolved()
@@ -227,7 +232,10 @@ async def _report_end(task: Task, kind: EventKind) -> None:
     error = task._error
     if sink is not None:
         try:
-            entry = offer_entry(task, sink, kind, task._summary, error, False)
+            entry = offer_entry(
+                task, sink, kind, task._summary, error, False,
+                (task._node.cancel_cause or _POOL_CLOSED) if kind is _TASK_CANCELLED else None,
+            )
             if entry is not None:
                 await record_within(sink, entry, END_TIMEOUT, shield=True)
         except AuditError as failure:
@@ -247,12 +255,13 @@ async def _report_end(task: Task, kind: EventKind) -> None:
 # views: they run for every task.)
 def offer_entry(
     task: Task, sink: Sink, kind: EventKind, summary: RunSummary | None, error: str | None,
-    cancellable: bool,
+    cancellable: bool, cause: CancelCause | None = None,
 ) -> Record | None:
     """The entry of one of ``task``'s lifecycle steps (queued, started, its end),
     recorded now if the sink can take it without waiting (``record_fields_sync``:
     ``cancellable``, or not for the entries of an end); else returned, unrecorded,
-    for the caller to await. Not a checkpoint. Raises AuditError."""
+    for the caller to await. ``cause``: who cancelled it (``task_cancelled`` only),
+    in its data. Not a checkpoint. Raises AuditError."""
     # (An enum's _value_ is the str it was defined with: str() of a StrEnum member
     # would copy it into a new str per entry, kept by the sink.)
     data: dict[str, str | int | float | bool | None] = {"agent": task._name}
@@ -261,6 +270,8 @@ def offer_entry(
     if task._history:
         # The run starts from earlier messages (submit's history), not in its own entries.
         data["history_messages"] = len(task._history)
+    if cause is not None:
+        data["cause"] = cause._value_
     path = task._path
     return record_fields_sync(
         sink, cancellable, kind._value_, "/".join(path), path, task._spec.agent_id,

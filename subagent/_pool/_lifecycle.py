@@ -270,7 +270,7 @@ async def run_task(task: Task) -> None:
             exit_scope(task._scope, None)
         if (
             task._scope.cancelled_caught
-            and not task._node.cancel_called
+            and task._node.cancel_cause is None
             and task._scope.cancel_called
             and task._run is not None
         ):

@@ -11,6 +11,7 @@ import trio
 
 from agentcore.models import load_prices
 
+from .._core._core import CancelCause
 from .._cost._budget import Budget
 from .._durable._recovery import number_past_file
 from .._durable._store import SqliteCheckpoints
@@ -126,7 +127,11 @@ async def open_pool(
                     yield pool
                 except BaseException as exc:
                     body_error = exc
-                    pool.cancel()
+                    # Ctrl-C (and SIGTERM, as the CLI's commands handle it) is named apart.
+                    pool._cancel_for(
+                        CancelCause.interrupt if isinstance(exc, KeyboardInterrupt)
+                        else CancelCause.pool_closed
+                    )
                     raise
                 finally:
                     pool.close()

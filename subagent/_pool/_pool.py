@@ -13,6 +13,7 @@ from agentcore import AgentPath, Message
 
 from .._core._core import (
     Arrived,
+    CancelCause,
     CancelRun,
     Effect,
     FanoutFull,
@@ -475,9 +476,15 @@ class Pool:
     def cancel(self) -> None:
         """Close the pool and cancel every task; sync and idempotent.
 
-        Queued tasks resolve as cancelled without running.
+        Queued tasks resolve as cancelled without running. Their ``task_cancelled``
+        ledger entries say ``cause: "pool_closed"`` (unless a cancel reached a task
+        before: see ``ledger.EntryKind.task_cancelled``).
         """
         self._apply(self._core.abort())
+
+    def _cancel_for(self, cause: CancelCause) -> None:
+        # cancel() naming who cancelled (see CancelCause): open_pool's on Ctrl-C.
+        self._apply(self._core.abort(cause))
 
     def statistics(self) -> PoolStatistics:
         """A snapshot of the pool's counts and limits; not a checkpoint."""

@@ -14,7 +14,7 @@ import trio
 import agentcore
 from agentcore import AgentPath, Message, RunSummary, Usage
 
-from .._core._core import Effect, Node, PoolCore, TaskStatus
+from .._core._core import CancelCause, Effect, Node, PoolCore, TaskStatus
 from .._errors import TaskCancelled, TaskError, TaskFailed, TaskPaused, TaskTimeout, format_path
 from .._result import Result
 from .._specs._history import conversation
@@ -185,7 +185,7 @@ class Task:
     _held_end: tuple[agentcore.Checkpoint, tuple[str | None, str | None]] | None = None
     # The task's scope, cancelled by Task.cancel (CancelRun); while the run runs also
     # its limits' scope (_limits; deadline: the earlier of timeout and idle_timeout;
-    # _wall_deadline the wall one), a cancel told from a limit by Node.cancel_called.
+    # _wall_deadline the wall one), a cancel told from a limit by Node.cancel_cause.
     # _reclaim: the shielded wait of a cancelled delegation taking its slot back.
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _limits: trio.CancelScope | None = None
@@ -271,8 +271,16 @@ class Task:
         below its path later is cancelled too, whether or not this task has
         ended, as long as this Task is referenced (the pool keeps no record of a
         task that has ended and that nothing references). Idempotent.
+
+        The ``task_cancelled`` ledger entry of each task it cancels says
+        ``cause: "caller"`` in its data (a task a cancel reached before keeps that
+        cancel's cause: see ``ledger.EntryKind.task_cancelled``).
         """
         self._apply(self._core.cancel(self._node))
+
+    def _cancel_for(self, cause: CancelCause) -> None:
+        # cancel() by the library itself, naming who cancelled (see CancelCause).
+        self._apply(self._core.cancel(self._node, cause))
 
     def interrupt(self) -> None:
         """Ask the task's run to stop gracefully; not a checkpoint. Idempotent.
@@ -427,7 +435,7 @@ class Task:
     def _cancelled_otherwise(self) -> bool:
         # (agentcore's ScopeOwner: the run aborts by cancelling this task's scope.)
         # Whether the scope was cancelled by the task's cancel or its limits' deadline.
-        return self._node.cancel_called or trio.current_time() >= self._scope.deadline
+        return self._node.cancel_cause is not None or trio.current_time() >= self._scope.deadline
 
     def _reclaiming(self, deadline: float) -> trio.CancelScope:
         # The scope of a shielded take-back of the slot (see subagent._pool._waits.take_back).

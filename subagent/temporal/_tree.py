@@ -34,6 +34,7 @@ import agentcore
 import ledger
 from agentcore import ToolGate
 
+from .._core._core import CancelCause
 from .._delegation._results import SubagentResultsTool
 from .._delegation._tool import SubagentTool
 from .._durable._recovery import recover
@@ -386,7 +387,7 @@ async def run_tree(
                                     await outbox.record()
                             outbox.statuses(tree_statuses(task))
                             await trio.sleep(TICK)
-                        task.cancel()
+                        task._cancel_for(CancelCause.temporal)
 
                     async with trio.open_nursery() as inner:
                         inner.start_soon(watch)

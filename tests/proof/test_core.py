@@ -84,7 +84,7 @@ class CoreMachine(RuleBasedStateMachine):
             elif isinstance(effect, Grant):
                 assert effect.node.holds_slot
             elif isinstance(effect, CancelRun):
-                assert effect.node.cancel_called
+                assert effect.node.cancel_cause is not None
             else:
                 assert isinstance(effect, Resolve) and effect.node.resolved
 
@@ -145,9 +145,9 @@ class CoreMachine(RuleBasedStateMachine):
             self.outcome[node] = "running"
         assert node.handle in self.started
         # Below a cancelled node, whether or not it has resolved, the node is cancelled.
-        above = {n.path for n in self.nodes if n.cancel_called and n is not node}
+        above = {n.path for n in self.nodes if n.cancel_cause is not None and n is not node}
         below_a_cancel = any(path[:k] in above for k in range(1, len(path) + 1))
-        assert node.cancel_called == below_a_cancel
+        assert (node.cancel_cause is not None) == below_a_cancel
 
     @precondition(lambda self: self.parked)
     @rule(data=st.data())
@@ -209,13 +209,13 @@ class CoreMachine(RuleBasedStateMachine):
             if not n.resolved
             and not n.lending
             and n not in self.core.returning
-            and (n.holds_slot or n.cancel_called)
+            and (n.holds_slot or n.cancel_cause is not None)
         ]
         if not ends:
             return
         node = self.pick(data, ends)
         was = node.status
-        if node.cancel_called and not node.holds_slot:
+        if node.cancel_cause is not None and not node.holds_slot:
             status = TaskStatus.cancelled
         self.apply(self.core.run_ended(node, status))
         assert not node.holds_slot
@@ -258,7 +258,7 @@ class CoreMachine(RuleBasedStateMachine):
         stack = [node]
         while stack:
             one = stack.pop()
-            assert one.cancel_called and one.status is not TaskStatus.queued
+            assert one.cancel_cause is not None and one.status is not TaskStatus.queued
             stack.extend(one.children)
 
     # Closing and cancelling the pool end a workload: only once it has some nodes
@@ -274,7 +274,7 @@ class CoreMachine(RuleBasedStateMachine):
     def abort(self) -> None:
         self.apply(self.core.abort())
         assert not self.core.queue
-        assert all(n.cancel_called for n in self.core.live.values())
+        assert all(n.cancel_cause is not None for n in self.core.live.values())
 
     # -- fan-out, background, usage ------------------------------------------------
 
@@ -454,7 +454,7 @@ class CoreMachine(RuleBasedStateMachine):
         core = self.core
         assert set(core.live) == {n.path for n in self.nodes if not n.resolved}
         for node in self.nodes:
-            if node.resolved and node.cancel_called and not core.aborted:
+            if node.resolved and node.cancel_cause is not None and not core.aborted:
                 assert core.ended_cancels.get(node.path) is node
         if core.aborted:
             # Nothing is admitted after an abort (so resolve() records no mark then:
