@@ -15,7 +15,10 @@ A ledger is a regular file: a sink promises that an acknowledged entry is on dis
 and a FIFO with no reader that keeps what it reads, ``/dev/null``, a socket or a
 directory holds nothing, so a sink refuses a path that names one
 (:func:`open_regular`). A symbolic link is followed (users point a name at a ledger
-kept elsewhere): what is checked is the file opened, on its descriptor.
+kept elsewhere): what is checked is the file opened, on its descriptor. SQLite opens
+its database by name, after the check (:func:`create_regular`): :func:`open_checked`
+checks again once it has, so that a file swapped in between is refused as the check
+refuses it, not with what SQLite says of it ("disk I/O error" for a FIFO).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
-from typing import Final
+from collections.abc import Callable
+from typing import Final, Protocol, TypeAlias, TypeVar
 
 FILE_MODE: Final = 0o600
 """The mode of every file a sink creates: read and write for its owner only."""
@@ -76,9 +80,17 @@ _KINDS: Final = (
 
 
 class NotRegularFileError(OSError):
-    """What a sink was given is not a regular file; the message says what it is
-    (``it is a FIFO, not a regular file``). It has no errno: :func:`describe` gives
-    its message."""
+    """What a sink was given is not a regular file, or not the one it checked; the
+    message says what it is (``it is a FIFO, not a regular file``, ``it was replaced
+    while it was opened``). It has no errno: :func:`describe` gives its message."""
+
+
+#: A file's identity: its ``(st_dev, st_ino)``.
+FileId: TypeAlias = tuple[int, int]
+
+REPLACED: Final = "it was replaced while it was opened"
+"""What a file checked and then replaced by another regular file (or removed) before
+SQLite opened it is called (see :func:`open_checked`)."""
 
 
 def not_regular(mode: int) -> str:
@@ -122,15 +134,68 @@ def open_regular(path: str, flags: int) -> int:
     return fd
 
 
-def create_regular(path: str) -> None:
+def create_regular(path: str) -> FileId:
     """Create an empty file at ``path`` with mode 0600 unless one is there, and check
     that what is there is a regular file (see :func:`open_regular`).
+
+    Returns:
+      The file's identity, for :func:`open_checked`.
 
     Raises:
       NotRegularFileError: It is a FIFO, a device, a socket or a directory.
       OSError: It can be neither created nor opened.
     """
-    os.close(open_regular(path, os.O_RDONLY))
+    fd = open_regular(path, os.O_RDONLY)
+    try:
+        found = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return found.st_dev, found.st_ino
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_C = TypeVar("_C", bound=_Closable)
+
+
+def open_checked(path: str, checked: FileId, opener: Callable[[], _C]) -> _C:
+    """``opener()``, which opens ``path`` by name again (SQLite's connect), after
+    :func:`create_regular` checked it (``checked``: its identity); then ``path`` is
+    looked at again (``stat``: no descriptor of the database is opened, so SQLite's
+    POSIX locks are kept). Something swapped in at ``path`` between the check and
+    the open is refused as the check refuses it, whether the opener failed on it
+    (SQLite's "disk I/O error" on a FIFO) or took it (its connection is closed).
+
+    Raises:
+      NotRegularFileError: ``path`` now names a FIFO, a device, a socket or a
+        directory (the check's message), or another file or none (:data:`REPLACED`).
+      Exception: What ``opener`` raises, when ``path`` still names the file checked.
+    """
+    try:
+        opened = opener()
+    except BaseException:
+        _check_same(path, checked)
+        raise
+    try:
+        _check_same(path, checked)
+    except BaseException:
+        opened.close()
+        raise
+    return opened
+
+
+def _check_same(path: str, checked: FileId) -> None:
+    # Raise NotRegularFileError unless ``path`` names the regular file ``checked``.
+    try:
+        found = os.stat(path)
+    except OSError:
+        raise NotRegularFileError(REPLACED) from None
+    if not stat.S_ISREG(found.st_mode):
+        raise _refuse(found.st_mode)
+    if (found.st_dev, found.st_ino) != checked:
+        raise NotRegularFileError(REPLACED)
 
 
 def try_lock(fd: int) -> bool:

@@ -17,7 +17,7 @@ from ._clock import read_clock, utc_now
 from ._encoding import GENESIS, check_content, entry_hash
 from ._entry import Entry, Record
 from ._errors import SinkClosedError, SinkError
-from ._files import LOCKED, create_regular, lock_path, open_private, try_lock
+from ._files import LOCKED, FileId, create_regular, lock_path, open_checked, open_private, try_lock
 from ._offload import is_large, redact_in_thread
 from ._oserror import describe
 from ._query import query
@@ -231,24 +231,28 @@ class SqliteSink:
         try:
             # Created here, 0600, so that SQLite gives its -wal and -shm files the same
             # mode; and refused, before a lock file is made beside it, unless regular.
-            create_regular(self.path)
+            checked = create_regular(self.path)
             lock = open_private(lock_path(self.path), os.O_RDWR)
         except OSError as exc:
             report(describe(exc))
             return
         try:
-            self._run_locked(lock, report)
+            self._run_locked(lock, checked, report)
         finally:
             # Closed only after the database: the next writer may take it at once.
             os.close(lock)
         self._notify(self._stopped.set)
 
-    def _run_locked(self, lock: int, report: Callable[[str | Entry | None], None]) -> None:
+    def _run_locked(
+        self, lock: int, checked: FileId, report: Callable[[str | Entry | None], None]
+    ) -> None:
         try:
             if not try_lock(lock):
                 report(LOCKED)
                 return
-            conn = connect(self.path, fsync=self.fsync, timeout=self.busy_timeout)
+            # SQLite opens it by name: checked again once it has.
+            conn = open_checked(self.path, checked, lambda: connect(
+                self.path, fsync=self.fsync, timeout=self.busy_timeout))
         except (sqlite3.Error, OSError) as exc:
             report(describe(exc))
             return

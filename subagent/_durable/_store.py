@@ -36,7 +36,7 @@ import trio
 
 import agentcore
 from ledger import _crashpoints
-from ledger._files import create_regular, lock_path, open_private, try_lock
+from ledger._files import create_regular, lock_path, open_checked, open_private, try_lock
 from ledger._oserror import describe
 
 from ._rows import MAX_CHECKPOINT_BYTES as MAX_CHECKPOINT_BYTES
@@ -338,7 +338,7 @@ class SqliteCheckpoints:
 
     def _run(self, report: Callable[[str | None], None]) -> None:
         try:
-            create_regular(self.path)  # 0600 (SQLite's -wal and -shm follow); regular
+            checked = create_regular(self.path)  # 0600 (SQLite's -wal and -shm follow); regular
             lock = open_private(lock_path(self.path), os.O_RDWR)
         except OSError as exc:
             report(describe(exc))
@@ -348,7 +348,9 @@ class SqliteCheckpoints:
                 report(_LOCKED)
                 return
             try:
-                conn = connect(self.path, self.busy_timeout)
+                # SQLite opens it by name: checked again once it has.
+                conn = open_checked(self.path, checked,
+                                    lambda: connect(self.path, self.busy_timeout))
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.fsync else 'NORMAL'}")
                 k = _crashpoints.before("checkpoints: schema") if _crashpoints.ON else 0
                 conn.executescript(SCHEMA)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger import JsonlSink, Record, SinkError, SqliteSink, verify
+from ledger import JsonlSink, Record, SinkError, SqliteSink, _sqlite, verify
 
 KINDS = {
     "fifo": "a FIFO",
@@ -88,3 +88,42 @@ async def test_a_symbolic_link_to_a_regular_file_is_followed(
     assert link.is_symlink()
     report = verify(target)
     assert (report.ok, report.entries) == (True, 2)
+
+
+def _swap_before(module: object, name: str, path: Path, kind: str,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``module.name`` (the connect step) swaps ``path`` first: a FIFO (a real one) or
+    # another regular file put in its place after the sink checked it, before SQLite
+    # opens it.
+    real = getattr(module, name)
+
+    def swapped(*args: object, **kwargs: object) -> object:
+        if kind == "fifo":
+            path.unlink()
+            os.mkfifo(path)
+        else:
+            other = path.with_name("other")
+            other.touch()  # made while the checked file exists: another inode
+            other.replace(path)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, swapped)
+
+
+@pytest.mark.parametrize(("kind", "cause"), [
+    ("fifo", "it is a FIFO, not a regular file"),
+    ("regular", "it was replaced while it was opened"),
+])
+async def test_an_sqlite_sink_refuses_a_file_swapped_in_before_sqlite_opens_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, cause: str
+) -> None:
+    # Before: the FIFO failed with SQLite's raw "disk I/O error"; the other file was taken.
+    path = tmp_path / "ledger.db"
+    _swap_before(_sqlite, "connect", path, kind, monkeypatch)
+    sink = SqliteSink(path)
+    with pytest.raises(SinkError) as info:
+        await sink.record(Record("prompt"))
+    assert str(info.value) == f"cannot record to ledger {path}: {cause}"
+    assert info.value.cause == cause
+    assert sink.statistics().last_seq == 0
+    await sink.aclose()

@@ -23,6 +23,7 @@ from subagent import (
     TaskError,
     open_pool,
 )
+from subagent._durable._writes import connect
 from tests.agentcore._durable import make_tool, model
 
 WORK = [[["c1", "write", 0], ["c2", "look", 0]], [["c3", "write", 0]]]
@@ -170,6 +171,37 @@ async def test_a_path_that_is_no_regular_file_is_refused(
         f"cannot open the checkpoint database: it is {what}, not a regular file")
     await store.aclose()
     assert os.listdir(tmp_path) == ["c.db"]  # no lock file beside it
+
+
+@pytest.mark.parametrize(("kind", "cause"), [
+    ("fifo", "it is a FIFO, not a regular file"),
+    ("regular", "it was replaced while it was opened"),
+])
+async def test_a_file_swapped_in_before_sqlite_opens_it_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, cause: str
+) -> None:
+    # Issue 33: a FIFO (a real one) or another file put at the path after the store
+    # checked it, before SQLite opens it (inside the connect step). Before: the FIFO
+    # failed with SQLite's raw "disk I/O error"; the other file was taken.
+    path = tmp_path / "c.db"
+
+    def swapped(where: str, timeout: float) -> sqlite3.Connection:
+        if kind == "fifo":
+            path.unlink()
+            os.mkfifo(path)
+        else:
+            other = tmp_path / "other"
+            other.touch()  # made while the checked file exists: another inode
+            other.replace(path)
+        return connect(where, timeout)
+
+    monkeypatch.setattr("subagent._durable._store.connect", swapped)
+    store = SqliteCheckpoints(path)
+    point = Checkpoint(CheckpointKind.ended, RunState.begin([], run_id="r/0001"))
+    with pytest.raises(CheckpointError) as info:
+        await store.write("w", None, None, point)
+    assert str(info.value) == f"cannot open the checkpoint database: {cause}"
+    await store.aclose()
 
 
 async def test_recover_needs_checkpoints() -> None:
