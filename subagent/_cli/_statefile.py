@@ -156,10 +156,11 @@ def read_state(path: Path) -> RunState:
 
 def _is_claim(data: bytes) -> bool:
     # Whether ``data`` is a JSON object whose format is CLAIM_FORMAT (anything else is
-    # left to RunState.from_json, which says what is wrong).
+    # left to RunState.from_json, which says what is wrong, a RecursionError on deep
+    # nesting included).
     try:
         return _head.decode(data).format == CLAIM_FORMAT
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return False
 
 

@@ -38,3 +38,15 @@ def test_a_file_taken_before_claims_is_refused(tmp_path: Path) -> None:
     assert str(info.value) == (
         f"the paused run {old} was resumed already: resuming or answering it again could "
         "run its approved calls twice")
+
+
+def test_a_deeply_nested_file_is_a_state_file_error(tmp_path: Path) -> None:
+    # The claim check decoded the file first and let msgspec's RecursionError out:
+    # ``subagent pending`` ended "unexpected error: RecursionError", exit 1.
+    path = tmp_path / "run.json"
+    path.write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    with pytest.raises(StateFileError) as info:
+        read_state(path)
+    assert str(info.value) == (
+        f"cannot read the paused run {path}: RunState nested too deeply (more than 32 "
+        "levels of children, or JSON nested past the decoder's limit)")
