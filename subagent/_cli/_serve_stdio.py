@@ -46,11 +46,15 @@ def _invalid(message: str) -> bytes:
 
 def _unreadable(line: bytes) -> bytes:
     # JSON-RPC's "Parse error" for a line that is not JSON, "Invalid Request" for JSON
-    # that is no JSON-RPC message; to no request id (none can be trusted).
+    # that is no JSON-RPC message; to no request id (none can be trusted). JSON nested
+    # past json's recursion limit cannot be told apart: it gets a parse error too.
     try:
         json.loads(line)
     except ValueError:
         error = {"code": -32700, "message": "the request is not JSON; it was skipped"}
+    except RecursionError:
+        error = {"code": -32700,
+                 "message": "the request is nested too deeply to parse; it was skipped"}
     else:
         error = {"code": -32600,
                  "message": "the request is not a JSON-RPC message; it was skipped"}

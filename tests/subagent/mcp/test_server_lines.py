@@ -83,3 +83,31 @@ def test_the_sdks_private_run_is_checked_before_serving() -> None:
         assert str(info.value) == (
             "subagent mcp needs the mcp SDK's MCPServer._lowlevel_server.run (mcp 2.x); "
             "the installed version has none")
+
+
+async def test_a_request_nested_past_the_parsers_is_answered_and_skipped() -> None:
+    # pydantic refuses the line (ValueError); telling "not JSON" from "not JSON-RPC"
+    # then ran json.loads, whose RecursionError ended ``subagent mcp`` (exit 1).
+    import os
+
+    from subagent._cli._serve_stdio import bounded_stdio_server
+
+    client_in, server_in = os.pipe()
+    server_out, client_out = os.pipe()
+    deep = b"[" * 5_000 + b"\n"
+    ping = line({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+    try:
+        with trio.fail_after(PATIENCE):
+            async with bounded_stdio_server(client_in, client_out) as (read_stream, _), \
+                    read_stream:
+                await trio.to_thread.run_sync(os.write, server_in, deep + ping)
+                message = await read_stream.receive()
+                answer = await trio.to_thread.run_sync(os.read, server_out, 65536)
+                os.close(server_in)
+    finally:
+        for fd in (client_in, server_out, client_out):
+            os.close(fd)
+    assert json.loads(answer) == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32700,
+        "message": "the request is nested too deeply to parse; it was skipped"}}
+    assert message.message.id == 3
