@@ -7,11 +7,12 @@ A schema comes from a specs file, so it is untrusted input: it is bounded
 (``$ref`` starting with ``#``: nothing is fetched), and may not use the keywords in
 :data:`REFUSED_KEYWORDS`: ``pattern`` and ``patternProperties`` would run a regular
 expression from the file on the model's text with Python's ``re`` (backtracking),
-``uniqueItems`` is quadratic on unhashable items, and ``unevaluatedItems`` and
-``unevaluatedProperties`` are quadratic in ``jsonschema`` (each item or key is looked
-up in a list of those evaluated: 60,000 items took 28 s outside the step bound).
-``enum`` is checked by hashing: each ``enum``'s members are put in canonical JSON
-once per schema, and a value is one lookup, charged one step per node of the value.
+and ``uniqueItems`` is quadratic on unhashable items. ``enum`` is checked by hashing:
+each ``enum``'s members are put in canonical JSON once per schema, and a value is one
+lookup, charged one step per node of the value. ``unevaluatedItems`` and
+``unevaluatedProperties`` are this package's linear versions
+(:mod:`._unevaluated`; ``jsonschema``'s own are quadratic: 60,000 items took 28 s),
+charged to the same bound.
 The schema itself is then checked against its metaschema (draft 2020-12 unless
 ``$schema`` names another).
 
@@ -31,6 +32,7 @@ from typing import Any
 from agentcore import ArgumentsError, OutputSchema, ToolArgumentsError, load_arguments
 
 from .._errors import SpecError
+from ._unevaluated import Unevaluated
 
 #: The largest ``output_schema``, as JSON text (64 KiB).
 MAX_SCHEMA_BYTES = 64 * 1024
@@ -41,10 +43,6 @@ REFUSED_KEYWORDS = {
     "pattern": "a regular expression on model output is refused",
     "patternProperties": "a regular expression on model output is refused",
     "uniqueItems": "a uniqueness check on model output is refused",
-    "unevaluatedItems": "its check is quadratic in the answer's size; use 'items'",
-    "unevaluatedProperties": (
-        "its check is quadratic in the answer's size; use 'additionalProperties'"
-    ),
     "$id": "references resolve within the schema itself only",
     "id": "references resolve within the schema itself only",  # draft 4's $id
     "$dynamicRef": "references resolve within the schema itself only",
@@ -107,6 +105,13 @@ class JsonSchemaOutput(OutputSchema):
         keywords = {k: self._steps.counted(f) for k, f in cls.VALIDATORS.items()}
         if "enum" in keywords:
             keywords["enum"] = self._steps.counted(_HashedEnum(self._steps).check)
+        if "unevaluatedItems" in keywords:
+            unevaluated = Unevaluated(
+                self.schema, self._steps.charge,
+                tuple_items="prefixItems" not in cls.VALIDATORS,
+            )
+            keywords["unevaluatedItems"] = self._steps.counted(unevaluated.items)
+            keywords["unevaluatedProperties"] = self._steps.counted(unevaluated.properties)
         counted = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
             cls, keywords
         )
