@@ -29,7 +29,8 @@ ALLOWED: tuple[type[BaseException], ...] = (SpecError, ToolArgumentsError)
 KEYWORDS = ("type", "properties", "items", "required", "enum", "const", "minimum",
             "maximum", "minLength", "maxItems", "additionalProperties", "anyOf", "oneOf",
             "allOf", "not", "$defs", "$ref", "pattern", "patternProperties", "uniqueItems",
-            "title", "default", "$schema", "prefixItems", "if", "then", "else", "format")
+            "title", "default", "$schema", "prefixItems", "if", "then", "else", "format",
+            "contains", "dependentSchemas", "unevaluatedItems", "unevaluatedProperties")
 TYPES = ("object", "array", "string", "integer", "number", "boolean", "null", "strin")
 NAMES = ("a", "b", "findings", "line", "result", "pattern", "x")
 _SPEC_LOCATED = (" - at `$", "needs the jsonschema library", "bytes as JSON; the most is",
