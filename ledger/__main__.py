@@ -21,6 +21,8 @@ EXIT_BAD = 1
 names the first bad entry."""
 EXIT_ERROR = 2
 """The ledger could not be read (or repaired), or the command line is wrong."""
+EXIT_INTERRUPTED = 130
+"""Interrupted (Ctrl-C): one line, ``interrupted``, never a traceback."""
 
 
 def _head(text: str) -> str:
@@ -35,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m ledger",
         description="Check and read audit ledgers (JSONL or SQLite).",
         epilog="exit codes: 0 sound (or done), 1 not sound or the pinned head is missing,"
-        " 2 the ledger cannot be read or repaired, or a wrong command line",
+        " 2 the ledger cannot be read or repaired, or a wrong command line, 130 interrupted",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser(
@@ -92,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (0 sound, 1 not sound, 2 error).
 
     Nothing in a ledger file makes it end other than with one of these
-    (argparse exits with 2 on a wrong command line).
+    (argparse exits with 2 on a wrong command line); Ctrl-C ends it with 130.
     """
     args = _parser().parse_args(argv)
     try:
@@ -138,6 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LedgerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        # Only reads, or repair's one truncate or append: nothing is left half done.
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

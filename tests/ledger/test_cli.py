@@ -155,3 +155,19 @@ def test_module_entry_point(ledger_file: Path) -> None:
         0,
         f"{ledger_file}: 5 entries, chain sound, head {HEAD}\n",
     )
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_one_line_and_130(ledger_file: Path) -> None:
+    # A real SIGINT, raised when verify opens the ledger (an audit hook): the default
+    # handler's KeyboardInterrupt used to end the command with a traceback.
+    script = (
+        "import signal, sys\n"
+        "from ledger.__main__ import main\n"
+        "sys.addaudithook(lambda event, args: event == 'open' and str(args[0])"
+        ".endswith('audit.jsonl') and signal.raise_signal(signal.SIGINT))\n"
+        f"sys.exit(main(['verify', {str(ledger_file)!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "interrupted\n")
