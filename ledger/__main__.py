@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import sys
 from collections.abc import Sequence
 
@@ -30,6 +31,19 @@ def _head(text: str) -> str:
     if len(value) != 64 or value.strip("0123456789abcdef"):
         raise argparse.ArgumentTypeError("a head is 64 hexadecimal digits")
     return value
+
+
+def _time(text: str) -> str:
+    """``text`` (ISO-8601; no offset means UTC) as an entry's time is written
+    (``YYYY-MM-DDTHH:MM:SS.ffffffZ``), so that comparing the two as text compares
+    the times: ``...:02Z`` given as is sorts after ``...:02.000000Z``."""
+    try:
+        when = datetime.datetime.fromisoformat(text)
+        if when.tzinfo is not None:
+            when = when.astimezone(datetime.UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError):  # OverflowError: past year 9999 once in UTC
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text[:100]!r}") from None
+    return when.isoformat(timespec="microseconds") + "Z"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,8 +87,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     find.add_argument("--run", help="run id")
     find.add_argument("--kind", help="entry kind, e.g. tool_request")
-    find.add_argument("--since", help="at or after this UTC time (ISO-8601)")
-    find.add_argument("--until", help="before this UTC time (ISO-8601)")
+    find.add_argument("--since", type=_time,
+                      help="at or after this time (ISO-8601; without an offset, UTC)")
+    find.add_argument("--until", type=_time,
+                      help="before this time (ISO-8601; without an offset, UTC)")
     find.add_argument("--limit", type=int, help="at most this many")
     for sub in (show, find):
         sub.add_argument("--json", action="store_true", help="one JSON object per line")

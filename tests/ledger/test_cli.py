@@ -171,3 +171,28 @@ def test_ctrl_c_is_one_line_and_130(ledger_file: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=False)
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "interrupted\n")
+
+
+def seqs(out: str) -> list[int]:
+    return [int(line.split()[0]) for line in out.splitlines()]
+
+
+def test_query_times_are_read_as_times(
+    ledger_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Compared as text, "...00:00:02Z" sorted after the entry at 00:00:02.000000Z
+    # (and an offset or a word compared as letters): entries silently left out.
+    assert main(["query", str(ledger_file), "--since", "2025-01-02T00:00:02Z",
+                 "--until", "2025-01-02T00:00:04Z"]) == 0
+    assert seqs(capsys.readouterr().out) == [2, 3]
+    assert main(["query", str(ledger_file), "--since", "2025-01-02T01:00:03+01:00"]) == 0
+    assert seqs(capsys.readouterr().out) == [3, 4, 5]
+    assert main(["query", str(ledger_file), "--until", "2025-01-02"]) == 0
+    assert seqs(capsys.readouterr().out) == []
+    for wrong in ("yesterday", "9999-12-31T23:59:59-14:00"):
+        with pytest.raises(SystemExit) as info:
+            main(["query", str(ledger_file), "--since", wrong])
+        assert info.value.code == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"python -m ledger query: error: argument --since: not an ISO-8601 time: "
+            f"{wrong!r}")
