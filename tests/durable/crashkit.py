@@ -1,12 +1,20 @@
 """The crash-point harness: every durable write of a tree's run as a crash point.
 
-For a shape: one run, uncrashed, numbers its durable writes (``N`` points) and gives
-the reference (outputs, side effects, tasks). Then for every ``k`` in ``1..N`` and
-``before``/``after``: a child process runs the tree and ends itself
-(``os._exit``, as SIGKILL would) at write ``k``; a fresh child recovers it (and
-resumes what is paused) to the end; the invariants are checked (:func:`check`). With
-``pairs``, for every ``k`` (crashed before it) and every write ``j`` of its recovery,
-the recovery is crashed at ``j`` too, then recovered again.
+For a shape: one run in a child process numbers its durable writes (``N`` points)
+and stops itself (``SIGSTOP``: every thread at once, where SIGKILL would end them)
+right before and right after each: while it is stopped there, this process copies
+its files (checkpoints with their WAL, ledger, timeline), which are then what a
+process ended there (``os._exit``, as SIGKILL would) leaves, the kernel holding all
+that was written and nothing else. Let go, the run goes on to its end and is the
+reference (outputs, side effects, tasks). Then for every ``k`` in ``1..N`` and
+``before``/``after``: a fresh child recovers the copy (and resumes what is paused)
+to the end; the invariants are checked (:func:`check`). With ``pairs``, for every
+``k`` (crashed before it) its recovery is stopped before each of its writes ``j``
+and copied the same way, and each copy recovered again.
+
+One run gives every point's files, rather than one run to each point (``N`` times
+the prefix; the same files, as the harness makes each tree's points fixed:
+``ledger._crashpoints``).
 
 Children are forked from this process, which never runs trio itself (it stays one
 thread, so forking is safe): run it as its own process, ``python -m
@@ -17,12 +25,14 @@ never inside a test process with threads.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -78,22 +88,116 @@ class Mode:
     unacknowledged: bool = False
 
 
-def phase(shape: Shape, files: Files, name: str, at: int = 0, when: str = "before",
-          mode: Mode = Mode()) -> int:
-    """Run ``name`` ("run" or "recover") of ``shape`` on ``files`` in a child, crashed
-    at write ``at`` (``when``) if > 0, as ``mode`` says; its exit code
-    (``CRASH_EXIT`` if it crashed)."""
+#: Called while a phase's child is stopped at a durable write: its number, "before"
+#: or "after", and its label.
+Stop = Callable[[int, str, str], None]
+
+
+def _stop_at_writes(channel: tuple[int, int], whens: tuple[str, ...]) -> None:
+    # In a phase's child: at each durable write, right ``whens``, once its trace line
+    # is written, tell the parent ``K WHEN LABEL`` and wait for its byte to go on
+    # (the parent stops the process meanwhile). One write waits at a time (the lock),
+    # so no other write is made or traced while one is a crash point.
+    tell, go = channel
+    number, made = _crashpoints.before, _crashpoints.after
+    step = threading.Lock()
+    labels: dict[int, str] = {}
+
+    def halt(k: int, when: str) -> None:
+        if when in whens:
+            os.write(tell, f"{k} {when} {labels[k]}\n".encode("utf-8", "replace"))
+            if os.read(go, 1) != b"g":
+                os._exit(_crashpoints.CRASH_EXIT)  # the parent is gone
+
+    def before(label: str) -> int:
+        with step:
+            k = number(label)
+            labels[k] = label.replace("\n", " ")
+            halt(k, "before")
+        return k
+
+    def after(k: int) -> None:
+        with step:
+            made(k)
+            halt(k, "after")
+
+    _crashpoints.before, _crashpoints.after = before, after
+
+
+def _frozen(pid: int) -> None:
+    # Stop process ``pid`` (SIGSTOP) and return once every thread of it is stopped.
+    os.kill(pid, signal.SIGSTOP)
+    tasks = Path(f"/proc/{pid}/task")
+    while True:
+        states = []
+        for task in tasks.iterdir():
+            with contextlib.suppress(FileNotFoundError):  # a thread ended
+                states.append((task / "stat").read_text().rpartition(")")[2].split()[0])
+        if all(state in ("T", "t", "Z", "X") for state in states):
+            return
+        time.sleep(0.0002)
+
+
+def _stepwise(body: Callable[[tuple[int, int]], None], stop: Stop) -> int:
+    # Run ``body((tell, go))`` in a forked child that waits at writes
+    # (_stop_at_writes): at each, the child is stopped (every thread: _frozen),
+    # ``stop`` runs, and the child goes on; its exit code.
+    told_out, tell = os.pipe()
+    go, go_in = os.pipe()
+    pid = None
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(told_out)
+            os.close(go_in)
+            code = 1
+            try:
+                signal.alarm(CHILD_LIMIT)
+                body((tell, go))
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(tell)
+        os.close(go)
+        with os.fdopen(told_out, "rb") as told:
+            for line in told:
+                k, when, label = line.decode().rstrip("\n").split(" ", 2)
+                _frozen(pid)
+                stop(int(k), when, label)
+                os.kill(pid, signal.SIGCONT)
+                os.write(go_in, b"g")
+        _, status = os.waitpid(pid, 0)
+        pid = None
+        return os.waitstatus_to_exitcode(status)
+    finally:
+        os.close(go_in)
+        if pid is not None:  # this process failed while its child ran: end it
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def phase(shape: Shape, files: Files, name: str, mode: Mode = Mode(),
+          stop: Stop | None = None, whens: tuple[str, ...] = ("before", "after")) -> int:
+    """Run ``name`` ("run" or "recover") of ``shape`` on ``files`` in a child, as
+    ``mode`` says; with ``stop``, stopped right ``whens`` each durable write, while
+    ``stop`` runs here. Its exit code."""
     submitted = not mode.unacknowledged and files.timeline.exists() and (
         "submitted\n" in files.timeline.read_text())
 
-    def body() -> None:
+    def body(channel: tuple[int, int] | None = None) -> None:
         import trio
 
-        note(files, f"phase {name} {at} {when}")
-        _crashpoints.arm(at, when, str(files.timeline), grouped=mode.grouped)
+        note(files, f"phase {name}")
+        _crashpoints.arm(0, "before", str(files.timeline), grouped=mode.grouped)
+        if channel is not None:
+            _stop_at_writes(channel, whens)
         trio.run(drive, shape, files, name, submitted)
 
-    return _fork(body)
+    return _fork(body) if stop is None else _stepwise(body, stop)
 
 
 @attrs.frozen
@@ -197,10 +301,13 @@ class Reference:
     runs: dict[str, str]
 
 
-def reference(shape: Shape, folder: Path, mode: Mode = Mode()) -> Reference:
+def reference(shape: Shape, folder: Path, mode: Mode = Mode(),
+              stop: Stop | None = None) -> Reference:
+    """The uncrashed run of ``shape`` in ``folder`` (``stop`` called at its writes:
+    :func:`phase`)."""
     files = Files(folder)
     folder.mkdir()
-    code = phase(shape, files, "run", mode=mode)
+    code = phase(shape, files, "run", mode=mode, stop=stop)
     timeline = read_timeline(files.timeline)
     if code != 0 or len(timeline.outputs) != 1:
         raise AssertionError(f"{shape.name}: the uncrashed run failed ({code}): "
@@ -304,11 +411,22 @@ class Report:
         self.windows.update(windows)
 
 
-def _recover(shape: Shape, files: Files, where: str, report: Report,
-             at: int = 0, mode: Mode = Mode()) -> int:
-    code = phase(shape, files, "recover", at, mode=mode)
-    if at and code == _crashpoints.CRASH_EXIT:
-        code = phase(shape, files, "recover", mode=mode)
+def _copies(source: Path, pattern: str, taken: list[tuple[int, str]],
+            chosen: Callable[[int, str, str], bool] | None = None) -> Stop:
+    # A Stop that copies ``source``, the stopped phase's files (those a crash there
+    # leaves), to ``pattern`` (``{k}``, ``{when}`` filled) at each point ``chosen``,
+    # and lists the point in ``taken``.
+    def stop(k: int, when: str, label: str) -> None:
+        if chosen is None or chosen(k, when, label):
+            shutil.copytree(source, pattern.format(k=k, when=when))
+            taken.append((k, when))
+
+    return stop
+
+
+def _recover(shape: Shape, files: Files, where: str, report: Report, mode: Mode = Mode(),
+             stop: Stop | None = None) -> int:
+    code = phase(shape, files, "recover", mode, stop, ("before",))
     if code != 0:
         report.violations.append(f"{where}: recovery exited {code}: "
                                  + " | ".join(read_timeline(files.timeline).lines[-6:]))
@@ -322,6 +440,11 @@ def explore(shapes: Iterable[Shape], *, pairs: bool = False, keep: Path | None =
     ``mode`` says; with ``joined``, only the run's points whose transaction holds two
     writes or more (their pairs: every point of the recovery)."""
     report = Report()
+    wanted = None if only is None else set(only)
+
+    def chosen(k: int, when: str, label: str) -> bool:
+        return (wanted is None or (k, when) in wanted) and (not joined or _joins(label))
+
     # In memory where there is a tmpfs: a cell's SQLite commits wait on the disk.
     memory = "/dev/shm" if os.path.isdir("/dev/shm") else None
     base = Path(tempfile.mkdtemp(prefix="crashpts-", dir=keep or memory))
@@ -329,44 +452,33 @@ def explore(shapes: Iterable[Shape], *, pairs: bool = False, keep: Path | None =
         for s, shape in enumerate(shapes):
             folder = base / f"{s}"
             folder.mkdir()
-            ref = reference(shape, folder / "ref", mode)
+            cells: list[tuple[int, str]] = []
+            ref = reference(shape, folder / "ref", mode,
+                            _copies(folder / "ref", f"{folder}/{{k}}{{when}}", cells, chosen))
             n = len(ref.points)
             report.shapes += 1
             report.points += n
             report.by_shape[shape.name] = n
             report.joined[shape.name] = [k for k in range(1, n + 1) if _joins(ref.points[k - 1])]
-            points = report.joined[shape.name] if joined else range(1, n + 1)
-            cells = list(only) if only is not None else [
-                (k, when) for k in points for when in ("before", "after")]
             for k, when in cells:
                 where = f"{shape.name} {when} {k} ({ref.points[k - 1]})"
                 files = Files(folder / f"{k}{when}")
-                files.folder.mkdir()
-                code = phase(shape, files, "run", k, when, mode)
                 report.cells += 1
-                report.crashed += code == _crashpoints.CRASH_EXIT
-                if code not in (0, _crashpoints.CRASH_EXIT):
-                    report.violations.append(f"{where}: the run exited {code}")
-                    continue
-                crashed = folder / f"{k}{when}.crashed"
-                if pairs and when == "before":
-                    shutil.copytree(files.folder, crashed)
-                if _recover(shape, files, where, report, mode=mode) == 0:
+                report.crashed += 1
+                again: list[tuple[int, str]] = []
+                pair = pairs and when == "before"
+                # Each point of a pair's recovery (before its writes): a pair's files.
+                copies = _copies(files.folder, f"{folder}/{k}-{{k}}", again) if pair else None
+                if _recover(shape, files, where, report, mode, copies) == 0:
                     report.add(where, *check(shape, ref, files))
-                if not (pairs and when == "before"):
-                    shutil.rmtree(files.folder)
-                    continue
-                again = len(read_timeline(files.timeline, 1).points)
                 shutil.rmtree(files.folder)
-                for j in range(1, again + 1):
-                    pair = Files(folder / f"{k}-{j}")
-                    shutil.copytree(crashed, pair.folder)
+                for j, _ in again:
                     there = f"{where} then recovery before {j}"
+                    pair_files = Files(folder / f"{k}-{j}")
                     report.pairs += 1
-                    if _recover(shape, pair, there, report, j, mode) == 0:
-                        report.add(there, *check(shape, ref, pair))
-                    shutil.rmtree(pair.folder)
-                shutil.rmtree(crashed)
+                    if _recover(shape, pair_files, there, report, mode) == 0:
+                        report.add(there, *check(shape, ref, pair_files))
+                    shutil.rmtree(pair_files.folder)
     finally:
         if keep is None:
             shutil.rmtree(base, ignore_errors=True)

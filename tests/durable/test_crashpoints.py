@@ -1,6 +1,7 @@
 """Durability at every crash point (issue 32): each fixed tree shape is crashed
-(``os._exit`` through ``ledger._crashpoints``) right before and right after each of
-its durable writes, then recovered in a fresh process, and checked
+right before and right after each of its durable writes (numbered by
+``ledger._crashpoints``; its run stopped there and its files copied, as a process
+killed there leaves them), then recovered in a fresh process, and checked
 (``tests.durable.crashkit.check``); the smallest one also at every pair (a crash
 during the recovery too). Each shape runs in its own process
 (``python -m tests.durable.crashkit``), which forks the cells.
