@@ -12,7 +12,11 @@ submits the root (or resumes a paused tree with the humans' answers: see
 - polls the activity's cancel flag and, once it is set, cancels the root
   (``Task.cancel()``: the cascading hard abort of the whole tree);
 - polls the workflow's controls (interrupt, steer) and applies them to the root,
-  and reports the status of every task of the tree with the event batches.
+  and reports the status of every task of the tree with the event batches;
+- polls whether the worker is closing: from then on every wait on the server (a
+  signal, a recorded heartbeat, the last events) ends by the worker's close deadline,
+  and what the server did not acknowledge by then is written to the ledger
+  (a ``worker_closed`` entry).
 
 A tree that pauses (``TaskPaused``) ends the activity with its state.
 
@@ -24,7 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import attrs
@@ -85,6 +90,10 @@ SEND_TIMEOUT = 10.0
 FINAL_FLUSH_TIMEOUT = 30.0
 
 
+def _not_closing() -> float | None:
+    return None
+
+
 @attrs.frozen
 class Link:
     """The activity's ties to Temporal.
@@ -102,6 +111,9 @@ class Link:
         may raise). When set, every heartbeat goes through it (carrying the tree's
         checkpoints) and ``heartbeat`` is used only once a stop was asked for (so
         that the SDK learns of the cancel); ``None``: ``heartbeat`` only, no state.
+      closing: Seconds left until the worker's close deadline once the worker is
+        closing, else ``None`` (not a checkpoint; called from the tree's thread): from
+        then on no wait on the server outlasts the deadline.
     """
 
     send: Callable[[EventBatch], Awaitable[None]]
@@ -111,6 +123,7 @@ class Link:
     details: tuple[object, ...] = ()
     controls: Callable[[int], Awaitable[list[Control]]] | None = None
     record: Callable[[dict[str, object]], Awaitable[bool]] | None = None
+    closing: Callable[[], float | None] = _not_closing
 
 
 class Cancelled(Exception):
@@ -141,6 +154,41 @@ class Outbox:
     #: The server asked the activity to stop (seen through ``Link.record``).
     stop: bool = False
     beat_lock: trio.Lock = attrs.Factory(trio.Lock)
+    #: When (trio time) the worker's close ends every wait on the server (``inf``:
+    #: the worker is not closing).
+    close_at: float = math.inf
+    #: Waits on the server (signals, recorded heartbeats) the close deadline cut short.
+    cut: int = 0
+    #: The scopes of the waits on the server under way (the close deadline moves theirs).
+    waits: set[trio.CancelScope] = attrs.Factory(set)
+
+    @contextlib.contextmanager
+    def server_wait(self, seconds: float) -> Iterator[None]:
+        """Bound a wait on the server to ``seconds``, and to the worker's close deadline
+        (even one set while it waits). Not a checkpoint.
+
+        Raises:
+          trio.TooSlowError: the wait did not end in time (counted in :attr:`cut` when
+            the close deadline ended it).
+        """
+        scope = trio.CancelScope(deadline=min(trio.current_time() + seconds, self.close_at))
+        self.waits.add(scope)
+        try:
+            with scope:
+                yield
+        finally:
+            self.waits.discard(scope)
+        if scope.cancelled_caught:
+            if scope.deadline >= self.close_at:
+                self.cut += 1
+            raise trio.TooSlowError
+
+    def closing(self, left: float) -> None:
+        """The worker closes in ``left`` seconds: no wait on the server outlasts that.
+        Not a checkpoint."""
+        self.close_at = min(self.close_at, trio.current_time() + max(left, 0.0))
+        for scope in self.waits:
+            scope.deadline = min(scope.deadline, self.close_at)
 
     def statuses(self, tasks: dict[str, str]) -> None:
         """Send ``tasks`` with the next batch, if they changed since the last one sent."""
@@ -176,8 +224,12 @@ class Outbox:
 
     async def flush_once(self) -> bool:
         """Send one batch; ``False`` if it failed (kept for the next try). A checkpoint."""
-        async with self.lock:
-            return await self._flush_once()
+        try:
+            with self.server_wait(math.inf):  # the lock's holder waits on the server
+                async with self.lock:
+                    return await self._flush_once()
+        except trio.TooSlowError:
+            return False
 
     async def _flush_once(self) -> bool:
         if not self.pending and self.tasks is None and self.applied[0] == self.sent_applied:
@@ -186,7 +238,7 @@ class Outbox:
         dropped = self.dropped
         tasks, applied = self.tasks, self.applied[0]
         try:
-            with trio.fail_after(SEND_TIMEOUT):
+            with self.server_wait(SEND_TIMEOUT):
                 await self.link.send(
                     EventBatch(self.link.attempt, self.seq, batch, self.round, tasks, applied))
         except Exception:
@@ -216,15 +268,17 @@ class Outbox:
         on the server before returning. A checkpoint.
 
         Raises:
-          trio.TooSlowError: not recorded within :data:`SEND_TIMEOUT`.
+          trio.TooSlowError: not recorded within :data:`SEND_TIMEOUT` (nor by the
+            worker's close deadline).
         """
         assert self.link.record is not None
-        async with self.beat_lock:
-            if state is not None:
-                self.state = state
-            with trio.fail_after(SEND_TIMEOUT):
-                if await self.link.record(self._payload()):
-                    self.stop = True
+        with self.server_wait(math.inf):  # the lock's holder waits on the server
+            async with self.beat_lock:
+                if state is not None:
+                    self.state = state
+                with self.server_wait(SEND_TIMEOUT):
+                    if await self.link.record(self._payload()):
+                        self.stop = True
 
 
 def _usage_tokens(usage: agentcore.Usage) -> tuple[int, int]:
@@ -262,6 +316,23 @@ async def _outcome(task: Task, ending: _Ending) -> None:
     else:
         ending.result = RootResult("finished", done.output, None,
                                    *_usage_tokens(done.tree_usage))
+
+
+async def _record_closed(sink: ledger.Sink, job: ActivityInput, link: Link, cut: int,
+                         unsent: int) -> None:
+    """Write the ``worker_closed`` entry: the worker's close deadline came before the
+    server acknowledged the tree's end (``cut`` waits on it cut short, ``unsent``
+    events not signalled). A checkpoint.
+
+    Raises:
+      AuditError: the sink refused the entry.
+    """
+    data: dict[str, str | int | float | bool | None] = {
+        "workflow_id": job.workflow_id, "attempt": link.attempt, "cut": cut, "unsent": unsent,
+    }
+    error = (f"the Temporal server did not acknowledge the tree's end by the worker's "
+             f"close deadline: {cut} waits on it cut short, {unsent} events not signalled")
+    await agentcore._audit.record(sink, ledger.Record("worker_closed", error=error, data=data))
 
 
 async def _start(pool: Pool, job: ActivityInput,
@@ -359,8 +430,15 @@ async def run_tree(
                     await trio.sleep(TICK)
                     await outbox.flush_once()
 
+            async def watch_close() -> None:
+                # The worker's close is set on another thread: polled, as the cancel is.
+                while (left := link.closing()) is None:  # noqa: ASYNC110
+                    await trio.sleep(TICK)
+                outbox.closing(left)
+
             outer.start_soon(forward)
             outer.start_soon(flush)
+            outer.start_soon(watch_close)
             async with open_pool(
                 **specs.pool, defaults=defaults, events=stream, mcp=specs.mcp,  # type: ignore[arg-type]
                 checkpoints=store,
@@ -401,20 +479,26 @@ async def run_tree(
             # The pool is closed: every event is in the outbox once ``forward`` ends.
             await forwarded.wait()
             if ending.cancelled:  # the events go by signal: a cancelled activity has no result
-                with trio.move_on_after(FINAL_FLUSH_TIMEOUT):
+                with contextlib.suppress(trio.TooSlowError), outbox.server_wait(
+                        FINAL_FLUSH_TIMEOUT):
                     while outbox.pending:
                         if not await outbox.flush_once():
                             await trio.sleep(TICK)
+                unsent = len(outbox.pending)
             else:  # the last batch goes in the result; what does not fit goes first
-                with trio.move_on_after(FINAL_FLUSH_TIMEOUT):
+                with contextlib.suppress(trio.TooSlowError), outbox.server_wait(
+                        FINAL_FLUSH_TIMEOUT):
                     while not outbox.tail_fits():
                         if not await outbox.flush_once():
                             await trio.sleep(TICK)
                 async with outbox.lock:
                     tail, seq = outbox._batch(), outbox.seq
-                    outbox.dropped += len(outbox.pending) - len(tail)  # unreachable workflow
+                    unsent = len(outbox.pending) - len(tail)
+                    outbox.dropped += unsent  # unreachable workflow
                     outbox.pending.clear()
                     outbox.sizes.clear()
+            if sink is not None and outbox.close_at < math.inf and (outbox.cut or unsent):
+                await _record_closed(sink, job, link, outbox.cut, unsent)
             outer.cancel_scope.cancel()
     finally:
         if sink is not None:

@@ -44,12 +44,9 @@ REASONS = {
     "q": "a Temporal server killed while nothing runs is killed_between_calls",
     "r": "a Temporal server that hangs while nothing runs is met by the next call or "
          "poll: the mid_call and cancel cells (the worker's polls wait through it)",
-    "s": "not run, a hole reported with issue 33: a worker closed while the server is "
-         "hung cancels its trees (they end cancelled), but its close waits on the server: "
-         "the abort's end checkpoint (SEND_TIMEOUT), the last events "
-         "(FINAL_FLUSH_TIMEOUT), then the SDK's completion call: 45 to 90 s measured; "
-         "killed, the close returns at once, and the workflow's end after a restart is "
-         "not checked",
+    "s": "a worker closed under a killed server meets refused connections and returns "
+         "at once; a close blocked on the server is the hangs cell (CLOSE_TIMEOUT); the "
+         "workflow's end after a restart is not checked",
     "n": "a stdio client that comes back is a new process with a new server: there is "
          "no server left to come back to",
 }
@@ -139,7 +136,7 @@ comes_back            h        h    X        h      h
                       starting idle mid_call cancel close
 killed_mid_call       p        q    X        X      s
 killed_between_calls  b        X    b        b      b
-hangs                 p        r    X        X      s
+hangs                 p        r    X        X      X
 drips                 j        j    j        j      j
 garbage               j        j    j        j      j
 oversized             j        j    j        j      j

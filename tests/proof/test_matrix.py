@@ -8,7 +8,7 @@ from .matrix import FAULTS, GRIDS, MOMENTS, PEERS, REASONS, cells, parse
 #: Cells run, by peer: a change to a grid must change this table too.
 RUN = {
     "openai": 14, "anthropic": 14, "mcp_stdio": 13, "mcp_http": 9, "mcp_client": 7,
-    "jsonl_sink": 6, "sqlite_sink": 9, "checkpoints": 8, "temporal": 6,
+    "jsonl_sink": 6, "sqlite_sink": 9, "checkpoints": 8, "temporal": 7,
 }
 
 

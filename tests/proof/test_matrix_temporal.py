@@ -2,7 +2,7 @@
 real process on 127.0.0.1, on a SQLite file) under workers that run pools' trees.
 
 The cells share one server life, run once for the module (a dev server and a worker
-cost seconds of CPU to start), in three acts:
+cost seconds of CPU to start), in four acts:
 
 1. *killed*: two ``top -> middle -> bottom`` trees wait in their bottom tool; one of
    them is cancelled (``handle.cancel()``, acknowledged); the server is SIGKILLed and
@@ -10,7 +10,12 @@ cost seconds of CPU to start), in three acts:
    every event; the cancelled one ends ``CANCELED`` with every task cancelled; an echo
    workflow started before the kill with no worker yet finishes after it.
 2. *stopped*: the same with the server SIGSTOPped for ``HANG`` seconds, then SIGCONTed.
-3. *idle*: an echo workflow finishes; the server is SIGKILLed; a start fails with the
+3. *closing*: a ``top -> middle -> bottom`` tree waits in its bottom tool; the server
+   is SIGSTOPped and the tree's worker closed: the close returns by the worker's
+   ``CLOSE_TIMEOUT`` (a hang guard a few seconds past it says so, not a measure of
+   speed), with the tool cancelled, no root's thread left and a ``worker_closed``
+   ledger entry after each task's end; then the server is SIGCONTed.
+4. *idle*: an echo workflow finishes; the server is SIGKILLed; a start fails with the
    client's RPC error within its retry policy; the server comes back on its file and
    the next echo workflow finishes on the same worker and client.
 
@@ -47,16 +52,22 @@ from temporalio.service import RetryConfig, RPCError
 
 from subagent import EventKind
 from subagent.temporal import DevServer, RootResult, Worker, events, ledger_name, start
+from subagent.temporal._worker import CLOSE_TIMEOUT
 from tests.temporal.trees import Blocker, chain, echo_specs
 
 #: Seconds the server stays SIGSTOPped in the second act.
 HANG = 2.0
+#: Seconds past the worker's CLOSE_TIMEOUT its close may take (its trees' local ends:
+#: ledger entries, the pools' close) before the cell calls it hung.
+CLOSE_MARGIN = 5.0
 #: Real seconds that bound the whole life; reaching it means something hung.
 DEADLINE = 120.0
 #: The caller's retry policy for the start that meets a dead server (temporalio's
 #: default allows 10 s): the limit of that call.
 STARTER_RETRY = RetryConfig(initial_interval_millis=100, max_elapsed_time_millis=1000,
                             max_retries=3)
+#: The ledger entries of a tree's end the closing cell reads.
+ENDS = ("abort", "task_cancelled", "worker_closed")
 PATHS = [("top/0001",), ("top/0001", "middle/0002"), ("top/0001", "middle/0002", "bottom/0003")]
 
 
@@ -82,6 +93,11 @@ class Life:
     refused: str = ""
     refused_after: float = -1.0
     blockers_cancelled: dict[str, int] = attrs.Factory(dict)
+    closed: str = ""
+    close_entries: list[tuple[str, str, str | None]] = attrs.Factory(list)
+    close_data: dict[str, object] = attrs.Factory(dict)
+    close_ledger_ok: bool = False
+    roots_left: list[str] = attrs.Factory(list)
 
 
 async def tree(client: Client, workflow_id: str, folder: Path) -> Tree:
@@ -135,9 +151,46 @@ async def fault_under_trees(act: str, server: DevServer, client: Client, folder:
     return server
 
 
+async def close_while_hung(server: DevServer, client: Client, folder: Path, life: Life
+                           ) -> None:
+    """Act 3 (``closing``): a worker is closed while the server is SIGSTOPped under its
+    running tree; the server is SIGCONTed once the close returned (or hung)."""
+    blocker = Blocker()
+    process = server.process
+    assert process is not None
+    try:
+        async with asyncio.timeout(None) as guard:
+            async with Worker(client, "closing", specs=lambda: chain(blocker),
+                              ledger_dir=folder):
+                await start(client, "top", "go", task_queue="closing", id="closing")
+                await asyncio.to_thread(blocker.started.wait, 30)
+                os.kill(process.pid, signal.SIGSTOP)
+                # A hang guard on the close alone, not a measure of its speed.
+                guard.reschedule(asyncio.get_running_loop().time() + CLOSE_TIMEOUT
+                                 + CLOSE_MARGIN)
+        life.closed = "returned"
+    except TimeoutError:
+        life.closed = "hung"
+    finally:
+        os.kill(process.pid, signal.SIGCONT)
+    life.blockers_cancelled["closing"] = blocker.cancelled
+    # The roots' threads ended (their executor's idle threads exit once told).
+    for thread in threading.enumerate():
+        if thread.name.startswith("subagent-root"):
+            await asyncio.to_thread(thread.join, 5)
+    life.roots_left = [thread.name for thread in threading.enumerate()
+                       if thread.name.startswith("subagent-root")]
+    path = folder / ledger_name("closing")
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    life.close_entries = [(e["kind"], e["path"][-1] if e["path"] else "", e["error"])
+                          for e in entries if e["kind"] in ENDS]
+    life.close_data = dict(entries[-1]["data"])
+    life.close_ledger_ok = ledger.verify(path).ok
+
+
 async def kill_while_idle(server: DevServer, client: Client, life: Life, db: Path
                           ) -> DevServer:
-    """Act 3: returns the server that came back."""
+    """Act 4: returns the server that came back."""
     starter = await Client.connect(server.address, retry_config=STARTER_RETRY)
     async with Worker(client, "idle-echo", specs=echo_specs()):
         first = await start(starter, "echo", "before", task_queue="idle-echo", id="idle-1")
@@ -163,6 +216,7 @@ async def live(tmp: Path, servers: list[DevServer]) -> Life:
     async with asyncio.timeout(DEADLINE):
         for act in ("killed", "stopped"):
             servers.append(await fault_under_trees(act, servers[-1], client, folder, life, db))
+        await close_while_hung(servers[-1], client, folder, life)
         servers.append(await kill_while_idle(servers[-1], client, life, db))
     return life
 
@@ -228,6 +282,27 @@ def test_temporal_cell(peer: str, fault: str, moment: str, life: Life) -> None:
         assert life.refused == "RPCError: tcp connect error"
         # Within the caller's retry policy (1 s of retries, then the last attempt).
         assert 0 < life.refused_after < 5
+    elif (fault, moment) == ("hangs", "close"):
+        # Within CLOSE_TIMEOUT (the guard's margin aside), no root's thread left.
+        assert life.closed == "returned"
+        assert life.roots_left == []
+        assert life.blockers_cancelled["closing"] == 1
+        # What the server did not acknowledge: the abort's checkpoints and events.
+        cut, unsent = life.close_data["cut"], life.close_data["unsent"]
+        assert life.close_data == {"workflow_id": "closing", "attempt": 1, "cut": cut,
+                                   "unsent": unsent}
+        assert isinstance(cut, int) and isinstance(unsent, int)
+        assert cut > 0
+        assert 0 < unsent <= 30  # every event of the cancelled tree at most
+        assert life.close_entries == [
+            *[entry for path in ("bottom/0003", "middle/0002", "top/0001") for entry in (
+                ("abort", path, "Cancelled: cancelled due to explicit"),
+                ("task_cancelled", path, None))],
+            ("worker_closed", "", "the Temporal server did not acknowledge the tree's end "
+             f"by the worker's close deadline: {cut} waits on it cut short, {unsent} "
+             "events not signalled"),
+        ]
+        assert life.close_ledger_ok
     else:
         assert (fault, moment) == ("comes_back", "idle")
         assert life.echoes["after"] == "echo: after"
