@@ -249,6 +249,10 @@ async def run_specs(
     if specs.budget is not None:
         print(f"budget left: {left(specs.budget, spend)}", file=out)
     print(f"ledger: {one_line(str(ledger_path))}", file=out)
+    if sink.statistics().recorded == 0 and not await trio.Path(ledger_path).exists():
+        # Nothing happened to audit (a recovery with nothing left): no file, no chain.
+        print("ledger: nothing was recorded", file=out)
+        return code
     try:
         report = ledger.verify(ledger_path)
     except ledger.LedgerError as exc:  # nothing readable was written
@@ -409,6 +413,11 @@ def _main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> in
             return EXIT_OK
         gate = choose_gate(args, screen)
         if args.command == "recover":
+            # Opening a missing file would create an empty one: "nothing to recover"
+            # from a mistyped path, while the real file waits elsewhere.
+            if not args.file.exists():
+                raise SubagentError(
+                    f"no checkpoint file {args.file}: nothing to recover from")
             if args.ledger is not None and args.ledger.exists():
                 ledger.repair(args.ledger)  # a crash may have torn its last line
             return trio.run(

@@ -94,3 +94,38 @@ def test_recover_lists_a_tree_it_cannot_recover(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert ("not recovered: run ghost/0001: UnknownAgentError: unknown agent 'ghost'; "
             "registered agents: helper") in done.stdout
+
+
+def test_recover_from_a_missing_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It created an empty database at the (mistyped) path, said "nothing to recover"
+    # and exited 3, "the ledger did not verify", as the run wrote no ledger.
+    from subagent._cli._cli import main
+
+    specs = write_specs(tmp_path, [])
+    missing = tmp_path / "ckpt.db"
+    code = main(["recover", str(missing), str(specs), "--ledger", str(tmp_path / "l.jsonl"),
+                 "--plain"])
+    assert (code, capsys.readouterr().err) == (
+        2, f"subagent: no checkpoint file {missing}: nothing to recover from\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "notes.txt", "replies.json", "specs.toml"]
+
+
+def test_recover_with_nothing_left_and_a_new_ledger_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from subagent._cli._cli import main
+
+    specs = write_specs(tmp_path, [{"content": "nothing to do"}])
+    db = tmp_path / "ckpt.db"
+    common = ["--workspace", str(tmp_path), "--plain"]
+    assert main(["run", str(specs), "--agent", "helper", "idle", "--checkpoints", str(db),
+                 "--ledger", str(tmp_path / "run.jsonl"), *common]) == 0
+    capsys.readouterr()
+    fresh = tmp_path / "recover.jsonl"
+    assert main(["recover", str(db), str(specs), "--ledger", str(fresh), *common]) == 0
+    out = capsys.readouterr().out
+    assert "output:\nnothing to recover: no task was left unfinished\n" in out
+    assert out.endswith(f"ledger: {fresh}\nledger: nothing was recorded\n")
