@@ -98,6 +98,7 @@ def locked(path: Path, timeout: float | None = None) -> Iterator[None]:
     """
     if timeout is None:
         timeout = LOCK_TIMEOUT
+    _refuse_link(path)
     lock = path.with_name(path.name + ".lock")
     try:
         # Never through a symbolic link, never blocking on a FIFO put in its place.
@@ -127,14 +128,24 @@ def locked(path: Path, timeout: float | None = None) -> Iterator[None]:
         os.close(fd)  # closing the file releases the lock
 
 
+def _refuse_link(path: Path) -> None:
+    # Through a symbolic link the lock and the claim would sit beside the link: the
+    # file it points to, answered or resumed by its own name, would escape both.
+    if path.is_symlink():
+        raise StateFileError(
+            f"cannot read the paused run {path}: it is a symbolic link; name the file it "
+            "points to")
+
+
 def read_state(path: Path) -> RunState:
     """The paused run stored at ``path``. Not a checkpoint (blocking file I/O).
 
     Raises:
-      StateFileError: unreadable, not a regular file, too large, or not a valid
-        RunState (the reason is given; the path is the user's own); or resumed
+      StateFileError: unreadable, a symbolic link or not a regular file, too large,
+        or not a valid RunState (the reason is given; the path is the user's own); or resumed
         already (moved to ``FILE.resumed``).
     """
+    _refuse_link(path)
     if not path.exists() and resumed_path(path).exists():
         raise StateFileError(
             f"the paused run {path} was resumed already (it is kept as "

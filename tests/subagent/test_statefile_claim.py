@@ -50,3 +50,20 @@ def test_a_deeply_nested_file_is_a_state_file_error(tmp_path: Path) -> None:
     assert str(info.value) == (
         f"cannot read the paused run {path}: RunState nested too deeply (more than 32 "
         "levels of children, or JSON nested past the decoder's limit)")
+
+
+def test_a_symbolic_link_is_refused(tmp_path: Path) -> None:
+    # Through a link, the lock was taken beside the link and the claim replaced the
+    # link: the file itself stayed resumable, and resumed again with another ledger,
+    # its approved write ran a second time.
+    state = tmp_path / "run.json"
+    state.write_text(_state().to_json())
+    link = tmp_path / "link.json"
+    link.symlink_to(state.name)
+    with pytest.raises(StateFileError) as info:
+        take_for_resume(link)
+    assert str(info.value) == (
+        f"cannot read the paused run {link}: it is a symbolic link; name the file it "
+        "points to")
+    assert link.is_symlink() and not (tmp_path / "link.json.lock").exists()
+    assert read_state(state).run_id == "w/0001"
