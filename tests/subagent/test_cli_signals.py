@@ -195,3 +195,26 @@ def test_temporal_dev_server_does_not_outlive_a_killed_parent(tmp_path: Path) ->
     finally:
         if _alive(server):
             os.kill(server, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(("sig", "code", "err"), [
+    (signal.SIGINT, 130, "subagent: interrupted\n"),
+    (signal.SIGTERM, 143, "subagent: terminated\n"),
+])
+def test_a_signal_while_the_command_line_is_imported_is_its_code(
+    tmp_path: Path, sig: signal.Signals, code: int, err: str
+) -> None:
+    # A real signal, raised as the import of the command line begins (an audit hook):
+    # importing takes about a second, and a Ctrl-C in it printed a traceback.
+    script = (
+        "import signal, sys\n"
+        "sys.addaudithook(lambda event, args: event == 'import' and "
+        f"args[0] == 'subagent._cli._cli' and signal.raise_signal({int(sig)}))\n"
+        "sys.argv = ['subagent', '--help']\n"
+        "from subagent.__main__ import run\n"
+        "run()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (code, "", err)
