@@ -183,3 +183,14 @@ async def test_a_background_child_is_not_taken_for_a_tool_call_of_its_id(
     assert INTERRUPTED in contents[4]
     assert contents[-1] == "root got bg done: worked"
     assert log.read_text() == "work\n"
+
+
+async def test_a_delegation_nested_past_the_parser_stays_interrupted(tmp_path: Path) -> None:
+    # A checkpoint file is hostile input: arguments nested past json's recursion limit
+    # under a kept answer's call id raised RecursionError out of recover().
+    deep = ToolCall("call_0", "subagent", "[" * 5_000)
+    messages = [Message("user", "go"), Message("assistant", "", tool_calls=[WAIT]),
+                Message("tool", ANSWER, tool_call_id="call_0"),
+                Message("assistant", "", tool_calls=[deep])]
+    contents = await _recover(tmp_path, messages)
+    assert contents[4] != ANSWER and INTERRUPTED in contents[4]
