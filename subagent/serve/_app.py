@@ -92,6 +92,13 @@ def _token(given: str | None) -> str:
     return token
 
 
+def _first(exc: BaseException) -> BaseException:
+    # The first exception a group holds, however nested.
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
 class ServeApp:
     """The ASGI application of :func:`app`. ``token`` is the bearer token every API
     request needs; ``hub`` the server's state. Its background work (reading the
@@ -105,6 +112,9 @@ class ServeApp:
         self.hub = Hub(pool, budget=budget, max_events=max_events, recover=recover)
         self.epoch = secrets.token_hex(4)
         self.allowed_origins = allowed_origins
+        #: Why the lifespan's startup failed (the hub could not start: an unreadable
+        #: checkpoint file, a second recovery of it), once it has; else None.
+        self.startup_error: str | None = None
         self._running = False
         files = resources.files(__package__).joinpath("static")
         self._static = {route: (files.joinpath(name).read_bytes(), kind)
@@ -130,8 +140,12 @@ class ServeApp:
         async with trio.open_nursery() as nursery:
             try:
                 await nursery.start(self.hub.run)
-            except (subagent.SubagentError, OSError) as exc:
-                await send({"type": "lifespan.startup.failed", "message": str(exc)})
+            except* (subagent.SubagentError, OSError) as group:
+                # The hub's own nursery wraps what its start raised (strict groups).
+                self.startup_error = " ".join(str(_first(group)).split())[:500]
+            if self.startup_error is not None:
+                await send({"type": "lifespan.startup.failed",
+                            "message": self.startup_error})
                 return
             self._running = True
             await send({"type": "lifespan.startup.complete"})

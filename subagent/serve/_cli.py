@@ -34,7 +34,7 @@ def add_serve(commands: Any) -> None:
     serve.add_argument("specs", type=Path, help="the TOML specs file")
     serve.add_argument("--host", default="127.0.0.1",
                        help="the address to listen on (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=int, default=8700, help="the port (default 8700)")
+    serve.add_argument("--port", type=_port, default=8700, help="the port (default 8700)")
     serve.add_argument("--checkpoints", type=Path, default=None, metavar="FILE",
                        help="commit every task's state to this SQLite file: a paused tree "
                             "survives a restart, still waiting for its answers")
@@ -43,6 +43,16 @@ def add_serve(commands: Any) -> None:
                             "default: a new file in the state directory")
     serve.add_argument("--workspace", type=Path, default=None,
                        help="root of the workspace tools (default: the current directory)")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {text[:20]!r}")
+    return port
 
 
 def run_serve(args: argparse.Namespace, out: TextIO) -> int:
@@ -58,11 +68,40 @@ def run_serve(args: argparse.Namespace, out: TextIO) -> int:
         trio.run(partial(serve_specs, specs, host=args.host, port=args.port,
                          checkpoints=args.checkpoints,
                          ledger_path=args.ledger or default_ledger_path(), out=out))
-    except (subagent.SubagentError, OSError, ledger.LedgerError) as exc:
-        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    except BaseException as exc:
+        # Out of trio's nurseries, in groups: refused only if every error is one of
+        # ours (an interrupt among them is the command line's to say).
+        found = _leaves(exc)
+        if not all(isinstance(e, subagent.SubagentError | OSError | ledger.LedgerError)
+                   for e in found):
+            raise
+        first = found[0]
+        text = first.strerror if isinstance(first, OSError) and first.strerror else str(first)
         print(f"subagent: {' '.join(text.split())[:500]}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    # The exceptions a group holds, flattened, in order.
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+async def _listen(nursery: trio.Nursery, serve: Any, host: str, port: int) -> Any:
+    # Hypercorn started in ``nursery``; its binds. A socket error while it binds comes
+    # out of its nurseries as a group: said as one line naming the address.
+    try:
+        return await nursery.start(serve)
+    except BaseExceptionGroup as group:
+        found = _leaves(group)
+        if not all(isinstance(e, OSError) for e in found):
+            raise
+        first = found[0]
+        assert isinstance(first, OSError)
+        raise subagent.SubagentError(
+            f"cannot listen on {url_host(host)}:{port}: {first.strerror or first}") from None
 
 
 def default_ledger_path() -> Path:
@@ -120,19 +159,29 @@ async def serve_specs(
             config.accesslog = None
             config.loglevel = "WARNING"
             config.graceful_timeout = 1.0
-            async with trio.open_nursery() as nursery:
-                asgi: Any = application  # Hypercorn's own typing of an ASGI app is narrower
-                binds = await nursery.start(partial(serve, asgi, config))
-                url = binds[0] + "/"
-                shown = url if os.environ.get(TOKEN_VARIABLE) or token else (
-                    f"{url}#token={application.token}")
-                print(f"subagent serve: {url}\n  open {shown}\n  ledger: {ledger_path}",
-                      file=out, flush=True)
-                if not ipaddress.ip_address(binds[0].split("//")[1].rsplit(":", 1)[0]
-                                            .strip("[]")).is_loopback:
-                    print("subagent serve: listening beyond this machine: anyone who has "
-                          "the token can run and approve tasks", file=out, flush=True)
-                task_status.started(url)
+            try:
+                async with trio.open_nursery() as nursery:
+                    asgi: Any = application  # Hypercorn's typing of an ASGI app is narrower
+                    binds = await _listen(nursery, partial(serve, asgi, config), host, port)
+                    if application.startup_error is not None:
+                        # Hypercorn binds once the lifespan has ended, failed or not.
+                        raise subagent.SubagentError(application.startup_error)
+                    url = binds[0] + "/"
+                    shown = url if os.environ.get(TOKEN_VARIABLE) or token else (
+                        f"{url}#token={application.token}")
+                    print(f"subagent serve: {url}\n  open {shown}\n  ledger: {ledger_path}",
+                          file=out, flush=True)
+                    if not ipaddress.ip_address(binds[0].split("//")[1].rsplit(":", 1)[0]
+                                                .strip("[]")).is_loopback:
+                        print("subagent serve: listening beyond this machine: anyone who has "
+                              "the token can run and approve tasks", file=out, flush=True)
+                    task_status.started(url)
+            except BaseExceptionGroup:
+                # With Hypercorn's LifespanFailureError, out of its nurseries: the
+                # app's startup failed, and said why.
+                if application.startup_error is None:
+                    raise
+                raise subagent.SubagentError(application.startup_error) from None
     finally:
         stream.close()
         await sink.aclose()

@@ -99,3 +99,51 @@ def test_a_short_token_from_the_environment_is_refused(
     assert code == 2
     assert capsys.readouterr().err == (
         "subagent: the token must be at least 16 printable ASCII characters\n")
+
+
+def _serve_args(tmp_path: Path, *more: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_serve(parser.add_subparsers())
+    return parser.parse_args(["serve", str(tmp_path / "specs.toml"),
+                              "--ledger", str(tmp_path / "l.jsonl"), *more])
+
+
+def test_a_port_in_use_is_one_line_and_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The bind error came out of Hypercorn's nurseries as a group: "unexpected error:
+    # OSError: [Errno 98] Address already in use", exit 1.
+    import socket
+
+    _files(tmp_path)
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        code = run_serve(_serve_args(tmp_path, "--port", str(port)), sys.stdout)
+    assert (code, capsys.readouterr().err) == (
+        2, f"subagent: cannot listen on 127.0.0.1:{port}: Address already in use\n")
+
+
+def test_a_port_out_of_range_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        _serve_args(tmp_path, "--port", "70000")
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "argument --port: a port is 0 to 65535, not '70000'")
+
+
+@pytest.mark.slow
+def test_an_unreadable_checkpoint_file_ends_the_command(tmp_path: Path) -> None:
+    # Recovery's CheckpointError reached the ASGI lifespan inside a group, which the
+    # app did not catch: Hypercorn went on "without Lifespan support", the URL was
+    # printed and every API request answered 503, for ever.
+    _files(tmp_path)
+    (tmp_path / "c.db").write_bytes(b"not a database" * 100)
+    done = subprocess.run(
+        [sys.executable, "-m", "subagent", "serve", "specs.toml", "--port", "0",
+         "--ledger", "l.jsonl", "--checkpoints", "c.db"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2, "", "subagent: cannot open the checkpoint database: file is not a database\n")
