@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import socket
 import sys
 import time
 from functools import partial
@@ -89,19 +90,20 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-async def _listen(nursery: trio.Nursery, serve: Any, host: str, port: int) -> Any:
-    # Hypercorn started in ``nursery``; its binds. A socket error while it binds comes
-    # out of its nurseries as a group: said as one line naming the address.
+def _bound(host: str, port: int) -> int:
+    # A TCP socket bound to host:port as Hypercorn binds one, handed to it by its file
+    # descriptor (``fd://``): a bind that fails closes the socket (Hypercorn's own
+    # leaves it to the garbage collector) and is said with the address.
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     try:
-        return await nursery.start(serve)
-    except BaseExceptionGroup as group:
-        found = _leaves(group)
-        if not all(isinstance(e, OSError) for e in found):
-            raise
-        first = found[0]
-        assert isinstance(first, OSError)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
         raise subagent.SubagentError(
-            f"cannot listen on {url_host(host)}:{port}: {first.strerror or first}") from None
+            f"cannot listen on {url_host(host)}:{port}: {exc.strerror or exc}") from None
+    return sock.detach()
 
 
 def default_ledger_path() -> Path:
@@ -155,14 +157,14 @@ async def serve_specs(
                 pool.register(spec)
             application = app(pool, token=token, budget=specs.budget)
             config = Config()
-            config.bind = [f"{url_host(host)}:{port}"]
+            config.bind = [f"fd://{_bound(host, port)}"]
             config.accesslog = None
             config.loglevel = "WARNING"
             config.graceful_timeout = 1.0
             try:
                 async with trio.open_nursery() as nursery:
                     asgi: Any = application  # Hypercorn's typing of an ASGI app is narrower
-                    binds = await _listen(nursery, partial(serve, asgi, config), host, port)
+                    binds = await nursery.start(partial(serve, asgi, config))
                     if application.startup_error is not None:
                         # Hypercorn binds once the lifespan has ended, failed or not.
                         raise subagent.SubagentError(application.startup_error)
