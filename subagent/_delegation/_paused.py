@@ -136,6 +136,9 @@ async def start_background(
         mark = state.background
         assert mark is not None
         if not mark.ended:
+            # Its own run now: its rows hold it unmarked (a stored state's top never
+            # is marked; a paused row that was could not be recovered).
+            state.background = None
             # Started from within the parent's run, as its tool call did: the parent's
             # gate bounds the child's (see Spec.delegated).
             token = _current_run.set(run)

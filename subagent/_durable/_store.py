@@ -166,9 +166,9 @@ class SqliteCheckpoints:
         """Record that the paused ``state`` is being resumed (by its run id and
         ``key``, see ``subagent._durable._claims``) and, in the same transaction, store it as
         its run's checkpoint (``running``, nothing in flight: answered, not yet
-        resumed), and each paused subagent it nests by its delegating call in that
-        subagent's own ``paused`` row (the resumed root's next checkpoint nests no
-        child), so a crash from here on is recovered with its answers. Returns
+        resumed), and each paused subagent it nests (waited for or background, at any
+        depth) in that subagent's own ``paused`` row (the resumed root's next
+        checkpoint nests no child), so a crash from here on is recovered with its answers. Returns
         ``False``, writing nothing, when that state was resumed already. The file
         keeps the newest ``max_claims`` records (and those of runs whose row is
         ``running``): a state whose record was dropped can be resumed again. A
@@ -443,14 +443,24 @@ class SqliteCheckpoints:
 
 
 def _nested_paused(state: agentcore.RunState) -> list[tuple[str, str]]:
-    # The paused subagents ``state`` nests by their delegating calls (not background
-    # children), at any depth, each as (run id, its state's JSON): their own rows get
-    # their answers with the claim (see ``Claim.nested``).
+    # The paused subagents ``state`` nests, waited for or background, at any depth,
+    # each as (run id, its state's JSON): their own rows get their answers with the
+    # claim (see ``Claim.nested``).
     found = []
-    stack = [kid for kid in state.children if kid.background is None]
+    stack = list(state.children)
     while stack:
         node = stack.pop()
         if node.paused:
-            found.append((node.run_id, node.to_json()))
-        stack.extend(kid for kid in node.children if kid.background is None)
+            found.append((node.run_id, _own_row_state(node)))
+        stack.extend(node.children)
     return found
+
+
+def _own_row_state(node: agentcore.RunState) -> str:
+    # ``node``'s JSON as its own row holds it: unmarked (a stored state's top never
+    # is; recovery marks a background child's again as it nests it).
+    mark, node.background = node.background, None
+    try:
+        return node.to_json()
+    finally:
+        node.background = mark

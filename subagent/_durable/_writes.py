@@ -37,8 +37,8 @@ class Claim:
     row: Write
     taken: bool = False
     before: Before = None
-    #: The answered states of the paused subagents the claimed tree nests by their
-    #: delegating calls (run id, state JSON): each written to its own ``paused`` row in
+    #: The answered states of the paused subagents the claimed tree nests, waited for
+    #: or background (run id, state JSON): each written to its own ``paused`` row in
     #: the claim's transaction, so that the answers survive the resumed root's next
     #: checkpoint (which nests no child) until the subagent's own one (issue 32).
     nested: list[tuple[str, str]] = attrs.Factory(list)

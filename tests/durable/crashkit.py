@@ -28,6 +28,7 @@ import collections
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -317,16 +318,46 @@ def reference(shape: Shape, folder: Path, mode: Mode = Mode(),
                      timeline.runs)
 
 
+_CLAIM = re.compile(r"(: |, )claim ")
+
+
+def lost_answers(lines: list[str]) -> list[str]:
+    """The answers (``approved KEY`` notes) asked for again in a later phase although
+    a resume claim committed after them in their own phase had stored them: a crash
+    before the claim's commit loses an answer (asked again, rightly), one after it
+    must not."""
+    found: list[str] = []
+    given: set[str] = set()  # answered in this phase, no claim committed since
+    stored: set[str] = set()
+    at, when = 0, ""
+    for line in lines:
+        head, _, rest = line.partition(" ")
+        if head == "phase":
+            _, number, when = rest.split(" ")
+            at, given = int(number), set()
+        elif head == "approved":
+            if rest in stored:
+                found.append(f"the answer to {rest} was lost: asked again after the "
+                             "claim that stored it")
+            given.add(rest)
+        elif head.isdigit() and _CLAIM.search(rest) and (int(head), when) != (at, "before"):
+            stored |= given
+            given = set()
+    return found
+
+
 def check(shape: Shape, ref: Reference, files: Files) -> tuple[list[str], list[str]]:
     """The violations of a cell whose every phase ran (and the documented windows it
-    fell into): same output, each mutating call once (or interrupted, told, at most
-    once), each idempotent or read-only call at least once, each task run by exactly
-    one run id to the same end, the ledger verified, a second recover() empty."""
+    fell into): no answer lost (:func:`lost_answers`), same output, each mutating call
+    once (or interrupted, told, at most once), each idempotent or read-only call at
+    least once, each task run by exactly one run id to the same end, the ledger
+    verified, a second recover() empty."""
     found: list[str] = []
     windows: list[str] = []
     timeline = read_timeline(files.timeline)
     audit = read_audit(files.ledger, f"{shape.root}/0001", timeline.told)
     found += timeline.problems
+    found += lost_answers(timeline.lines)
     output = timeline.outputs[-1] if timeline.outputs else None
     root_id = f"{shape.root}/0001"
     # The points of every phase that crashed (all but the last: a pair's recovery too).

@@ -75,6 +75,14 @@ FIXED: list[Shape] = [
         "root": [[("sub", "child", True)]],
         "child": [[("write",)], [("ask",)]],
     }, budget={"child": 20}),
+    # Approval pauses inside a background child: a subagent it waits for asks twice
+    # (the claim stores both paused rows' answers, background and waited-for; the
+    # resumed background child pauses again in its own row).
+    Shape("bg-approval", {
+        "root": [[("sub", "side", False)], [("results",)]],
+        "side": [[("sub", "leaf", True)]],
+        "leaf": [[("write",)], [("ask",)], [("ask",)]],
+    }),
     # Steering sent to the running root by its child's tool.
     Shape("steering", {
         "root": [[("sub", "child", True)], [("look",)]],

@@ -35,7 +35,7 @@ _LONG = os.environ.get("HYPOTHESIS_PROFILE") == "long"
 #: same every run, as the crash switch gives each checkpoint write a transaction of its
 #: own (group commit joined two tasks' writes or not, by their timing: 11 or 12 points).
 POINTS = {"nested": 23, "parallel": 18, "background": 14, "orphan": 12, "critical": 13,
-          "approval": 17, "steering": 12, "typed": 12}
+          "approval": 17, "bg-approval": 35, "steering": 12, "typed": 12}
 
 #: Cells that still fail, by shape, each with its cause (see "What survives a crash,
 #: point by point" in docs/guides/crash-recovery.md). None: the last one, a resumed

@@ -5,7 +5,8 @@ Everything the harness checks afterwards goes to one *timeline* file, appended
 (``O_APPEND``) by every process of a cell in order: the crash points' trace (``K
 LABEL``, from ``ledger._crashpoints``), each tool execution (``effect TOOL KEY RUN_ID
 CALL_ID``: the side effects, outside the durable layer), and the driver's notes
-(``phase``, ``submitted``, ``output``, ``failed``, ``error``, ``again``).
+(``phase``, ``submitted``, ``approved``, ``output``, ``failed``, ``error``,
+``again``).
 
 The models are functions of the conversation, so a recovered run continues its
 script where its checkpoint left it.
@@ -204,19 +205,22 @@ def register(pool: Pool, shape: Shape, env: Env, sink: Sink) -> None:
             budget=None if budget is None else Budget(model_calls=budget)))
 
 
-def _approve_all(state: agentcore.RunState) -> None:
+def _approve_all(files: Files, state: agentcore.RunState) -> None:
+    # Each answer noted (``approved KEY``) before it is given: an answer asked for
+    # again once its resume was claimed was lost (crashkit.check).
     for pending in state.pending_approvals:
+        note(files, f"approved {json.loads(pending.arguments)['key']}")
         state.approve(pending.call_id, path=pending.path, by="harness")
 
 
-async def finish(pool: Pool, task: Task) -> str:
+async def finish(pool: Pool, files: Files, task: Task) -> str:
     """The output of ``task``, approving every call of each pause and resuming."""
     while True:
         try:
             return (await task.wait()).output
         except TaskPaused as exc:
             state = exc.state
-            _approve_all(state)
+            _approve_all(files, state)
             task = await pool.resume(state)
 
 
@@ -248,7 +252,7 @@ async def drive(shape: Shape, files: Files, phase: str, submitted: bool) -> None
                     note(files, f"failed {run_id} {type(error).__name__}: {error}")
                 tasks += recovered
                 for tree in recovered.paused:
-                    _approve_all(tree.state)
+                    _approve_all(files, tree.state)
                     tasks.append(await pool.resume(tree.state, name=tree.name))
                 # Its row, if any, says it was acknowledged (a recovery may have run it
                 # to its end, its driver's note of the submit lost to the crash).
@@ -262,7 +266,7 @@ async def drive(shape: Shape, files: Files, phase: str, submitted: bool) -> None
             if env.root is None:
                 env.root_done.set()
             for task in tasks:
-                output = await finish(pool, task)
+                output = await finish(pool, files, task)
                 if task.path == (root_id,):
                     note(files, f"output {output}")
                     env.root_done.set()
