@@ -324,23 +324,33 @@ _CLAIM = re.compile(r"(: |, )claim ")
 def lost_answers(lines: list[str]) -> list[str]:
     """The answers (``approved KEY`` notes) asked for again in a later phase although
     a resume claim committed after them in their own phase had stored them: a crash
-    before the claim's commit loses an answer (asked again, rightly), one after it
-    must not."""
-    found: list[str] = []
-    given: set[str] = set()  # answered in this phase, no claim committed since
-    stored: set[str] = set()
-    at, when = 0, ""
+    right before the claim's write (``crash K before``) loses an answer (asked again,
+    rightly), one after it must not."""
+    crashes: dict[int, tuple[int, str]] = {}
+    phases = -1
     for line in lines:
         head, _, rest = line.partition(" ")
         if head == "phase":
-            _, number, when = rest.split(" ")
-            at, given = int(number), set()
+            phases += 1
+        elif head == "crash":
+            number, when = rest.split(" ")
+            crashes[phases] = (int(number), when)
+    found: list[str] = []
+    given: set[str] = set()  # answered in this phase, no claim committed since
+    stored: set[str] = set()
+    phases = -1
+    for line in lines:
+        head, _, rest = line.partition(" ")
+        if head == "phase":
+            phases += 1
+            given = set()
         elif head == "approved":
             if rest in stored:
                 found.append(f"the answer to {rest} was lost: asked again after the "
                              "claim that stored it")
             given.add(rest)
-        elif head.isdigit() and _CLAIM.search(rest) and (int(head), when) != (at, "before"):
+        elif (head.isdigit() and _CLAIM.search(rest)
+              and crashes.get(phases) != (int(head), "before")):
             stored |= given
             given = set()
     return found
@@ -449,7 +459,9 @@ def _copies(source: Path, pattern: str, taken: list[tuple[int, str]],
     # and lists the point in ``taken``.
     def stop(k: int, when: str, label: str) -> None:
         if chosen is None or chosen(k, when, label):
-            shutil.copytree(source, pattern.format(k=k, when=when))
+            copy = Path(pattern.format(k=k, when=when))
+            shutil.copytree(source, copy)
+            note(Files(copy), f"crash {k} {when}")  # where the copied phase ended
             taken.append((k, when))
 
     return stop
