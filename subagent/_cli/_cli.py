@@ -22,7 +22,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import attrs
 import trio
@@ -266,8 +266,17 @@ async def run_specs(
     return code
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (and its subcommands' parsers), whose error is one line."""
+
+    def error(self, message: str) -> NoReturn:
+        # argparse prints its usage first: several lines, where every exit is one.
+        say(f"{one_line(message, 500)} (see {self.prog} --help)")
+        self.exit(EXIT_USAGE)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="subagent", description="Run LLM subagents on trio.",
         epilog="exit codes: 0 answered, 1 task failed, 2 bad usage or specs, "
                "3 ledger did not verify, 4 paused (calls wait for approval), "

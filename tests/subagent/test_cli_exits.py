@@ -39,6 +39,26 @@ def test_every_command_exits_2_with_one_line_on_a_missing_file(
     assert "No such file or directory" in err
 
 
+@pytest.mark.parametrize(("argv", "line"), [
+    (["recover", "ckpt.db"],
+     "subagent: the following arguments are required: specs (see subagent recover --help)"),
+    (["run", "specs.toml", "x"],
+     "subagent: the following arguments are required: --agent (see subagent run --help)"),
+    (["serve", "specs.toml", "--port", "x"],
+     "subagent: argument --port: a port is 0 to 65535, not 'x' (see subagent serve --help)"),
+    (["nope"], "subagent: argument command: invalid choice: 'nope' (choose from 'run', "
+     "'demo', 'mcp', 'recover', 'resume', 'pending', 'approve', 'deny', 'temporal', "
+     "'serve') (see subagent --help)"),
+])
+def test_a_wrong_command_line_is_one_line_and_2(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # argparse printed its usage (three lines and more) before the error.
+    with pytest.raises(SystemExit) as info:
+        main(argv, out=io.StringIO())
+    assert (info.value.code, capsys.readouterr().err) == (2, line + "\n")
+
+
 async def test_an_interrupt_inside_a_group_is_the_interrupt() -> None:
     # What trio's strict groups bring to main: the interrupt beside what it cancelled.
     cancelled: list[BaseException] = []
