@@ -14,7 +14,8 @@ from ._timing import compare, compare_latency
 FULL = {"w1": 2000, "w1t": 2000, "w2": 200_000, "w3": 1000, "w4": 1000, "w5": 500, "w6": 10_000,
         "w7": 500}
 QUICK = {"w1": 100, "w1t": 100, "w2": 5_000, "w3": 50, "w4": 20, "w5": 20, "w6": 100, "w7": 20}
-# 18,000: the most that fit an open-file limit of 20,000 (this machine's hard limit).
+# 18,000: the most HTTP/1.1 connections that fit an open-file limit of 20,000 (this
+# machine's hard limit); over HTTP/2, 100,000 runs take 1,000 connections.
 PARKED_HTTP = {"full": (10_000, 18_000, 100_000), "quick": (100,)}
 
 
@@ -26,20 +27,23 @@ def _load() -> str:
 
 
 def _parked_http_report(sizes: tuple[int, ...]) -> None:
+    protocols = (("HTTP/1.1", _parked.HTTP_CASES), ("HTTP/2", _parked.HTTP2_CASES))
     for runs in sizes:
-        bare, pool = (_parked.run_case(case, runs) for case in _parked.HTTP_CASES)
-        if "skipped" in pool:
-            print(f"W7 parked over HTTP, {runs:,} runs: not measured: {pool['skipped']}")
-            continue
-        total = {case: int(r["rss_bytes_total"]) for case, r in  # type: ignore[call-overload]
-                 (("bare", bare), ("pool", pool))}
-        above = (total["pool"] - total["bare"]) / runs
-        print(f"W7 parked over HTTP, {runs:,} runs in a streamed model call "
-              f"(RSS growth; open-file limit {pool['fd_limit']}, {pool['server_ports']} "
-              f"server ports): connections alone {total['bare'] / runs / 1024:.1f} KiB/run "
-              f"({total['bare'] / 2**20:,.0f} MiB), pool runs "
-              f"{total['pool'] / runs / 1024:.1f} KiB/run ({total['pool'] / 2**20:,.0f} MiB): "
-              f"{above / 1024:.1f} KiB/run above the connections (target <= 8 KiB)")
+        for protocol, cases in protocols:
+            bare, pool = (_parked.run_case(case, runs) for case in cases)
+            head = f"W7 parked over {protocol}, {runs:,} runs"
+            if "skipped" in pool:
+                print(f"{head}: not measured: {pool['skipped']}")
+                continue
+            total = {case: int(r["rss_bytes_total"]) for case, r in  # type: ignore[call-overload]
+                     (("bare", bare), ("pool", pool))}
+            above = (total["pool"] - total["bare"]) / runs
+            print(f"{head} in a streamed model call (RSS growth; {pool['connections']:,} "
+                  f"connections, open-file limit {pool['fd_limit']}, {pool['server_ports']} "
+                  f"server ports): connections alone {total['bare'] / runs / 1024:.1f} KiB/run "
+                  f"({total['bare'] / 2**20:,.0f} MiB), pool runs "
+                  f"{total['pool'] / runs / 1024:.1f} KiB/run ({total['pool'] / 2**20:,.0f} "
+                  f"MiB): {above / 1024:.1f} KiB/run above the connections (target <= 8 KiB)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="w1,w1s,w1t,w2,w3,w4,w5,w6",
                         help="comma-separated workloads (w1s: W1 by audit sink; "
                         "w1t: W1-typed; w6: parked-run memory; w7: real HTTP, 8 and 64 "
-                        "at once, not run by default; w7parked: runs parked over HTTP, 10k "
-                        "and 100k, not by default; w1otel: W1 traced by subagent.otel, "
-                        "needs opentelemetry-sdk)")
+                        "at once, not run by default; w7parked: runs parked over HTTP/1.1 "
+                        "and HTTP/2, 10k, 18k and 100k, not by default; w1otel: W1 traced by "
+                        "subagent.otel, needs opentelemetry-sdk)")
     parser.add_argument("--repeat", type=int, help="runs of each case, best kept (default 5)")
     parser.add_argument("--peers", action="store_true",
                         help="W1 and W3 on the peer libraries too (medians, ratios)")

@@ -15,7 +15,8 @@ the moment before the first submit and the moment every run is parked. Cases:
 - ``bare``: a nursery of ``RUNS`` trio tasks blocked in the same model call;
 - ``http-bare`` and ``http-pool``: the same over real HTTP connections, parked in a
   streamed reply of a local server (:mod:`bench._parked_http`): the connections
-  alone, and pool runs in their ``OpenAIChatModel`` call.
+  alone, and pool runs in their ``OpenAIChatModel`` call;
+- ``http2-bare`` and ``http2-pool``: the same over HTTP/2, 100 streams a connection.
 
 A benchmark, not a test: nothing asserts a size.
 """
@@ -39,8 +40,10 @@ from ledger import MemorySink
 from . import _parked_http
 from ._workloads import BlockingModel
 
-CASES = ("pool", "pool-stream-sink", "bare", "http-bare", "http-pool")
+CASES = ("pool", "pool-stream-sink", "bare", "http-bare", "http-pool", "http2-bare",
+         "http2-pool")
 HTTP_CASES = ("http-bare", "http-pool")
+HTTP2_CASES = ("http2-bare", "http2-pool")
 
 
 def _rss_bytes() -> int:
@@ -126,7 +129,7 @@ def measure(case: str, runs: int, *, trace: bool = False, top: int = 12) -> dict
     if trace:
         tracemalloc.start()
     extra: dict[str, object] = {}
-    if case in HTTP_CASES:
+    if case in HTTP_CASES + HTTP2_CASES:
         extra = _parked_http.measure(case, runs, meter)
     else:
         body: Callable[[], Awaitable[None]]

@@ -157,9 +157,13 @@ def test_parked_memory_workload_runs() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["http-bare", "http-pool"])
-def test_parked_over_http_runs(case: str) -> None:
-    # It returns only once the server holds every request parked in its stream.
+@pytest.mark.parametrize(
+    ("case", "connections", "http2_connections"),
+    [("http-bare", 30, 0), ("http-pool", 30, 0), ("http2-bare", 1, 1), ("http2-pool", 1, 1)],
+)
+def test_parked_over_http_runs(case: str, connections: int, http2_connections: int) -> None:
+    # It returns only once the server holds every request parked in its stream; over
+    # HTTP/2 the 30 streams share one connection.
     out = subprocess.run(
         [sys.executable, "-m", "bench._parked", case, "30"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
@@ -167,10 +171,42 @@ def test_parked_over_http_runs(case: str) -> None:
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert sorted(result) == [
-        "case", "fd_limit", "rss_bytes_per_run", "rss_bytes_total", "runs", "seconds",
-        "server_ports",
+        "case", "connections", "fd_limit", "http2_connections", "rss_bytes_per_run",
+        "rss_bytes_total", "runs", "seconds", "server_ports",
     ]
     assert (result["case"], result["runs"], result["server_ports"]) == (case, 30, 1)
+    assert (result["connections"], result["http2_connections"]) == (
+        connections, http2_connections)
+
+
+def test_the_server_answers_openai_calls_over_http2() -> None:
+    # h2c with prior knowledge: a caller-owned httpx client with HTTP/2 only, given to
+    # OpenAIChatModel, streams its reply on the server's HTTP/2 side.
+    import httpx
+    import trio
+
+    from agentcore import Message, ModelRequest
+    from agentcore.models import OpenAIChatModel
+    from bench import _w7
+
+    async def ignore(delta: str) -> None:
+        pass
+
+    async def main(url: str) -> list[str]:
+        async with httpx.AsyncClient(http1=False, http2=True) as client:
+            model = OpenAIChatModel("bench", api_key="bench", base_url=url, client=client)
+            request = ModelRequest((Message("user", "x"),))
+            streamed = await model.stream(request, ignore)
+            answered = await model.complete(request)
+        return [call.name for reply in (streamed, answered) for call in reply.message.tool_calls]
+
+    with _w7.Server() as server:
+        calls = trio.run(main, server.base_url())
+        stats = server.stats()
+    assert calls == ["echo", "echo"]
+    assert {k: stats[k] for k in ("requests", "unstreamed", "http2_connections")} == {
+        "requests": 2, "unstreamed": 1, "http2_connections": 1,
+    }
 
 
 def test_audit_parts_runs_and_its_store_is_memory_sinks() -> None:
@@ -256,7 +292,7 @@ def test_w7_runs_go_over_http_to_the_server_two_streamed_calls_each(tmp_path: Pa
     assert ran == 2
     assert {k: v for k, v in stats.items() if k not in ("cpu_seconds", "connections")} == {
         "requests": 4, "tool_call_replies": 2, "answer_replies": 2, "unstreamed": 0,
-        "parked": 0,
+        "parked": 0, "http2_connections": 0,
     }
     # Per run: queued, started, 50 text deltas and the rest of the run's events.
     assert _w7.last_events[0] == 2 * 64
