@@ -84,9 +84,12 @@ def _connections(case: str, runs: int) -> int:
 
 def _client(case: str) -> httpx.AsyncClient:
     if case.startswith("http2"):
+        # No keep-alive expiry: the warm-up's connection, idle until the parked requests
+        # come, would otherwise be closed and opened again under load.
         return httpx.AsyncClient(
             http1=False, http2=True, timeout=None,
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1,
+                                keepalive_expiry=None))
     return httpx.AsyncClient(
         timeout=None, limits=httpx.Limits(max_connections=SHARD, max_keepalive_connections=SHARD))
 

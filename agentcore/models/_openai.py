@@ -79,7 +79,8 @@ class OpenAIChatModel:
       temperature: The sampling temperature, if any.
       stream_usage: Ask for usage in streamed replies (``stream_options``).
       client: A caller-owned ``httpx.AsyncClient`` to reuse connections; our timeouts
-        still apply to each request.
+        still apply to each request. An HTTP/2 client (``http2=True``) carries many
+        calls on one connection.
       prices: The caller's :data:`~agentcore.models.PriceTable`, which wins over
         genai-prices in pricing each answer's ``usage.cost``.
     """
