@@ -63,10 +63,11 @@ from ._ledgerclaim import take_once
 from ._recover import add_recover, left_failed, left_paused, paused_files
 from ._statefile import (
     answer,
+    check_free,
     defer_changes,
     print_pending,
     read_state,
-    write_state,
+    store_paused,
 )
 from ._temporal import add_temporal, run_temporal
 from ._terminal import Screen, TerminalAnswers, TerminalApproval
@@ -342,7 +343,7 @@ def _paused(state: RunState, state_file: Path | None) -> str:
     # Store the paused run and say how to answer it.
     if state_file is None:
         return f"the run paused: {len(state.pending_approvals)} calls wait for approval"
-    write_state(state_file, state)
+    store_paused(state_file, state)
     shown = one_line(str(state_file))
     return (
         f"the run paused: {len(state.pending_approvals)} calls wait for approval, "
@@ -421,6 +422,8 @@ def _main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> in
             serve_specs_file(specs, gate=serve_gate, ledger_path=ledger_path)
             return EXIT_OK
         gate = choose_gate(args, screen)
+        if getattr(args, "approve_later", None) is not None:
+            check_free(args.approve_later)  # before anything runs, not once it paused
         if args.command == "recover":
             # Opening a missing file would create an empty one: "nothing to recover"
             # from a mistyped path, while the real file waits elsewhere.

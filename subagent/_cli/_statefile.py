@@ -176,12 +176,38 @@ def _is_claim(data: bytes) -> bool:
 
 
 def write_state(path: Path, state: RunState) -> None:
-    """Store ``state`` at ``path`` whole (0600). Not a checkpoint (blocking file I/O)."""
+    """Store ``state`` at ``path`` whole (0600), replacing what is there. Not a
+    checkpoint (blocking file I/O)."""
     _write_whole(path, state.to_json().encode())
 
 
-def _write_whole(path: Path, text: bytes) -> None:
-    # ``text`` at ``path``, whole (a temporary file, fsync, rename), 0600.
+def check_free(path: Path) -> None:
+    """Refuse ``path`` as the file a run that pauses is stored in when something is
+    there already: it may be another paused run, its answers not yet resumed. Not a
+    checkpoint.
+
+    Raises:
+      StateFileError: something is at ``path``.
+    """
+    if os.path.lexists(path):
+        raise StateFileError(
+            f"{path} exists: it may hold another paused run (answer and resume it, or "
+            "move it away); a new one is never stored over it")
+
+
+def store_paused(path: Path, state: RunState) -> None:
+    """Store the run that just paused at ``path`` whole (0600), never over anything
+    there (see :func:`check_free`). Not a checkpoint (blocking file I/O).
+
+    Raises:
+      StateFileError: something is at ``path`` already, or it cannot be written.
+    """
+    _write_whole(path, state.to_json().encode(), replace=False)
+
+
+def _write_whole(path: Path, text: bytes, *, replace: bool = True) -> None:
+    # ``text`` at ``path``, whole (a temporary file, fsync, rename), 0600; with
+    # ``replace`` False, linked into place instead: never over an existing file.
     folder = path.parent if str(path.parent) else Path(".")
     try:
         k = _crashpoints.before("state file: temporary copy") if _crashpoints.ON else 0
@@ -196,12 +222,20 @@ def _write_whole(path: Path, text: bytes) -> None:
             _crashpoints.after(k)
         try:
             k = _crashpoints.before("state file: rename into place") if _crashpoints.ON else 0
-            os.replace(temp, path)
+            if replace:
+                os.replace(temp, path)
+            else:
+                os.link(temp, path)
+                os.unlink(temp)
             if k:
                 _crashpoints.after(k)
         except OSError:
-            os.unlink(temp)  # no stray copy of the state is left behind
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)  # no stray copy of the state is left behind
             raise
+    except FileExistsError:
+        check_free(path)  # raises, saying what is wrong
+        raise
     except OSError as exc:
         raise StateFileError(f"cannot write the paused run {path}: {exc.strerror}") from None
 

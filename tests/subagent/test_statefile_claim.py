@@ -67,3 +67,42 @@ def test_a_symbolic_link_is_refused(tmp_path: Path) -> None:
         "points to")
     assert link.is_symlink() and not (tmp_path / "link.json.lock").exists()
     assert read_state(state).run_id == "w/0001"
+
+
+def test_a_paused_run_is_never_stored_over_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # ``subagent run --approve-later st.json`` twice: the second run replaced the
+    # first's paused state, answers given to it included, without a word.
+    import json
+
+    from subagent._cli._cli import main
+    from subagent._cli._statefile import store_paused
+
+    from .test_cli import write_specs
+    from .test_cli_pause import WRITE
+
+    specs = write_specs(tmp_path, [WRITE])
+    paused = tmp_path / "st.json"
+    common = ["--ledger", str(tmp_path / "l.jsonl"), "--workspace", str(tmp_path), "--plain"]
+    assert main(["run", str(specs), "--agent", "helper", "first", "--approve-later",
+                 str(paused), *common]) == 4
+    assert main(["approve", str(paused), "c1", "--by", "alice"]) == 0
+    kept = paused.read_bytes()
+    capsys.readouterr()
+    assert main(["run", str(specs), "--agent", "helper", "second", "--approve-later",
+                 str(paused), *common]) == 2
+    out = capsys.readouterr()
+    assert out.err == (
+        f"subagent: {paused} exists: it may hold another paused run (answer and resume it, "
+        "or move it away); a new one is never stored over it\n")
+    assert out.out == ""  # refused before anything ran
+    assert paused.read_bytes() == kept
+    assert "second" not in (tmp_path / "l.jsonl").read_text()
+    # At the store itself too (the file appeared while the run ran).
+    with pytest.raises(StateFileError) as info:
+        store_paused(paused, _state())
+    assert str(info.value).startswith(f"{paused} exists: it may hold another paused run")
+    assert paused.read_bytes() == kept
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".paused-")] == []
+    assert json.loads(kept)["format"] == "agentcore.RunState"
