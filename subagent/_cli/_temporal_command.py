@@ -61,12 +61,16 @@ async def connect(address: str) -> Client:
     """A client of the Temporal frontend at ``address``.
 
     Raises:
-      TemporalError: it cannot be reached (within the SDK's connect deadline).
+      TemporalError: it cannot be reached (within the SDK's connect deadline), or it
+        is no address (the SDK's ValueError: a bad host or port).
     """
     try:
         return await Client.connect(address)
     except RuntimeError:
         raise TemporalError(f"cannot reach a Temporal server at {address}") from None
+    except ValueError as exc:
+        raise TemporalError(f"not a Temporal server address: {address[:200]!r}: "
+                            f"{str(exc)[:200]}") from None
 
 
 async def _serve(address: str, args: argparse.Namespace, out: TextIO) -> None:

@@ -99,3 +99,19 @@ def test_run_without_a_server_exits_2(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr == f"subagent: cannot reach a Temporal server at 127.0.0.1:{port}\n"
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:99999", "999.999.1.1:7233", ":::::"])
+def test_a_malformed_address_is_one_line_and_2(
+    address: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The SDK refuses it with a ValueError: "unexpected error: ValueError: invalid
+    # target URL: ...", exit 1.
+    import io
+
+    from subagent._cli._cli import main
+
+    assert main(["temporal", "pending", "wf", "--address", address], out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"subagent: not a Temporal server address: {address!r}: ")
+    assert err.count("\n") == 1
