@@ -183,12 +183,14 @@ def write_state(path: Path, state: RunState) -> None:
 
 def check_free(path: Path) -> None:
     """Refuse ``path`` as the file a run that pauses is stored in when something is
-    there already: it may be another paused run, its answers not yet resumed. Not a
-    checkpoint.
+    there already (it may be another paused run, its answers not yet resumed) or its
+    folder does not exist. Not a checkpoint.
 
     Raises:
-      StateFileError: something is at ``path``.
+      StateFileError: something is at ``path``, or its folder does not exist.
     """
+    if not (path.parent if str(path.parent) else Path(".")).is_dir():
+        raise StateFileError(f"cannot store a paused run in {path}: its folder does not exist")
     if os.path.lexists(path):
         raise StateFileError(
             f"{path} exists: it may hold another paused run (answer and resume it, or "

@@ -106,3 +106,21 @@ def test_a_paused_run_is_never_stored_over_another(
     assert paused.read_bytes() == kept
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".paused-")] == []
     assert json.loads(kept)["format"] == "agentcore.RunState"
+
+
+def test_a_paused_run_file_in_no_folder_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The run ran (its model calls spent) and only then failed to store its state.
+    from subagent._cli._cli import main
+
+    from .test_cli import write_specs
+    from .test_cli_pause import WRITE
+
+    specs = write_specs(tmp_path, [WRITE])
+    nowhere = tmp_path / "missing" / "st.json"
+    assert main(["run", str(specs), "--agent", "helper", "w", "--approve-later",
+                 str(nowhere), "--ledger", str(tmp_path / "l.jsonl"), "--plain"]) == 2
+    out = capsys.readouterr()
+    assert (out.out, out.err) == ("", f"subagent: cannot store a paused run in {nowhere}: "
+                                      "its folder does not exist\n")
