@@ -29,11 +29,26 @@ def run() -> NoReturn:
     with _stopped_at_once():
         from ._cli._cli import main
     code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
     if sys.argv[1:2] == ["temporal"]:
-        sys.stdout.flush()
-        sys.stderr.flush()
         os._exit(code)
+    _ended(code)
     sys.exit(code)
+
+
+def _ended(code: int) -> None:
+    # The command has ended and said so: a Ctrl-C or SIGTERM while the interpreter
+    # shuts down (a fifth of a second) ends it at once with that same code, instead
+    # of killing it by the signal or printing an ignored KeyboardInterrupt.
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def leave(signum: int, frame: FrameType | None) -> None:
+        os._exit(code)
+
+    for sig in _STOPS:
+        signal.signal(sig, leave)
 
 
 @contextlib.contextmanager

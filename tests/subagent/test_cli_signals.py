@@ -218,3 +218,23 @@ def test_a_signal_while_the_command_line_is_imported_is_its_code(
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
                           capture_output=True, text=True, check=False, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (code, "", err)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_once_the_command_ended_keeps_its_code(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    # A real signal while the interpreter shuts down (an atexit hook; about 0.2 s
+    # after a command's last line): the process died of it, its exit code lost.
+    script = (
+        "import atexit, signal, sys\n"
+        f"atexit.register(signal.raise_signal, {int(sig)})\n"
+        "sys.argv = ['subagent', 'pending', 'nope.json']\n"
+        "from subagent.__main__ import run\n"
+        "run()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert (done.returncode, done.stderr) == (
+        2, "subagent: cannot read the paused run nope.json: No such file or directory\n")
