@@ -3,8 +3,9 @@
 seeds S, S+1, ...), crashes each at every durable write (before and after) and
 recovers it (``--grouped``: its checkpoint writes grouped into transactions as
 production groups them, ``ledger._crashpoints.GROUPED``), and prints the counts of
-trees, points, cells, violations and documented windows, then each violation. Run
-from the repository root; forks its children from this process (see ``tests.durable.crashkit``)."""
+trees, points, cells, violations and documented windows, then each violation (after
+Ctrl-C, those of the trees done). Run from the repository root; forks its children
+from this process (see ``tests.durable.crashkit``)."""
 
 from __future__ import annotations
 
@@ -31,15 +32,19 @@ def main(argv: list[str]) -> int:
     totals: collections.Counter[str] = collections.Counter()
     violations: list[str] = []
     windows: collections.Counter[str] = collections.Counter()
-    for n in range(args.trees):
-        report = explore([generate(args.seed + n)], pairs=args.pairs,
-                         mode=Mode(grouped=args.grouped))
-        totals.update(trees=1, points=report.points, cells=report.cells,
-                      crashed=report.crashed, pairs=report.pairs)
-        violations += report.violations
-        windows.update(report.windows)
-        print(f"tree {args.seed + n}: {report.points} points, "
-              f"{len(report.violations)} violations", file=sys.stderr, flush=True)
+    try:
+        for n in range(args.trees):
+            report = explore([generate(args.seed + n)], pairs=args.pairs,
+                             mode=Mode(grouped=args.grouped))
+            totals.update(trees=1, points=report.points, cells=report.cells,
+                          crashed=report.crashed, pairs=report.pairs)
+            violations += report.violations
+            windows.update(report.windows)
+            print(f"tree {args.seed + n}: {report.points} points, "
+                  f"{len(report.violations)} violations, "
+                  f"{time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:  # Ctrl-C: the counts of the trees done
+        print(f"interrupted after {totals['trees']} trees (seeds from {args.seed})")
     times = os.times()
     print(f"trees {totals['trees']}, points {totals['points']}, cells {totals['cells']} "
           f"(crashed {totals['crashed']}), pairs {totals['pairs']}, "
