@@ -276,8 +276,9 @@ class RunState:
             ids = [a.call_id for a in self.pending_approvals]
             listed = ", ".join(_quoted(i) for i in ids[:_LISTED]) or "none"
             more = f" and {len(ids) - _LISTED} more" if len(ids) > _LISTED else ""
+            where = "" if path is None else f" in run {'/'.join(path)[:200]!r}"
             raise RunStateError(
-                f"no deferred call with id {call_id[:200]!r}; waiting for an answer: "
+                f"no deferred call with id {call_id[:200]!r}{where}; waiting for an answer: "
                 f"{listed}{more}"
             )
         if len(found) > 1:

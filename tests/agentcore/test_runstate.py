@@ -268,3 +268,12 @@ def test_deep_json_anywhere_is_a_clean_error(where: str) -> None:
     with pytest.raises(RunStateError) as info:
         RunState.from_json(text)
     assert str(info.value) == TOO_DEEP
+
+
+def test_an_id_at_another_path_names_the_path() -> None:
+    # It said "no deferred call with id 'c2'; waiting for an answer: 'c2'": the id was
+    # right, the path given was not, and the message did not say which.
+    with pytest.raises(RunStateError) as info:
+        paused_state().approve("c2", path=("other/0001",))
+    assert str(info.value) == (
+        "no deferred call with id 'c2' in run 'other/0001'; waiting for an answer: 'c2'")
