@@ -356,6 +356,35 @@ def lost_answers(lines: list[str]) -> list[str]:
     return found
 
 
+def ended_before_crash(lines: list[str]) -> set[str]:
+    """The runs whose ``ended`` checkpoint a phase that crashed (every phase but the
+    last: a pair's recovery too) had committed: each write of its transactions (a
+    grouped one joins several: ``checkpoints: A running, B ended``) but those of the
+    one it crashed right before (``crash K before``)."""
+    crashes: dict[int, tuple[int, str]] = {}
+    phases = -1
+    for line in lines:
+        head, _, rest = line.partition(" ")
+        if head == "phase":
+            phases += 1
+        elif head == "crash":
+            number, when = rest.split(" ")
+            crashes[phases] = (int(number), when)
+    ended: set[str] = set()
+    phase = -1
+    for line in lines:
+        head, _, rest = line.partition(" ")
+        if head == "phase":
+            phase += 1
+        elif (head.isdigit() and phase < phases and rest.startswith("checkpoints: ")
+              and crashes.get(phase) != (int(head), "before")):
+            for write in rest.removeprefix("checkpoints: ").split(", "):
+                run_id, _, status = write.rpartition(" ")
+                if status == "ended":
+                    ended.add(run_id)
+    return ended
+
+
 def check(shape: Shape, ref: Reference, files: Files) -> tuple[list[str], list[str]]:
     """The violations of a cell whose every phase ran (and the documented windows it
     fell into): no answer lost (:func:`lost_answers`), same output, each mutating call
@@ -370,10 +399,8 @@ def check(shape: Shape, ref: Reference, files: Files) -> tuple[list[str], list[s
     found += lost_answers(timeline.lines)
     output = timeline.outputs[-1] if timeline.outputs else None
     root_id = f"{shape.root}/0001"
-    # The points of every phase that crashed (all but the last: a pair's recovery too).
-    phases = sum(1 for line in timeline.lines if line.startswith("phase "))
-    crashed = [p for i in range(phases - 1) for p in read_timeline(files.timeline, i).points]
-    if output is None and f"checkpoints: {root_id} ended" in crashed:
+    ended = ended_before_crash(timeline.lines)
+    if output is None and root_id in ended:
         # Ended before the crash, its caller never told: only the ledger has it.
         windows.append("the root ended before the crash: its output is in the ledger only")
         output = ref.output if shape.ledger == "none" or shape.root in shape.typed else (
@@ -387,7 +414,7 @@ def check(shape: Shape, ref: Reference, files: Files) -> tuple[list[str], list[s
     for (tool, key), _count in ref.effects.items():
         ran = timeline.effects.get((tool, key), 0)
         parent = ref.runs[key].rsplit("/", 2)[0]
-        if ran == 0 and f"checkpoints: {parent} ended" in crashed:
+        if ran == 0 and parent in ended:
             # Its parent had ended at the crash: orphaned, not resumed
             # (docs/guides/crash-recovery.md).
             windows.append("a background child whose parent had ended: orphaned, not resumed")
@@ -413,7 +440,7 @@ def check(shape: Shape, ref: Reference, files: Files) -> tuple[list[str], list[s
             [run_id] = now
             [before] = run_ids
             parent = before.rsplit("/", 2)[0]
-            if audit.ends.get(run_id) is None and f"checkpoints: {parent} ended" in crashed:
+            if audit.ends.get(run_id) is None and parent in ended:
                 continue  # orphaned at the crash (above)
             if audit.ends.get(run_id) != ref.audit.ends.get(before):
                 found.append(f"task {text!r} ended {audit.ends.get(run_id)!r}, "
