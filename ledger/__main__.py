@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -24,6 +25,17 @@ EXIT_ERROR = 2
 """The ledger could not be read (or repaired), or the command line is wrong."""
 EXIT_INTERRUPTED = 130
 """Interrupted (Ctrl-C): one line, ``interrupted``, never a traceback."""
+EXIT_TERMINATED = 143
+"""Stopped by SIGTERM (128 + 15): one line, ``terminated``, never a traceback."""
+
+
+class _Terminated(BaseException):
+    """Raised by the SIGTERM handler :func:`main` installs, as Ctrl-C raises
+    ``KeyboardInterrupt``: only reads, or repair's one truncate or append, are cut."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated
 
 
 def _head(text: str) -> str:
@@ -51,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m ledger",
         description="Check and read audit ledgers (JSONL or SQLite).",
         epilog="exit codes: 0 sound (or done), 1 not sound or the pinned head is missing,"
-        " 2 the ledger cannot be read or repaired, or a wrong command line, 130 interrupted",
+        " 2 the ledger cannot be read or repaired, or a wrong command line, 130 interrupted,"
+        " 143 terminated (SIGTERM)",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser(
@@ -110,9 +123,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (0 sound, 1 not sound, 2 error).
 
     Nothing in a ledger file makes it end other than with one of these
-    (argparse exits with 2 on a wrong command line); Ctrl-C ends it with 130.
+    (argparse exits with 2 on a wrong command line); Ctrl-C ends it with 130,
+    SIGTERM with 143 (in the main thread, where it takes SIGTERM while it runs).
     """
     args = _parser().parse_args(argv)
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: signals are not ours to take
+        previous = None
+    try:
+        return _run(args)
+    except _Terminated:
+        print("terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         if args.command == "verify":
             report = verify(args.file, head=args.head)

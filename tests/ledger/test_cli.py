@@ -196,3 +196,21 @@ def test_query_times_are_read_as_times(
         assert capsys.readouterr().err.splitlines()[-1] == (
             f"python -m ledger query: error: argument --since: not an ISO-8601 time: "
             f"{wrong!r}")
+
+
+@pytest.mark.slow
+def test_sigterm_is_one_line_and_143(ledger_file: Path) -> None:
+    # A real SIGTERM (how systemd and docker stop a process), raised when verify opens
+    # the ledger: the default action used to kill the command with no line at all.
+    script = (
+        "import signal, sys\n"
+        "from ledger.__main__ import main\n"
+        "sys.addaudithook(lambda event, args: event == 'open' and str(args[0])"
+        ".endswith('audit.jsonl') and signal.raise_signal(signal.SIGTERM))\n"
+        f"code = main(['verify', {str(ledger_file)!r}])\n"
+        "assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (143, "", "terminated\n")
