@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
+import agentcore
 from agentcore import (
     BackgroundChild,
     CallStatus,
@@ -295,4 +296,78 @@ async def test_a_nested_child_whose_own_run_ended_is_not_run_again(tmp_path: Pat
     assert result.output == f"root got {lost}"
     assert not log.exists()
     assert [e.kind for e in query(ledger)].count("result_delivered") == 1
+    verify(ledger)
+
+
+def register_twice(pool: Pool, sink: JsonlSink, log: Path) -> None:
+    # root starts bg and waits for its result (subagent_results, again after each
+    # pause); bg's bwrite calls b1 and b2 are each deferred for a human.
+    def root(request: ModelRequest) -> Message:
+        n = sum(1 for m in request.messages if m.role == "assistant")
+        for m in request.messages:
+            if m.role == "user" and m.content.startswith(RESULT_PREFIX):
+                body = json.loads(m.content[len(RESULT_PREFIX):])
+                return Message("assistant", f"root got {body['output']}")
+        call = START if n == 0 else ToolCall(f"wait{n}", "subagent_results", "{}")
+        return Message("assistant", "", tool_calls=[call])
+
+    def bg(request: ModelRequest) -> Message:
+        n = sum(1 for m in request.messages if m.role == "assistant")
+        if n < 2:
+            return Message("assistant", "", tool_calls=[ToolCall(f"b{n + 1}", "bwrite", "{}")])
+        return Message("assistant", "bg done: both written")
+
+    async def bwrite(arguments: str) -> str:
+        with log.open("a") as f:
+            f.write("bwrite\n")
+        await trio.lowlevel.checkpoint()
+        return "bwrite written"
+
+    async def ask(request: agentcore.GateRequest) -> agentcore.GateDecision:
+        await trio.lowlevel.checkpoint()
+        return agentcore.GateDecision.defer("ask a human")
+
+    pool.register(Spec("root", model=ScriptedModel(root), audit=sink,
+                       tools=[SubagentTool(pool), SubagentResultsTool(pool)]))
+    pool.register(Spec("bg", model=ScriptedModel(bg), audit=sink, gate=ask,
+                       tools=[FunctionTool("bwrite", "bwrite", {"type": "object"}, bwrite)]))
+
+
+async def test_a_background_child_paused_again_after_its_resume_is_recovered(
+    tmp_path: Path
+) -> None:
+    # Resumed with its tree, the background child runs as its own run: its next paused
+    # row holds its state unmarked (once stored marked as a background child, recover()
+    # refused the tree as a bad state: CheckpointError, the tree lost).
+    db, ledger, log = tmp_path / "c.db", tmp_path / "audit.jsonl", tmp_path / "log"
+    sink = JsonlSink(ledger)
+    try:
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register_twice(pool, sink, log)
+            with pytest.raises(TaskPaused) as first:
+                await (await pool.submit("root", "go")).wait()
+            state = first.value.state
+            assert [a.call_id for a in state.pending_approvals] == ["b1"]
+            state.approve("b1", by="alice")
+            with pytest.raises(TaskPaused) as second:
+                await (await pool.resume(state)).wait()
+            assert [a.call_id for a in second.value.state.pending_approvals] == ["b2"]
+        # The pool gone with the tree paused the second time: recovered from its rows.
+        async with SqliteCheckpoints(db) as store, open_pool(checkpoints=store) as pool:
+            register_twice(pool, sink, log)
+            recovered = await pool.recover()
+            assert (list(recovered), recovered.failed) == ([], ())
+            [tree] = recovered.paused
+            [child] = tree.state.children
+            assert child.background == BackgroundChild("start-bg", "bg")
+            assert [(a.path, a.call_id) for a in tree.state.pending_approvals] == [
+                (("root/0001", "bg/0002"), "b2")]
+            tree.state.approve("b2", by="alice")
+            result = await (await pool.resume(tree.state, name=tree.name)).wait()
+            again = await pool.recover()
+            assert (list(again), again.paused, again.failed) == ([], (), ())
+    finally:
+        await sink.aclose()
+    assert result.output == "root got bg done: both written"
+    assert log.read_text() == "bwrite\n" * 2
     verify(ledger)
