@@ -99,7 +99,11 @@ async def _wait_parked(server: Server, runs: int) -> dict[str, object]:
     # in flight, so ask the server how many streams it holds (the caller bounds it).
     while True:
         stats = await trio.to_thread.run_sync(server.stats)
-        if int(stats["parked"]) >= runs:  # type: ignore[call-overload]
+        parked = int(stats["parked"])  # type: ignore[call-overload]
+        if parked > runs:
+            raise RuntimeError(f"{parked - runs} requests were made again: a parked call"
+                               " failed and was retried")
+        if parked == runs:
             break
         await trio.sleep(0.2)
     # Every reply is sent: once every task is blocked, with no socket left readable,
@@ -163,10 +167,15 @@ async def _park_pool(
     runs: int, shard: int, meter: Meter, server: Server, clients: list[httpx.AsyncClient],
     urls: list[str],
 ) -> dict[str, object]:
+    # Parking 100,000 takes longer than a default read timeout (120 s) or idle timeout
+    # (300 s): the first calls would time out (over HTTP/2, with every stream of their
+    # connection) and be retried. The same timers, each longer than the parking.
+    wait = 2 * _park_timeout(runs)
     async with subagent.open_pool(max_concurrent=runs, max_queued=runs) as pool:
         for k, (client, url) in enumerate(zip(clients, urls, strict=True)):
-            model = OpenAIChatModel("park", api_key="bench", base_url=url, client=client)
-            pool.register(subagent.Spec(f"parked{k}", model=model))
+            model = OpenAIChatModel("park", api_key="bench", base_url=url, client=client,
+                                    read_timeout=wait, total_timeout=wait)
+            pool.register(subagent.Spec(f"parked{k}", model=model, idle_timeout=wait))
         # One whole run first, so that what the first run imports is not counted.
         warm = OpenAIChatModel("bench", api_key="bench", base_url=urls[0], client=clients[0])
         pool.register(subagent.Spec("warm", model=warm, tools=(ECHO,)))
