@@ -12,17 +12,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import trio
 
 from .._errors import MaxChildrenError, format_path
 
 if TYPE_CHECKING:
-    from ._pool import Pool
+    from .._core._core import Effect, PoolCore
     from ._task import Task
 
 _T = TypeVar("_T")
+
+
+class Pool(Protocol):
+    """What these waits use of :class:`subagent._pool._pool.Pool` (its core, its
+    effects' shell, its parked runs, its ``children_timeout``)."""
+
+    _core: PoolCore[Task]
+    _parked: dict[Task, trio.lowlevel.Task]
+    children_timeout: float
+
+    def _apply(self, effects: list[Effect[Task]]) -> None: ...
 
 
 def run_ending(task: Task) -> bool:
