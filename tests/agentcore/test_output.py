@@ -38,7 +38,7 @@ from agentcore._run._output import (
 )
 from agentcore.testing import ScriptedModel, tool_call_reply
 from tests._failing_sink import DISK_FULL, FailingSink
-from tests.agentcore._support import Recorder
+from tests.agentcore._support import LIST_FACTORY, Recorder
 
 Clock = trio.testing.MockClock
 
@@ -128,7 +128,7 @@ class Node:
 def test_recursive_type_keeps_itself_in_defs() -> None:
     params = TypedOutput(Node).parameters
     assert params["properties"]["children"] == {
-        "type": "array", "items": {"$ref": "#/$defs/Node"}
+        "type": "array", "items": {"$ref": "#/$defs/Node"}, **LIST_FACTORY
     }
     assert params["$defs"]["Node"]["properties"]["name"] == {"type": "string"}
 

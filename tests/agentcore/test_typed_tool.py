@@ -23,6 +23,7 @@ from agentcore import (
     tool_spec,
 )
 from agentcore._tools._schema import Docstring, parse_docstring
+from tests.agentcore._support import LIST_FACTORY
 
 
 class Color(enum.Enum):
@@ -33,7 +34,6 @@ class Color(enum.Enum):
 class Level(enum.IntEnum):
     low = 1
     high = 2
-
 
 class Span(TypedDict):
     """A range of lines."""
@@ -242,7 +242,7 @@ async def test_typeddict_dataclass_attrs_nested() -> None:
                     "path": {"type": "string"},
                     "line": {"type": "integer"},
                     "severity": {"enum": ["high", "low"], "default": "low"},
-                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "tags": {"type": "array", "items": {"type": "string"}, **LIST_FACTORY},
                 },
                 "required": ["path", "line"],
             },
@@ -293,7 +293,9 @@ async def test_recursive_attrs_class() -> None:
             "type": "object",
             "properties": {
                 "value": {"type": "integer"},
-                "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                "children": {
+                    "type": "array", "items": {"$ref": "#/$defs/Node"}, **LIST_FACTORY
+                },
             },
             "required": ["value"],
         }
