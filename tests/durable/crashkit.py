@@ -321,11 +321,9 @@ def reference(shape: Shape, folder: Path, mode: Mode = Mode(),
 _CLAIM = re.compile(r"(: |, )claim ")
 
 
-def lost_answers(lines: list[str]) -> list[str]:
-    """The answers (``approved KEY`` notes) asked for again in a later phase although
-    a resume claim committed after them in their own phase had stored them: a crash
-    right before the claim's write (``crash K before``) loses an answer (asked again,
-    rightly), one after it must not."""
+def _crash_points(lines: list[str]) -> tuple[dict[int, tuple[int, str]], int]:
+    """Each phase's crash point (``crash K WHEN`` lines) by the phase's number, and
+    the number of the last phase."""
     crashes: dict[int, tuple[int, str]] = {}
     phases = -1
     for line in lines:
@@ -335,6 +333,15 @@ def lost_answers(lines: list[str]) -> list[str]:
         elif head == "crash":
             number, when = rest.split(" ")
             crashes[phases] = (int(number), when)
+    return crashes, phases
+
+
+def lost_answers(lines: list[str]) -> list[str]:
+    """The answers (``approved KEY`` notes) asked for again in a later phase although
+    a resume claim committed after them in their own phase had stored them: a crash
+    right before the claim's write (``crash K before``) loses an answer (asked again,
+    rightly), one after it must not."""
+    crashes, phases = _crash_points(lines)
     found: list[str] = []
     given: set[str] = set()  # answered in this phase, no claim committed since
     stored: set[str] = set()
@@ -361,15 +368,7 @@ def ended_before_crash(lines: list[str]) -> set[str]:
     last: a pair's recovery too) had committed: each write of its transactions (a
     grouped one joins several: ``checkpoints: A running, B ended``) but those of the
     one it crashed right before (``crash K before``)."""
-    crashes: dict[int, tuple[int, str]] = {}
-    phases = -1
-    for line in lines:
-        head, _, rest = line.partition(" ")
-        if head == "phase":
-            phases += 1
-        elif head == "crash":
-            number, when = rest.split(" ")
-            crashes[phases] = (int(number), when)
+    crashes, phases = _crash_points(lines)
     ended: set[str] = set()
     phase = -1
     for line in lines:
