@@ -162,6 +162,10 @@ async def run_specs(
     if agent not in names and not recover:
         raise UnknownAgentError(agent, names)
     store = SqliteCheckpoints(checkpoints) if checkpoints is not None else None
+    if store is not None and not recover:
+        # A file that is not a checkpoint database is refused before anything runs
+        # (exit 2, as recover refuses it), not by the task's first checkpoint (exit 1).
+        await store.run_ids()
     sink = open_sink(ledger_path)
     stream = Stream(256)
     defaults = attrs.evolve(specs.defaults, gate=gate, audit=sink)

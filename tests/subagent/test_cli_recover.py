@@ -129,3 +129,22 @@ def test_recover_with_nothing_left_and_a_new_ledger_exits_0(
     out = capsys.readouterr().out
     assert "output:\nnothing to recover: no task was left unfinished\n" in out
     assert out.endswith(f"ledger: {fresh}\nledger: nothing was recorded\n")
+
+
+def test_run_with_a_checkpoint_file_that_is_not_a_database_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its task failed at its first checkpoint instead: exit 1, the ledger written,
+    # where `recover` refuses the same file with exit 2 before anything runs.
+    from subagent._cli._cli import main
+
+    specs = write_specs(tmp_path, [{"content": "done"}])
+    db = tmp_path / "ckpt.db"
+    db.write_bytes(b"not sqlite" * 500)
+    code = main(["run", str(specs), "--agent", "helper", "idle", "--checkpoints", str(db),
+                 "--ledger", str(tmp_path / "l.jsonl"), "--workspace", str(tmp_path),
+                 "--plain"])
+    assert (code, capsys.readouterr().err) == (
+        2, "subagent: cannot read the checkpoint database: file is not a database\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ckpt.db", "notes.txt", "replies.json", "specs.toml"]
