@@ -264,12 +264,15 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
       CheckpointError: the store cannot be locked or read as a whole (see
         ``SqliteCheckpoints.recovering``), or holds a run id twice.
     """
+    # The rows of runs of this pool's own live tasks are theirs, not a crash's: those
+    # live before the read (one may end while the rows are read, after its row was
+    # read running) and after it (one may start meanwhile).
+    live = _live_runs(pool)
     found = await store.recovering()
     # The runs recovered start others (a nested run delegating again): none may take
     # the run id of a row of the file.
     number_past(pool, (r.run_id for r in found))
-    # The rows of runs of this pool's own live tasks are theirs, not a crash's.
-    live = _live_runs(pool)
+    live |= _live_runs(pool)
     found = [r for r in found if r.run_id not in live]
     rows = [r for r in found if isinstance(r, CheckpointRow)]
     _check_unique(found)

@@ -19,9 +19,11 @@ from subagent import (
     Spec,
     SqliteCheckpoints,
     Stream,
+    Task,
     TaskFailed,
     open_pool,
 )
+from subagent._durable._rows import CheckpointRow, UnreadRow
 from tests.agentcore._durable import make_tool, model
 
 WORK = [[["c1", "write", 0], ["c2", "look", 0]], [["c3", "write", 0]]]
@@ -158,6 +160,28 @@ async def test_recover_does_not_resume_the_pools_own_live_tasks(tmp_path: Path) 
         task = await pool.submit("w", "go")
         assert await pool.recover() == []
         assert (await task.wait()).output == "done after 1 turns"
+    assert len(write.calls) == 1
+
+
+async def test_a_task_that_ends_while_recover_reads_is_not_resumed(tmp_path: Path) -> None:
+    # The task's row is read running, then the task ends (its end checkpoint commits
+    # beside the read) before recover() looks at the pool's live tasks: it was resumed
+    # a second time (its call ran twice; 1 failure in a clean-clone CI run).
+    path = tmp_path / "c.db"
+    write = RecordingTool("write")
+    ended: list[Task] = []
+
+    class EndsWhileRead(SqliteCheckpoints):
+        async def recovering(self) -> list[CheckpointRow | UnreadRow]:
+            rows = await super().recovering()
+            await ended[0].wait()
+            return rows
+
+    async with EndsWhileRead(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(Spec("w", model=model([[["c1", "write", 0]]]), tools=[write]))
+        ended.append(await pool.submit("w", "go"))
+        recovered = await pool.recover()
+        assert (list(recovered), recovered.paused, recovered.failed) == ([], (), ())
     assert len(write.calls) == 1
 
 
