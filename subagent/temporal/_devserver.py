@@ -87,6 +87,12 @@ def temporal_binary() -> Path:
     return Path(found)
 
 
+#: How many times :meth:`DevServer.start` starts a server on ports it picked itself
+#: when the server exits at start (one of them taken meanwhile).
+START_ATTEMPTS = 3
+_EXITED = "the temporal dev server exited at start"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -155,8 +161,22 @@ class DevServer:
         """
         if self.process is not None:
             raise DevServerError("the dev server is already running")
-        if self.port == 0:
+        if self.port != 0:
+            return self._start(start_timeout)
+        # Ports it picks were free a moment ago only (another process may bind one
+        # before the server does, and it exits): it tries afresh, each time new ports.
+        attempt = 1
+        while True:
             self.port = free_port()
+            try:
+                return self._start(start_timeout)
+            except DevServerError as exc:
+                if attempt == START_ATTEMPTS or not str(exc).startswith(_EXITED):
+                    self.port = 0
+                    raise
+            attempt += 1
+
+    def _start(self, start_timeout: float) -> DevServer:
         out = open(self.log, "ab") if self.log is not None else subprocess.DEVNULL  # noqa: SIM115
         try:
             self.process = subprocess.Popen(
@@ -172,7 +192,7 @@ class DevServer:
             if self.process.poll() is not None:
                 code = self.process.returncode
                 self.process = None
-                raise DevServerError(f"the temporal dev server exited at start (code {code})")
+                raise DevServerError(f"{_EXITED} (code {code})")
             if time.monotonic() > deadline:
                 self.stop()
                 raise DevServerError(
