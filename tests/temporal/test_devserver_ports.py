@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from subagent.temporal import _devserver
-from subagent.temporal._devserver import DevServer, DevServerError
+from subagent.temporal._devserver import DevServer
+from subagent.temporal._errors import DevServerError
 
 pytest.importorskip("temporalio")
 
