@@ -22,7 +22,7 @@ schema's root and no key is evaluated by a pattern.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -79,53 +79,48 @@ class Unevaluated:
         self, validator: Any, unevaluated: Any, instance: Any, schema: Any
     ) -> Iterator[Any]:
         """The ``unevaluatedItems`` keyword (a ``jsonschema`` keyword function)."""
-        import jsonschema
-
         if unevaluated is True or not isinstance(instance, list):
             return
         found = _Items()
         self._walk_items(validator, instance, schema, found, top=True)
         if found.all:
             return
-        for index in range(found.prefix, len(instance)):
-            self._charge(1)
-            if index in found.indexes:
-                continue
-            item = instance[index]
-            if unevaluated is False:
-                yield jsonschema.ValidationError(
-                    f"Unevaluated items are not allowed ({item!r} was unexpected)",
-                    path=[index],
-                )
-                return
-            error = next(validator.descend(item, unevaluated, path=index), None)
-            if error is not None:
-                yield error
-                return
+        left = ((index, instance[index], instance[index])
+                for index in range(found.prefix, len(instance)))
+        yield from self._first_error(validator, unevaluated, left, found.indexes, "items")
 
     def properties(
         self, validator: Any, unevaluated: Any, instance: Any, schema: Any
     ) -> Iterator[Any]:
         """The ``unevaluatedProperties`` keyword (a ``jsonschema`` keyword function)."""
-        import jsonschema
-
         if unevaluated is True or not isinstance(instance, dict):
             return
         found = _Keys()
         self._walk_keys(validator, instance, schema, found, top=True)
         if found.all:
             return
-        for key, value in instance.items():
+        left = ((key, value, key) for key, value in instance.items())
+        yield from self._first_error(validator, unevaluated, left, found.keys, "properties")
+
+    def _first_error(
+        self, validator: Any, unevaluated: Any, left: Iterable[tuple[Any, Any, Any]],
+        evaluated: Container[Any], what: str,
+    ) -> Iterator[Any]:
+        # The first of the (where, value, shown) not evaluated that ``unevaluated``
+        # refuses, each looked at charged one step.
+        import jsonschema
+
+        for where, value, shown in left:
             self._charge(1)
-            if key in found.keys:
+            if where in evaluated:
                 continue
             if unevaluated is False:
                 yield jsonschema.ValidationError(
-                    f"Unevaluated properties are not allowed ({key!r} was unexpected)",
-                    path=[key],
+                    f"Unevaluated {what} are not allowed ({shown!r} was unexpected)",
+                    path=[where],
                 )
                 return
-            error = next(validator.descend(value, unevaluated, path=key), None)
+            error = next(validator.descend(value, unevaluated, path=where), None)
             if error is not None:
                 yield error
                 return
