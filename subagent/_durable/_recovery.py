@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -57,6 +57,7 @@ class Pool(Protocol):
 
     events: Stream | None
     _numbers: itertools.count[int]
+    _started: StartedRuns
 
     @property
     def _core(self) -> PoolCore[Task]: ...
@@ -264,15 +265,16 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
       CheckpointError: the store cannot be locked or read as a whole (see
         ``SqliteCheckpoints.recovering``), or holds a run id twice.
     """
-    # The rows of runs of this pool's own live tasks are theirs, not a crash's: those
-    # live before the read (one may end while the rows are read, after its row was
-    # read running) and after it (one may start meanwhile).
-    live = _live_runs(pool)
-    found = await store.recovering()
+    # The rows of runs of this pool's own tasks are theirs, not a crash's: those live
+    # before the read (one may end while the rows are read, after its row was read
+    # running) and those accepted during it (one may also end before it returns).
+    with pool._started.reading() as started:
+        live = _live_runs(pool)
+        found = await store.recovering()
+        live |= started
     # The runs recovered start others (a nested run delegating again): none may take
     # the run id of a row of the file.
     number_past(pool, (r.run_id for r in found))
-    live |= _live_runs(pool)
     found = [r for r in found if r.run_id not in live]
     rows = [r for r in found if isinstance(r, CheckpointRow)]
     _check_unique(found)
@@ -325,15 +327,51 @@ async def recover(pool: Pool, store: SqliteCheckpoints) -> Recovered:
     return Recovered(tasks, paused, sorted(failed.items(), key=lambda f: order.get(f[0], -1)))
 
 
+class StartedRuns:
+    """The run ids of the tasks a pool accepted while a :func:`recover` of it reads
+    the rows (``Pool._accept`` tells it of each task; only this class writes them): a
+    task submitted and ended during the read is live neither before the read nor
+    after it, and its row may have been read running. Nothing is kept while no
+    recover reads."""
+
+    __slots__ = ("_reads", "_runs")
+
+    def __init__(self) -> None:
+        # Invariant: _runs is empty while _reads == 0 (no recover reads).
+        self._reads = 0
+        self._runs: set[str] = set()
+
+    def accepted(self, task: Task) -> None:
+        """Remember the run id of ``task``, just accepted, if a recover reads now.
+        Not a checkpoint."""
+        if self._reads:
+            self._runs.add(_run_id(task))
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[set[str]]:
+        """A block in which the run ids of the tasks accepted are remembered: it
+        yields their set, read before the block ends (with several recovers reading
+        at once, it holds those accepted since the first of them began)."""
+        self._reads += 1
+        try:
+            yield self._runs
+        finally:
+            self._reads -= 1
+            if not self._reads:
+                self._runs = set()
+            assert self._reads >= 0
+
+
+def _run_id(task: Task) -> str:
+    # The run id of ``task``'s run (a queued one's is its resumed run's, or the one
+    # its path gives it).
+    run = task._run if task._run is not None else task._resume
+    return run.run_id if run is not None else "/".join(task.path)
+
+
 def _live_runs(pool: Pool) -> set[str]:
-    # The run ids of the runs of ``pool``'s live tasks (queued or running; a queued
-    # one's is its resumed run's, or the one its path gives it).
-    runs = set()
-    for node in pool._core.live.values():
-        task = node.handle
-        run = task._run if task._run is not None else task._resume
-        runs.add(run.run_id if run is not None else "/".join(task.path))
-    return runs
+    # The run ids of the runs of ``pool``'s live tasks (queued or running).
+    return {_run_id(node.handle) for node in pool._core.live.values()}
 
 
 async def number_past_file(pool: Pool, store: SqliteCheckpoints) -> None:

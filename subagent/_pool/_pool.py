@@ -30,7 +30,7 @@ from .._cost._shell import Budgets
 from .._current import current_task
 from .._durable._answers import commit_answer
 from .._durable._claims import MemoryClaims
-from .._durable._recovery import Recovered, recover, start_committed
+from .._durable._recovery import Recovered, StartedRuns, recover, start_committed
 from .._durable._resumable import (
     bind,
     claim_and_submit,
@@ -102,6 +102,8 @@ class Pool:
         self.checkpoints: SqliteCheckpoints | None = None
         self._specs: dict[str, Spec] = {}
         self._numbers = itertools.count(1)
+        # The run ids of the tasks accepted while a recover reads the rows (see recover).
+        self._started = StartedRuns()
         self._claims = MemoryClaims(MAX_RESUME_CLAIMS)  # resumed without checkpoints
         self._answering = trio.Lock()  # Pool.answer's, one answer at a time
         # The rules and the state of slots, queue and task tree; this class only
@@ -428,6 +430,7 @@ class Pool:
             raise
         if budget is not None:
             budget.join(task)
+        self._started.accepted(task)
         self._apply(effects)
         return task
 

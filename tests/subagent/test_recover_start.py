@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import trio
 
 import agentcore
 from agentcore import CheckpointKind, Message
@@ -16,6 +17,7 @@ from ledger import MemorySink
 from subagent import (
     CheckpointError,
     EventKind,
+    Pool,
     Spec,
     SqliteCheckpoints,
     Stream,
@@ -182,6 +184,49 @@ async def test_a_task_that_ends_while_recover_reads_is_not_resumed(tmp_path: Pat
         ended.append(await pool.submit("w", "go"))
         recovered = await pool.recover()
         assert (list(recovered), recovered.paused, recovered.failed) == ([], (), ())
+    assert len(write.calls) == 1
+
+
+@pytest.mark.parametrize("ends", [True, False])
+async def test_a_task_submitted_while_recover_reads_is_not_resumed(
+    tmp_path: Path, ends: bool
+) -> None:
+    # The task is submitted once recover() has begun, its row is read running (its
+    # call in flight), and it ends (or not) before the read returns: ended, it was
+    # live neither before the read nor after it, and it was resumed a second time
+    # (its call ran twice).
+    path = tmp_path / "c.db"
+    started, go = trio.Event(), trio.Event()
+
+    async def held(arguments: str) -> str:
+        started.set()
+        await go.wait()
+        return "written"
+
+    write = RecordingTool("write", held)
+    pools: list[Pool] = []
+    tasks: list[Task] = []
+
+    class SubmitsWhileRead(SqliteCheckpoints):
+        async def recovering(self) -> list[CheckpointRow | UnreadRow]:
+            tasks.append(await pools[0].submit("w", "go"))
+            await started.wait()
+            rows = await super().recovering()
+            [row] = rows
+            assert isinstance(row, CheckpointRow)
+            assert (row.run_id, row.status) == ("w/0001", "running")
+            if ends:
+                go.set()
+                await tasks[0].wait()
+            return rows
+
+    async with SubmitsWhileRead(path) as store, open_pool(checkpoints=store) as pool:
+        pool.register(Spec("w", model=model([[["c1", "write", 0]]]), tools=[write]))
+        pools.append(pool)
+        recovered = await pool.recover()
+        assert (list(recovered), recovered.paused, recovered.failed) == ([], (), ())
+        go.set()
+        assert (await tasks[0].wait()).output == "done after 1 turns"
     assert len(write.calls) == 1
 
 
