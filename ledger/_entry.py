@@ -103,7 +103,9 @@ class EntryKind(enum.StrEnum):
     """An attempt at a run's typed output (``final_result`` or a text answer):
     ``verdict`` ok or error."""
     abort = "abort"
-    """A run was aborted."""
+    """A run was aborted; ``error`` says why (the run's abort reason, or its cancel:
+    for a pool's task, who cancelled it, as ``cancelled (<cause>): <words>`` with the
+    cause its ``task_cancelled`` entry names)."""
     run_end = "run_end"
     """A run ended."""
     error = "error"

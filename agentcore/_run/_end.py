@@ -41,6 +41,8 @@ class RunEnd:
       error: The exception that ended it, if any.
       abort_reason: Why it was aborted (hard), if it was.
       follow_ups: Follow-ups not yet announced with ``follow_up_queued``.
+      cancel_text: What the ``abort`` entry says of the Cancelled in ``error``, in
+        the words of the run's owner (see ``ScopeOwner``), if it has some.
     """
 
     run: RunPort
@@ -48,6 +50,7 @@ class RunEnd:
     error: BaseException | None
     abort_reason: str | None
     follow_ups: Sequence[str]
+    cancel_text: str | None = None
     _failures: list[AuditError] = attrs.field(factory=list, init=False)
 
     async def finish(self, *, audited: bool, announced: bool) -> None:
@@ -125,7 +128,7 @@ class RunEnd:
         )
 
     def _abort_text(self) -> str:
-        return describe(self.error) or self.abort_reason or "cancelled"
+        return self.cancel_text or describe(self.error) or self.abort_reason or "cancelled"
 
     def _end_data(self) -> dict[str, str | int | float | bool | None]:
         summary = self.summary
@@ -205,11 +208,13 @@ def summarise(
 
 async def conclude(
     run: RunPort, state: RunState, summary: RunSummary, error: BaseException | None,
-    audited: bool,
+    audited: bool, cancel_text: str | None = None,
 ) -> tuple[RunSummary, BaseException | None]:
     """The end entry (when ``audited``: the run has a sink) and events
-    (:class:`RunEnd`) of ``run``, summarised already (:func:`summarise`). Returns the
-    summary and error as the end left them. A checkpoint."""
-    end = RunEnd(run, summary, error, state.abort_reason, state.follow_ups[state.reported:])
+    (:class:`RunEnd`) of ``run``, summarised already (:func:`summarise`); its
+    ``abort`` entry says ``cancel_text`` of a Cancelled that ended it, if given.
+    Returns the summary and error as the end left them. A checkpoint."""
+    end = RunEnd(run, summary, error, state.abort_reason, state.follow_ups[state.reported:],
+                 cancel_text)
     await end.finish(audited=audited, announced=state.start_delivered)
     return end.summary, end.error

@@ -57,6 +57,9 @@ class _OwnScope:
     def _cancelled_otherwise(self) -> bool:
         return False
 
+    def _cancel_text(self) -> str | None:
+        return None
+
 
 def current_run() -> Run | None:
     """The run whose loop (or tool call, or hook) the calling task belongs to, if any."""
@@ -71,12 +74,17 @@ class ScopeOwner(Protocol):
     ``_scope`` is the scope the owner has entered around ``run()``; the owner also
     cancels it (its cancel, its deadline). ``_cancelled_otherwise()`` says whether
     the owner cancelled it, or its deadline passed: a Cancelled reaching the run
-    while it says False, after an abort, is the abort's. Neither is a checkpoint.
+    while it says False, after an abort, is the abort's. ``_cancel_text()`` is what
+    the run's ``abort`` entry says of a Cancelled that ended it, in the owner's words
+    (who cancelled it), or None to describe the Cancelled itself (its source). None
+    is a checkpoint.
     """
 
     _scope: trio.CancelScope
 
     def _cancelled_otherwise(self) -> bool: ...
+
+    def _cancel_text(self) -> str | None: ...
 
 
 def uncancelled(exc: BaseException) -> BaseException | None:
@@ -328,7 +336,7 @@ class Run:
             _current_run.set(outer)
             summary = self._summary(reason, error, clock_start)
             if self.agent.audit is not None or state.start_delivered:
-                summary, error = await self._conclude(summary, error)
+                summary, error = await self._conclude(summary, error, owner)
             reason = summary.end_reason
         if self.agent.checkpoint is not None:
             await at_end(state, self.agent.checkpoint, self.agent.end_timeout)
@@ -372,10 +380,17 @@ class Run:
         return summarise(self._state, reason, error, started)
 
     async def _conclude(
-        self, summary: RunSummary, error: BaseException | None
+        self, summary: RunSummary, error: BaseException | None, owner: ScopeOwner
     ) -> tuple[RunSummary, BaseException | None]:
-        # The run's end entries and events (see conclude). A checkpoint.
-        return await conclude(self, self._state, summary, error, self.agent.audit is not None)
+        # The run's end entries and events (see conclude), a Cancelled that ended it
+        # told in its owner's words. A checkpoint.
+        why = None
+        if error is not None and summary.end_reason is _ABORTED and isinstance(
+            error, trio.Cancelled
+        ):
+            why = owner._cancel_text()
+        return await conclude(self, self._state, summary, error, self.agent.audit is not None,
+                              why)
 
     def _result(
         self, output: str, summary: RunSummary, error: BaseException | None

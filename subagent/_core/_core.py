@@ -19,6 +19,7 @@ from typing import Any, Generic
 
 from .._errors import MaxDepthError, PoolClosedError
 from ._node import (
+    CANCEL_TEXTS,
     TRANSITIONS,
     Arrived,
     CancelCause,
@@ -40,6 +41,7 @@ from ._node import (
 from ._statistics import PoolStatistics
 
 __all__ = [
+    "CANCEL_TEXTS",
     "TRANSITIONS",
     "Arrived",
     "CancelCause",

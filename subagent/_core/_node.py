@@ -67,6 +67,21 @@ class CancelCause(enum.StrEnum):
     """Temporal cancelled the activity running its tree."""
 
 
+#: What the ``abort`` ledger entry of a task's run says when a cancel ended it: who
+#: cancelled it (the cause its ``task_cancelled`` entry names), in our words.
+CANCEL_TEXTS: dict[CancelCause, str] = {
+    CancelCause.caller: "cancelled (caller): Task.cancel() of it or of a task above it",
+    CancelCause.timeout: "cancelled (timeout): a time limit above it passed",
+    CancelCause.parent_ended:
+        "cancelled (parent_ended): its parent's run ended or stopped waiting for it",
+    CancelCause.pool_closed: "cancelled (pool_closed): the pool was cancelled",
+    CancelCause.interrupt: "cancelled (interrupt): Ctrl-C or SIGTERM",
+    CancelCause.budget: "cancelled (budget): a budget over it was spent",
+    CancelCause.temporal:
+        "cancelled (temporal): Temporal cancelled the activity running its tree",
+}
+
+
 #: Every legal move of a task's status; anything else raises IllegalTransition.
 TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
     TaskStatus.queued: frozenset({TaskStatus.running, TaskStatus.cancelled}),

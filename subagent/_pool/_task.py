@@ -14,7 +14,7 @@ import trio
 import agentcore
 from agentcore import AgentPath, Message, RunSummary, Usage
 
-from .._core._core import CancelCause, Effect, Node, PoolCore, TaskStatus
+from .._core._core import CANCEL_TEXTS, CancelCause, Effect, Node, PoolCore, TaskStatus
 from .._errors import TaskCancelled, TaskError, TaskFailed, TaskPaused, TaskTimeout, format_path
 from .._result import Result
 from .._specs._history import conversation
@@ -436,6 +436,18 @@ class Task:
         # (agentcore's ScopeOwner: the run aborts by cancelling this task's scope.)
         # Whether the scope was cancelled by the task's cancel or its limits' deadline.
         return self._node.cancel_cause is not None or trio.current_time() >= self._scope.deadline
+
+    def _cancel_text(self) -> str | None:
+        # (agentcore's ScopeOwner.) What the run's abort entry says of a Cancelled
+        # that ended it: the cause of the cancel that reached the task, or, when none
+        # did and its deadline had not passed, a cancel from outside the pool (its
+        # task_cancelled entry names pool_closed then); None for its deadline.
+        cause = self._node.cancel_cause
+        if cause is None:
+            if trio.current_time() >= self._scope.deadline:
+                return None
+            cause = CancelCause.pool_closed
+        return CANCEL_TEXTS[cause]
 
     def _reclaiming(self, deadline: float) -> trio.CancelScope:
         # The scope of a shielded take-back of the slot (see subagent._pool._waits.take_back).

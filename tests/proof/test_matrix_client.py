@@ -217,8 +217,8 @@ REQUESTED = [f"slow/0001: {kind}" for kind in
              ("task_queued", "task_started", "agent_start", "turn_start", "model_request")]
 ANSWERED = [*REQUESTED, *(f"slow/0001: {kind}" for kind in
                           ("model_delta", "model_response", "agent_end", "task_finished"))]
-#: What trio says of a cancel scope's cancel(): the run's ``abort`` entry.
-ABORT = "Cancelled: cancelled due to explicit"
+#: The run's ``abort`` entry: who cancelled it (the server's handler of the call).
+ABORT = "cancelled (caller): Task.cancel() of it or of a task above it"
 
 
 #: fault: the answers in order (1: initialize, 2: the affected call, 3, 4, 9: the

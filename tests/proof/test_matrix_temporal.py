@@ -296,7 +296,8 @@ def test_temporal_cell(peer: str, fault: str, moment: str, life: Life) -> None:
         assert 0 < unsent <= 30  # every event of the cancelled tree at most
         assert life.close_entries == [
             *[entry for path in ("bottom/0003", "middle/0002", "top/0001") for entry in (
-                ("abort", path, "Cancelled: cancelled due to explicit"),
+                ("abort", path, "cancelled (temporal): Temporal cancelled the activity "
+                                "running its tree"),
                 ("task_cancelled", path, None))],
             ("worker_closed", "", "the Temporal server did not acknowledge the tree's end "
              f"by the worker's close deadline: {cut} waits on it cut short, {unsent} "

@@ -1,6 +1,7 @@
 """Who cancelled a task: the ``cause`` of its ``task_cancelled`` ledger entry (issue
 33), one of the closed set ``subagent._core._node.CancelCause``, for each way a task
-is cancelled."""
+is cancelled; and the ``abort`` entry of its run says it in words of ours
+(``CANCEL_TEXTS``), not trio's "Cancelled: cancelled due to explicit"."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ def _cancelled(audit: MemorySink) -> list[tuple[str, dict[str, Any], str | None]
     ]
 
 
+def _aborts(audit: MemorySink) -> list[tuple[str, str | None]]:
+    # Each abort entry: its run id and its error (the text naming who cancelled).
+    return [(e.run_id, e.error) for e in audit.entries if e.kind == "abort"]
+
+
 def _parked() -> ScriptedModel:
     return ScriptedModel([Blocked("never")] * 4)
 
@@ -48,6 +54,8 @@ async def test_the_callers_cancel_names_the_caller_for_the_task_and_below() -> N
         ("a/0001/c/0002", {"agent": "c", "end_reason": "aborted", "cause": "caller"}, None),
         ("a/0001", {**RAN, "cause": "caller"}, None),
     ]
+    caller = "cancelled (caller): Task.cancel() of it or of a task above it"
+    assert _aborts(audit) == [("a/0001/c/0002", caller), ("a/0001", caller)]
 
 
 async def test_a_parents_timeout_names_timeout(autojump_clock: Clock) -> None:
@@ -62,6 +70,10 @@ async def test_a_parents_timeout_names_timeout(autojump_clock: Clock) -> None:
             await parent.wait()
     assert _cancelled(audit) == [
         ("a/0001/c/0002", {"agent": "c", "end_reason": "aborted", "cause": "timeout"}, None),
+    ]
+    assert _aborts(audit) == [
+        ("a/0001/c/0002", "cancelled (timeout): a time limit above it passed"),
+        ("a/0001", "Cancelled: cancelled due to deadline"),
     ]
     # The parent itself timed out (not cancelled): its end says so as it did.
     [end] = [e for e in audit.entries if e.kind == "task_finished"]
@@ -87,6 +99,8 @@ async def test_a_parent_that_ends_names_parent_ended() -> None:
     assert _cancelled(audit) == [
         ("a/0001/c/0002", {"agent": "c", "end_reason": "aborted", "cause": "parent_ended"}, None),
     ]
+    assert _aborts(audit) == [("a/0001/c/0002", "cancelled (parent_ended): its parent's run "
+                                                "ended or stopped waiting for it")]
 
 
 async def test_the_pool_closing_names_pool_closed() -> None:
@@ -104,6 +118,8 @@ async def test_the_pool_closing_names_pool_closed() -> None:
         ("a/0001", {**RAN, "cause": "pool_closed"}, None),
         ("a/0002", {"agent": "a", "cause": "pool_closed"}, None),
     ]
+    # The queued task never ran: no abort entry.
+    assert _aborts(audit) == [("a/0001", "cancelled (pool_closed): the pool was cancelled")]
 
 
 async def test_a_failing_block_of_open_pool_names_pool_closed() -> None:
@@ -115,6 +131,22 @@ async def test_a_failing_block_of_open_pool_names_pool_closed() -> None:
             await trio.testing.wait_all_tasks_blocked()
             raise ValueError("boom")
     assert _cancelled(audit) == [("a/0001", {**RAN, "cause": "pool_closed"}, None)]
+    assert _aborts(audit) == [("a/0001", "cancelled (pool_closed): the pool was cancelled")]
+
+
+async def test_a_cancel_from_outside_the_pool_names_pool_closed() -> None:
+    # The scope around open_pool is cancelled: the run's Cancelled comes from outside
+    # the pool (no cancel of the pool's named it when the run saw it, or one did).
+    audit = MemorySink()
+    with trio.CancelScope() as outside:
+        async with open_pool(defaults=Defaults(audit=audit)) as pool:
+            pool.register(Spec("a", model=_parked()))
+            await pool.submit("a", "go")
+            await trio.testing.wait_all_tasks_blocked()
+            outside.cancel()
+            await trio.sleep_forever()
+    assert _cancelled(audit) == [("a/0001", {**RAN, "cause": "pool_closed"}, None)]
+    assert _aborts(audit) == [("a/0001", "cancelled (pool_closed): the pool was cancelled")]
 
 
 async def test_ctrl_c_out_of_open_pool_names_interrupt() -> None:
@@ -127,6 +159,7 @@ async def test_ctrl_c_out_of_open_pool_names_interrupt() -> None:
             await trio.testing.wait_all_tasks_blocked()
             raise KeyboardInterrupt
     assert _cancelled(audit) == [("a/0001", {**RAN, "cause": "interrupt"}, None)]
+    assert _aborts(audit) == [("a/0001", "cancelled (interrupt): Ctrl-C or SIGTERM")]
 
 
 async def test_a_spent_budget_names_budget() -> None:
@@ -156,3 +189,5 @@ async def test_the_first_cancel_keeps_its_cause() -> None:
         with pytest.raises(TaskCancelled):
             await task.wait()
     assert _cancelled(audit) == [("a/0001", {**RAN, "cause": "caller"}, None)]
+    assert _aborts(audit) == [
+        ("a/0001", "cancelled (caller): Task.cancel() of it or of a task above it")]

@@ -1,6 +1,7 @@
 """The cancels of a pool's runs (``subagent._pool._scopes``): each run sees the
 ``trio.Cancelled`` that ``CancelScope.cancel()`` gives it (source ``explicit``, no
-reason, the cancelling task's repr), and its audit entries name the source only."""
+reason, the cancelling task's repr), and its abort entry names who cancelled it in
+words of ours (``CANCEL_TEXTS``), never a task's repr."""
 
 from __future__ import annotations
 
@@ -58,8 +59,10 @@ async def test_a_cancelled_run_sees_what_cancel_would_say(cancel_all: bool) -> N
     seen, aborts, me = await _cancel_three(cancel_all)
     text = f"cancelled due to explicit from task {me}"
     assert seen == [(text, "explicit", None, me)] * 3
-    # The audit trail names the source only, never a task's repr (a memory address).
-    assert aborts == ["Cancelled: cancelled due to explicit"] * 3
+    # The audit trail names the cause, never a task's repr (a memory address).
+    cause = "pool_closed): the pool was cancelled" if cancel_all else (
+        "caller): Task.cancel() of it or of a task above it")
+    assert aborts == [f"cancelled ({cause}"] * 3
 
 
 def test_a_canceller_outside_a_trio_task() -> None:

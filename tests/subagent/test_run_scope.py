@@ -152,8 +152,9 @@ async def test_an_abort_and_a_cancel_at_once_is_a_cancel(autojump_clock: Clock) 
     assert (summary.end_reason, summary.turns) == (EndReason.aborted, 2)
     assert [m.role for m in runs[0].messages] == ["system", "user", "assistant", "tool"]
     abort = [e for e in audit.entries if e.kind == "abort"]
-    # The Cancelled's description: its source, never the cancelling task's repr.
-    assert [e.error for e in abort] == ["Cancelled: cancelled due to explicit"]
+    # Who cancelled it (the caller), never the cancelling task's repr.
+    assert [e.error for e in abort] == [
+        "cancelled (caller): Task.cancel() of it or of a task above it"]
 
 
 async def test_a_cancel_then_an_abort_is_a_cancel(autojump_clock: Clock) -> None:

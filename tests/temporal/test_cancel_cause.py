@@ -1,6 +1,7 @@
 """A tree Temporal cancels names ``temporal`` as the cause of its ``task_cancelled``
-ledger entries (issue 33), in process: ``run_tree`` with a link whose cancel flag is
-set once the root's model call is parked (no server)."""
+ledger entries (issue 33), and its runs' ``abort`` entries say so in words, in
+process: ``run_tree`` with a link whose cancel flag is set once the root's model call
+is parked (no server)."""
 
 from __future__ import annotations
 
@@ -37,4 +38,8 @@ async def test_a_temporal_cancel_names_temporal(
     cancelled = [(e["run_id"], e["data"]) for e in entries if e["kind"] == "task_cancelled"]
     assert cancelled == [
         ("slow/0001", {"agent": "slow", "end_reason": "aborted", "cause": "temporal"}),
+    ]
+    aborts = [(e["run_id"], e["error"]) for e in entries if e["kind"] == "abort"]
+    assert aborts == [
+        ("slow/0001", "cancelled (temporal): Temporal cancelled the activity running its tree"),
     ]
