@@ -28,9 +28,21 @@ durable entry's cost goes:
 - ``sqlite-floor``: ``sqlite-inline`` with a fixed row per record (its own seq),
   nothing redacted, encoded nor hashed: what acknowledging at the commit costs in
   W1, where a transaction holds at most 8 entries (one per running run).
+- ``sqlite-log``: the intent-log design (issue 35 item 1): each entry encoded,
+  hashed, ``fstat``-checked and appended to a log beside the database with one
+  ``write`` (``JsonlSink``'s line, as its ``record_fields_nowait`` makes it) and
+  acknowledged then; a writer thread parses the lines back (``json.loads``) and
+  inserts the stock rows in transactions of up to 512. What acknowledging at the
+  log, not the commit, costs with the stock database format.
+- ``sqlite-log-sql``: ``sqlite-log`` with SQLite building each row from the line's
+  text (its JSON functions, the GIL released) instead of ``json.loads``.
+- ``sqlite-log-lines``: ``sqlite-log`` moving each line into a table of
+  (``seq``, line) with no secondary index: not the stock format; what the move
+  costs without the columns and their four indexes.
 
 Run ``python -m bench.sink_designs N MODE`` (under callgrind as ``bench.cg_w1``:
-the same seeded scheduler and frozen clock) or ``python -m bench.sink_designs wall
+the same seeded scheduler and frozen clock; the sink closed at the end of W1, see
+:func:`w1_closed`) or ``python -m bench.sink_designs wall
 RUNS REPEAT [CASE,...]`` (wall and CPU time, medians of interleaved rounds, with no
 audit and the stock JSONL and SQLite sinks beside them, or the cases named), or
 ``python -m bench.sink_designs commits`` (what one SQLite transaction of 1, 8 and 64
@@ -41,13 +53,15 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import os
 import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -55,11 +69,11 @@ import trio
 from ledger import Entry, JsonlSink, Record, SqliteSink
 from ledger._chain import Chain
 from ledger._clock import read_clock, utc_now
-from ledger._encoding import check_content
+from ledger._encoding import check_content, sorted_json
 from ledger._fieldline import fields_body
 from ledger._jsonl_file import open_for_append
 from ledger._redact import redact_record
-from ledger._sqlite_store import INSERT, Row, check_storable, connect, to_row
+from ledger._sqlite_store import INSERT, Row, check_storable, connect, path_key, to_row
 
 from .audit_cost import w1_body
 from .audit_parts import _Nothing
@@ -289,6 +303,173 @@ class JsonlTick(JsonlSink):
         return _ENTRY
 
 
+class SqliteLog:
+    """The intent-log design: each entry encoded as :class:`ledger.JsonlSink`'s
+    ``record_fields_nowait`` encodes it (``fields_body``, one ``sha256``), checked
+    against the log (one ``fstat``) and appended to an intent log beside the
+    database (one ``write``): acknowledged then. A writer thread moves the log's
+    lines into SQLite in large transactions (each line parsed back with
+    ``json.loads``, the stock row built from it), woken when ``LOG_BATCH`` lines
+    are queued, and at close (only then: a timed wakeup fires after a few entries
+    under valgrind, whose clock runs ~50 times slower, and would count smaller
+    transactions than a native run makes)."""
+
+    LOG_BATCH = 512
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.conn = connect(path, fsync=False, timeout=5.0)
+        self.fd = os.open(path + "-log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.offset = 0
+        self.chain = Chain()
+        self.queue: list[bytes] = []
+        self.lock = threading.Lock()
+        self.wakeup = threading.Condition(self.lock)
+        self.closing = False
+        self.transactions = 0
+        self.moved = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def record_fields_nowait(self, *fields: Any) -> None:
+        chain = self.chain
+        seq = chain.seq + 1
+        body = fields_body(seq, utc_now(), chain.head, *fields)
+        encoded = body.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(encoded).hexdigest()
+        line = b'%s,"hash":"%s"}\n' % (encoded[:-1], digest.encode("ascii"))
+        stat = os.fstat(self.fd)
+        if stat.st_nlink == 0 or stat.st_size < self.offset:
+            raise RuntimeError("log moved")
+        self.offset += os.write(self.fd, line)
+        chain.seq, chain.head = seq, digest
+        queue = self.queue
+        queue.append(line)
+        if len(queue) == self.LOG_BATCH:
+            with self.lock:
+                self.wakeup.notify()
+
+    async def record(self, record: Record) -> None:
+        raise AssertionError("W1's records are plain")
+
+    def _take(self) -> tuple[list[bytes], bool]:
+        """Wait for ``LOG_BATCH`` lines or the close; return the lines queued and
+        whether the sink closes."""
+        with self.lock:
+            while len(self.queue) < self.LOG_BATCH and not self.closing:
+                self.wakeup.wait()
+            # The same list stays the queue: the trio thread appends without the
+            # lock, and a slice and its deletion each hold the GIL.
+            lines = self.queue[:]
+            del self.queue[:len(lines)]
+            return lines, self.closing
+
+    def _serve(self) -> None:
+        loads = json.loads
+        conn = self.conn
+        while True:
+            lines, closing = self._take()
+            if lines:
+                rows = []
+                for line in lines:
+                    d = loads(line)
+                    path = d["path"]
+                    data = d["data"]
+                    rows.append((
+                        d["seq"], d["time"], d["kind"], d["run_id"], sorted_json(path),
+                        path_key(path), d["agent_id"], d["tool"], d["call_id"],
+                        d["arguments"], d["verdict"], d["reason"], d["result"],
+                        d["error"], d["duration"], sorted_json(data) if data else "{}",
+                        d["prev_hash"], d["hash"]))
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany(INSERT, rows)
+                conn.execute("COMMIT")
+                self.transactions += 1
+            if closing and not lines:
+                return
+
+    async def aclose(self) -> None:
+        with self.lock:
+            self.closing = True
+            self.wakeup.notify()
+        await trio.to_thread.run_sync(self.thread.join)
+        count = self.conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+        assert count == self.chain.seq, (count, self.chain.seq)
+        print(f"{self.chain.seq} entries in {self.transactions} transactions", file=sys.stderr)
+        self.conn.close()
+        os.close(self.fd)
+
+
+#: The stock row of a log line, built by SQLite from the line's JSON (its JSON1
+#: functions, the GIL released): ``sqlite-log-sql``.
+_INSERT_LINE = (
+    "INSERT INTO entries (seq, time, kind, run_id, path, path_key, agent_id, tool,"
+    " call_id, arguments, verdict, reason, result, error, duration, data, prev_hash, hash)"
+    " SELECT j->>'seq', j->>'time', j->>'kind', j->>'run_id', j->'path',"
+    " coalesce((SELECT group_concat(value || char(31), '') FROM json_each(j, '$.path')), ''),"
+    " j->>'agent_id', j->>'tool', j->>'call_id', j->>'arguments', j->>'verdict',"
+    " j->>'reason', j->>'result', j->>'error', j->>'duration', j->'data', j->>'prev_hash',"
+    " j->>'hash' FROM (SELECT ? AS j)"
+)
+
+
+class SqliteLogSql(SqliteLog):
+    """:class:`SqliteLog` with each line turned into its row by SQLite's JSON
+    functions (one ``executemany`` of the lines' text, the GIL released), not by
+    ``json.loads`` in Python. Rows byte-identical for W1's entries (``ledger verify``
+    passes); not proved for every entry (SQLite's JSON text of a path or data with
+    non-ASCII, or of a float, may differ from ``sorted_json``'s)."""
+
+    def _serve(self) -> None:
+        conn = self.conn
+        while True:
+            lines, closing = self._take()
+            if lines:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany(_INSERT_LINE, [(line[:-1].decode(),) for line in lines])
+                conn.execute("COMMIT")
+                self.transactions += 1
+            if closing and not lines:
+                return
+
+
+class SqliteLogLines(SqliteLog):
+    """:class:`SqliteLog` moving each line into a table of lines (``seq``, the line's
+    text; no other column, no secondary index) rather than the stock ``entries``
+    table: not the stock format (``ledger verify`` and ``query`` do not read it).
+    What the move would cost if the database kept the lines and indexed nothing."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.conn.execute("CREATE TABLE lines (seq INTEGER PRIMARY KEY, line TEXT NOT NULL)")
+
+    def _serve(self) -> None:
+        conn = self.conn
+        while True:
+            lines, closing = self._take()
+            if lines:
+                seq = self.moved
+                rows = [(seq + k, line[:-1].decode()) for k, line in enumerate(lines, 1)]
+                self.moved = seq + len(lines)
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany("INSERT INTO lines (seq, line) VALUES (?, ?)", rows)
+                conn.execute("COMMIT")
+                self.transactions += 1
+            if closing and not lines:
+                return
+
+    async def aclose(self) -> None:
+        with self.lock:
+            self.closing = True
+            self.wakeup.notify()
+        await trio.to_thread.run_sync(self.thread.join)
+        count = self.conn.execute("SELECT count(*) FROM lines").fetchone()[0]
+        assert count == self.chain.seq, (count, self.chain.seq)
+        print(f"{self.chain.seq} entries in {self.transactions} transactions", file=sys.stderr)
+        self.conn.close()
+        os.close(self.fd)
+
+
 class Parked:
     """Keeps nothing; each entry awaited (the recorders build its ``Record``) and
     parked once (one ``cancel_shielded_checkpoint``): what acknowledging an entry
@@ -310,7 +491,25 @@ DESIGNS: dict[str, Callable[[], Any]] = {
     "jsonl-floor-tick": lambda: JsonlFloorTick(_file("jsonl")),
     "jsonl-tick": lambda: JsonlTick(_file("jsonl")),
     "parked": Parked,
+    "sqlite-log": lambda: SqliteLog(_file("db")),
+    "sqlite-log-sql": lambda: SqliteLogSql(_file("db")),
+    "sqlite-log-lines": lambda: SqliteLogLines(_file("db")),
 }
+
+
+def w1_closed(runs: int, make: Callable[[], Any]) -> Callable[[], Awaitable[int]]:
+    """W1's body (:func:`bench.audit_cost.w1_body`) with the sink closed at its end
+    (the pool does not close it): the intent-log prototypes move what is left of
+    their log into the database then, and that work is W1's."""
+
+    async def main() -> int:
+        sink = make()
+        done = await w1_body(runs, lambda: sink)()
+        if sink is not None:
+            await sink.aclose()
+        return done
+
+    return main
 
 
 def wall(runs: int, repeat: int, only: list[str] | None = None) -> None:
@@ -335,7 +534,7 @@ def wall(runs: int, repeat: int, only: list[str] | None = None) -> None:
             make = cases[name]
             gc.collect()
             start, cpu = time.perf_counter(), time.process_time()
-            trio.run(w1_body(runs, make))
+            trio.run(w1_closed(runs, make))
             walls[name].append((time.perf_counter() - start) / runs * 1e6)
             cpus[name].append((time.process_time() - cpu) / runs * 1e6)
     print(f"W1, {runs} runs, medians of {repeat} interleaved rounds; load average "
@@ -403,7 +602,7 @@ def main(argv: list[str]) -> None:
             " | python -m bench.sink_designs wall RUNS REPEAT [CASE,...]"
             " | python -m bench.sink_designs commits"
         )
-    run_fixed(w1_body(int(argv[0]), DESIGNS[argv[1]]))
+    run_fixed(w1_closed(int(argv[0]), DESIGNS[argv[1]]))
 
 
 if __name__ == "__main__":

@@ -332,8 +332,9 @@ def test_aio_w1_reports_the_ratio() -> None:
 
 def test_sink_designs_record_every_w1_entry() -> None:
     # Each prototype of bench.sink_designs that writes takes W1's ten entries a run:
-    # the awaited JSONL one, the tick one and the inline SQLite one as sound
-    # ledgers, the floors as lines and rows.
+    # the awaited JSONL one, the tick one, the inline SQLite one and the intent-log
+    # ones (moved into the database by the close) as sound ledgers, the floors as
+    # lines and rows, the lines table as its lines.
     import sqlite3
 
     import trio
@@ -344,7 +345,7 @@ def test_sink_designs_record_every_w1_entry() -> None:
 
     assert set(DESIGNS) - {"parked"} == {
         "jsonl-awaited", "sqlite-inline", "jsonl-floor", "sqlite-floor", "jsonl-floor-tick",
-        "jsonl-tick",
+        "jsonl-tick", "sqlite-log", "sqlite-log-sql", "sqlite-log-lines",
     }
     for name, make in DESIGNS.items():
         if name == "parked":
@@ -362,11 +363,12 @@ def test_sink_designs_record_every_w1_entry() -> None:
             with open(sink.path, "rb") as file:
                 assert sum(1 for _ in file) == 70, name
         else:
+            table = "lines" if name == "sqlite-log-lines" else "entries"
             with sqlite3.connect(sink.path) as conn:
-                assert conn.execute("SELECT count(*), max(seq) FROM entries").fetchone() == (
+                assert conn.execute(f"SELECT count(*), max(seq) FROM {table}").fetchone() == (
                     70, 70), name
             conn.close()
-        if "floor" not in name:
+        if "floor" not in name and name != "sqlite-log-lines":
             report = verify(sink.path)
             assert (report.ok, report.entries) == (True, 70), name
 
@@ -382,4 +384,5 @@ def test_sink_designs_wall_reports_every_case() -> None:
     assert names == [
         "off", "jsonl", "sqlite", "nothing", "jsonl-awaited", "sqlite-inline",
         "jsonl-floor", "sqlite-floor", "jsonl-floor-tick", "jsonl-tick", "parked",
+        "sqlite-log", "sqlite-log-sql", "sqlite-log-lines",
     ]
