@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import attrs
@@ -127,8 +128,10 @@ class AnthropicChatModel:
     client: httpx.AsyncClient | None = attrs.field(kw_only=True, default=None)
     prices: PriceTable | None = attrs.field(kw_only=True, default=None, repr=False)
 
-    @property
+    @functools.cached_property
     def _endpoint(self) -> Endpoint:
+        # Made once (the fields it reads are frozen), not once a call: every call holds
+        # it for as long as it runs.
         return Endpoint(
             api="Anthropic",
             secret=self.api_key,
@@ -203,21 +206,25 @@ class AnthropicChatModel:
         )
         return priced(response, self.model, self.prices)
 
-    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+    def stream(
+        self, request: ModelRequest, on_delta: DeltaSink
+    ) -> Coroutine[Any, Any, ModelResponse]:
         """The model's reply to ``request``, streamed: ``on_delta`` is awaited with each
-        text delta as it arrives. A checkpoint. Raises as :meth:`complete`."""
-        headers = self._headers(stream=True)
-        await load_prices()
-        response = await stream_reply(
-            self._endpoint,
+        text delta as it arrives. A checkpoint (a coroutine to await: made here, without
+        a frame of its own, so that a call parked in the stream holds one coroutine,
+        :func:`~._http.stream_reply`). Raises as :meth:`complete`."""
+        endpoint = self._endpoint
+        return stream_reply(
+            endpoint,
             self._url,
-            headers,
+            self._headers(stream=True),
             self.request_body(request, stream=True),
             read_anthropic_event,
-            AnthropicStreamState(tally=Tally(self._limits)),
+            AnthropicStreamState(tally=Tally(endpoint.limits)),
             on_delta,
+            self.model,
+            self.prices,
         )
-        return priced(response, self.model, self.prices)
 
 
 def read_anthropic_event(event: ServerSentEvent) -> Mapping[str, Any] | ApiError:

@@ -18,7 +18,7 @@ import contextlib
 import functools
 import math
 import ssl
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Protocol, cast
 
 import attrs
@@ -44,6 +44,7 @@ from ._apierror import (
 from ._keys import mask
 from ._limits import ERROR_BODY_BYTES, LimitExceeded, ReplyLimits, body_too_large, cut
 from ._payload import Malformed, encode_input, try_loads
+from ._prices import PriceTable, load_prices, priced
 from ._ratehints import retry_hint
 from ._sse import ServerSentEvent, SSEParser
 
@@ -119,70 +120,79 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-class _OpenStream:
-    """``async with _OpenStream(endpoint, url, headers, body) as response``: ``body``
-    POSTed as JSON and the reply's head read (a redirect, never followed, and a stacked
-    Content-Encoding refused); its body is the caller's to read. On exit the reply is
-    closed, and the client with it when the call made its own.
+def _new_client(endpoint: Endpoint) -> httpx.AsyncClient:
+    # The client of a call given none, closed with the call (_close).
+    return httpx.AsyncClient(timeout=endpoint.timeout, verify=_ssl_context())
 
-    A class rather than a generator-based context manager, and httpx's ``build_request``
-    and ``send`` rather than its ``client.stream`` (another one): a streamed call holds
-    this for as long as it is parked, and each generator frame is ~1 KiB of every
-    parked call (bench/README.md, W7 parked)."""
 
-    __slots__ = ("_body", "_client", "_endpoint", "_headers", "_owned", "_response", "_url")
+class _OnePass:
+    """A request body httpx reads once and that then holds nothing: given bytes, httpx
+    keeps them in the request, which its response keeps, for as long as a streamed
+    reply is open (the whole conversation, for every call parked in its stream)."""
 
-    def __init__(
-        self, endpoint: Endpoint, url: str, headers: Mapping[str, str], body: Mapping[str, Any]
-    ) -> None:
-        self._endpoint, self._url, self._headers, self._body = endpoint, url, headers, body
-        self._owned = endpoint.client is None
-        self._client = endpoint.client or httpx.AsyncClient(
-            timeout=endpoint.timeout, verify=_ssl_context())
-        self._response: httpx.Response | None = None
+    __slots__ = ("_content",)
 
-    async def __aenter__(self) -> httpx.Response:
-        endpoint = self._endpoint
-        try:
-            # The body is encoded here, not by httpx: encode_input cannot hit
-            # RecursionError on tool inputs nested as deep as a reply could carry them.
-            request = self._client.build_request(
-                "POST",
-                self._url,
-                content=encode_input(self._body).encode(),
-                headers={**self._headers, "Content-Type": "application/json"},
-                timeout=endpoint.timeout,
-            )
-            # Redirects are never followed, whatever a caller-owned client says: httpx
-            # drops only ``Authorization`` on a cross-origin redirect, so ``x-api-key``
-            # (and the conversation, on a 307/308) would go wherever the server points.
-            response = await self._client.send(request, stream=True, follow_redirects=False)
-        except BaseException:
-            await self._close_client()
-            raise
-        self._response = response
-        try:
-            if 300 <= response.status_code < 400:
-                raise ModelError(
-                    f"{endpoint.api} API answered with a redirect "
-                    f"(HTTP {response.status_code}), which is not followed"
-                )
-            _check_encoding(endpoint, response)
-        except BaseException:
-            await self.__aexit__(None, None, None)
-            raise
-        return response
+    def __init__(self, content: bytes) -> None:
+        self._content: bytes | None = content
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        try:
-            if self._response is not None:
-                await self._response.aclose()
-        finally:
-            await self._close_client()
+    def __aiter__(self) -> _OnePass:
+        return self
 
-    async def _close_client(self) -> None:
-        if self._owned:
-            await self._client.aclose()
+    async def __anext__(self) -> bytes:
+        content, self._content = self._content, None
+        if content is None:
+            raise StopAsyncIteration
+        return content
+
+
+def _request(
+    client: httpx.AsyncClient,
+    endpoint: Endpoint,
+    url: str,
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+) -> httpx.Request:
+    # The body is encoded here, not by httpx: encode_input cannot hit RecursionError
+    # on tool inputs nested as deep as a reply could carry them. Its length is given,
+    # so httpx sends it as it would bytes (not chunked).
+    content = encode_input(body).encode()
+    return client.build_request(
+        "POST",
+        url,
+        content=_OnePass(content),
+        headers={
+            **headers,
+            "Content-Type": "application/json",
+            "Content-Length": str(len(content)),
+        },
+        timeout=endpoint.timeout,
+    )
+
+
+def _check_head(endpoint: Endpoint, response: httpx.Response) -> None:
+    # Redirects are never followed, whatever a caller-owned client says (the send is
+    # made with follow_redirects=False): httpx drops only ``Authorization`` on a
+    # cross-origin redirect, so ``x-api-key`` (and the conversation, on a 307/308)
+    # would go wherever the server points.
+    if 300 <= response.status_code < 400:
+        raise ModelError(
+            f"{endpoint.api} API answered with a redirect "
+            f"(HTTP {response.status_code}), which is not followed"
+        )
+    _check_encoding(endpoint, response)
+
+
+async def _close(
+    endpoint: Endpoint, client: httpx.AsyncClient, response: httpx.Response | None
+) -> None:
+    # The end of a call: its reply closed, and its client with it when the call made
+    # its own (_new_client).
+    try:
+        if response is not None:
+            await response.aclose()
+    finally:
+        if endpoint.client is None:
+            await client.aclose()
 
 
 def _check_encoding(endpoint: Endpoint, response: httpx.Response) -> None:
@@ -247,22 +257,32 @@ async def post_json(
       ModelError: any other failure, including a malformed or too large reply.
     """
     error: ModelError
-    content = b""
+    content: bytes | None = None
     with trio.move_on_after(endpoint.total_timeout) as deadline:
         try:
-            async with _OpenStream(endpoint, url, headers, body) as response:
+            client = endpoint.client or _new_client(endpoint)
+            response: httpx.Response | None = None
+            try:
+                response = await client.send(
+                    _request(client, endpoint, url, headers, body),
+                    stream=True,
+                    follow_redirects=False,
+                )
+                _check_head(endpoint, response)
                 if response.status_code >= 400:
                     error = await _error_reply(endpoint, response)
                 else:
                     content = endpoint.limits.check_body(
                         await _read_body(response, endpoint.max_response_bytes, truncate=False)
                     )
+            finally:
+                await _close(endpoint, client, response)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             error = _transport_error(endpoint, exc)
         except LimitExceeded as exc:
             error = endpoint.exceeded(exc)
         else:
-            if response.status_code < 400:
+            if content is not None:
                 payload, problem = try_loads(content)
                 if problem is None:
                     return payload
@@ -298,80 +318,6 @@ def malformed_response(endpoint: Endpoint, exc: Malformed) -> ModelError:
     """The error for a reply whose JSON lacks a field or has one of the wrong type."""
     detail = shown(str(exc), endpoint.secret)
     return ModelError(f"{endpoint.api} API returned a malformed response: {detail}")
-
-
-#: Handles one event of a stream; returns True when it was the stream's last event.
-#: It may raise :class:`Malformed` or :class:`LimitExceeded` (reported as a ModelError
-#: naming the API).
-EventHandler = Callable[[ServerSentEvent], Awaitable[bool]]
-
-
-async def post_event_stream(
-    endpoint: Endpoint,
-    url: str,
-    headers: Mapping[str, str],
-    body: Mapping[str, Any],
-    on_event: EventHandler,
-    deadline: trio.CancelScope,
-) -> bool:
-    """POST ``body`` as JSON and feed each server-sent event of the reply to
-    ``on_event`` until it returns True. A checkpoint. The caller runs it inside
-    ``deadline``, the call's ``total_timeout``.
-
-    The stream's decoded bytes are bounded by ``max_response_bytes``, each line and
-    event by the limits' ``max_event_chars``.
-
-    Returns:
-      True if ``on_event`` ended the stream, False if the server ended it first.
-
-    Raises:
-      TransientModelError: as :func:`post_json`, and when the connection drops.
-      ContextTooLongError, ModelError: as :func:`post_json`; and whatever ``on_event``
-        raises.
-    """
-    error: ModelError
-    try:
-        async with _OpenStream(endpoint, url, headers, body) as response:
-            if response.status_code >= 400:
-                error = await _error_reply(endpoint, response)
-            else:
-                content_type = response.headers.get("content-type", "")
-                if content_type.startswith("text/event-stream"):
-                    # Read here, not in a helper: a frame less held by every call
-                    # parked in this read (bench/README.md, W7 parked).
-                    parser = SSEParser(endpoint.limits.max_event_chars)
-                    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-                    limit = endpoint.max_response_bytes
-                    size = 0
-                    chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
-                    try:
-                        async for chunk in chunks:
-                            size += len(chunk)
-                            if size > limit:
-                                raise body_too_large(limit)
-                            for event in parser.feed(decoder.decode(chunk)):
-                                if await on_event(event):
-                                    await _read_rest(chunks)
-                                    return True
-                    finally:
-                        await _finish(response, chunks)
-                    for event in parser.feed(decoder.decode(b"", final=True)) + parser.end():
-                        if await on_event(event):
-                            return True
-                    return False
-                kind = cut(shown(content_type, endpoint.secret), 100) or "no content type"
-                error = ModelError(
-                    f"{endpoint.api} API answered a streaming request with {kind}, "
-                    "not an event stream"
-                )
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        error = _transport_error(endpoint, exc)
-    except LimitExceeded as exc:
-        error = endpoint.exceeded(exc)
-    except Malformed as exc:
-        detail = shown(str(exc), endpoint.secret)
-        error = ModelError(f"{endpoint.api} API returned a malformed stream: {detail}")
-    raise error
 
 
 async def _read_rest(chunks: AsyncGenerator[bytes, None]) -> None:
@@ -437,22 +383,115 @@ async def stream_reply(
     read_event: EventReader,
     state: StreamState,
     on_delta: DeltaSink,
+    model: str,
+    prices: PriceTable | None,
 ) -> ModelResponse:
-    """POST ``body`` and build the streamed reply in ``state``, awaiting ``on_delta``
-    with each text delta as it arrives. A checkpoint.
+    """POST ``body`` as JSON and build the streamed reply in ``state`` from the
+    server-sent events of the answer, awaiting ``on_delta`` with each text delta as it
+    arrives; return it priced (:func:`~._prices.priced`, the configured ``model`` and
+    the caller's ``prices``). A checkpoint.
 
     The stream ends at the end marker ``read_event`` reports, or once ``state`` says
     it has stopped. The call ends within ``total_timeout``, not counting the time
-    ``on_delta`` takes (a slow consumer is not the server's fault).
+    ``on_delta`` takes (a slow consumer is not the server's fault). The stream's
+    decoded bytes are bounded by ``max_response_bytes``, each line and event by the
+    limits' ``max_event_chars``.
+
+    One coroutine from the request to the read loop, under one deadline scope, that
+    lets go of the request (its body, headers, URL) once sent: a call parked in the
+    stream holds this frame and httpx's, nothing else of ours but the parser and
+    ``state`` (bench/README.md, W7 parked).
 
     Raises:
-      TransientModelError: as :func:`post_event_stream`, when the stream ends before
-        ``state`` is finished, and past ``total_timeout``.
-      ContextTooLongError, ModelError: as :func:`post_event_stream`; an error event as
-        :func:`api_error_to_exception` maps it; a malformed reply.
+      TransientModelError: 408, 409, 429, 5xx, a timeout (``total_timeout``
+        included), a failed or dropped connection, a stream that ends before
+        ``state`` is finished.
+      ContextTooLongError: the endpoint's context check matched the error.
+      ModelError: any other failure: an error event as :func:`api_error_to_exception`
+        maps it, a malformed or too large reply, no event stream.
     """
+    await load_prices()
+    error: ModelError | None = None
+    ended = False
+    with trio.move_on_after(endpoint.total_timeout) as deadline:
+        try:
+            client = endpoint.client or _new_client(endpoint)
+            response: httpx.Response | None = None
+            try:
+                request = _request(client, endpoint, url, headers, body)
+                del url, headers, body  # not kept while the reply is read
+                response = await client.send(request, stream=True, follow_redirects=False)
+                del request
+                _check_head(endpoint, response)
+                content_type = response.headers.get("content-type", "")
+                if response.status_code >= 400:
+                    error = await _error_reply(endpoint, response)
+                elif not content_type.startswith("text/event-stream"):
+                    kind = cut(shown(content_type, endpoint.secret), 100) or "no content type"
+                    error = ModelError(
+                        f"{endpoint.api} API answered a streaming request with {kind}, "
+                        "not an event stream"
+                    )
+                else:
+                    parser = SSEParser(endpoint.limits.max_event_chars)
+                    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+                    size = 0
+                    chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+                    try:
+                        async for chunk in chunks:
+                            size += len(chunk)
+                            if size > endpoint.max_response_bytes:
+                                raise body_too_large(endpoint.max_response_bytes)
+                            events = parser.feed(decoder.decode(chunk))
+                            if events and await _deliver(
+                                endpoint, events, read_event, state, on_delta, deadline
+                            ):
+                                ended = True
+                                await _read_rest(chunks)
+                                break
+                    finally:
+                        await _finish(response, chunks)
+                    if not ended:
+                        events = parser.feed(decoder.decode(b"", final=True)) + parser.end()
+                        ended = await _deliver(
+                            endpoint, events, read_event, state, on_delta, deadline
+                        )
+            finally:
+                await _close(endpoint, client, response)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            error = _transport_error(endpoint, exc)
+        except LimitExceeded as exc:
+            error = endpoint.exceeded(exc)
+        except Malformed as exc:
+            detail = shown(str(exc), endpoint.secret)
+            error = ModelError(f"{endpoint.api} API returned a malformed stream: {detail}")
+    if deadline.cancelled_caught:
+        raise endpoint.timed_out()
+    # Raised here, outside the handlers, so no httpx error is chained to it.
+    if error is not None:
+        raise error
+    if not ended and not state.finished:
+        raise stream_ended_early(endpoint)
+    try:
+        return priced(state.response(), model, prices)
+    except Malformed as exc:
+        error = malformed_response(endpoint, exc)
+    raise error
 
-    async def on_event(event: ServerSentEvent) -> bool:
+
+async def _deliver(
+    endpoint: Endpoint,
+    events: list[ServerSentEvent],
+    read_event: EventReader,
+    state: StreamState,
+    on_delta: DeltaSink,
+    deadline: trio.CancelScope,
+) -> bool:
+    # Feed ``events`` to ``state``, awaiting ``on_delta`` with each text delta; True
+    # once the stream has ended (its end marker, or ``state`` stopped). Raises the
+    # error of an error event, and Malformed or LimitExceeded as ``read_event`` and
+    # ``state`` do.
+    for event in events:
         data = read_event(event)
         if data is None:
             return True
@@ -468,17 +507,6 @@ async def stream_reply(
                 await on_delta(delta)
             finally:
                 deadline.deadline = trio.current_time() + left
-        return state.stopped
-
-    with trio.move_on_after(endpoint.total_timeout) as deadline:
-        ended = await post_event_stream(endpoint, url, headers, body, on_event, deadline)
-    if deadline.cancelled_caught:
-        raise endpoint.timed_out()
-    if not ended and not state.finished:
-        raise stream_ended_early(endpoint)
-    error: ModelError
-    try:
-        return state.response()
-    except Malformed as exc:
-        error = malformed_response(endpoint, exc)
-    raise error
+        if state.stopped:
+            return True
+    return False

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from agentcore import (
     ContextTooLongError,
@@ -176,6 +177,38 @@ async def test_stream_delivers_deltas_and_the_whole_reply(api: FakeAPI) -> None:
     body = api.requests[0].body
     assert (body["stream"], body["stream_options"]) == (True, {"include_usage": True})
     assert api.requests[0].headers["accept"] == "text/event-stream"
+
+
+async def test_a_call_parked_in_its_stream_is_one_coroutine_that_let_the_request_go(
+    api: FakeAPI,
+) -> None:
+    # bench/README.md, W7 parked: waiting for its next chunk, a streamed call holds
+    # stream_reply's frame over httpx's (no frame of the model's, no helper's), and
+    # that frame no longer holds the request's body, headers or URL.
+    first = chunk({"role": "assistant", "content": "Hel"})
+    api.replies.append(Reply(chunks=(first,), hold=True, content_type="text/event-stream"))
+    delivered = trio.Event()
+
+    async def on_delta(text: str) -> None:
+        delivered.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(model(api).stream, REQUEST, on_delta)
+        await delivered.wait()
+        await trio.testing.wait_all_tasks_blocked()
+        (task,) = nursery.child_tasks
+        names: list[str] = []
+        coro: Any = task.coro
+        while hasattr(coro, "cr_code"):
+            names.append(coro.cr_code.co_qualname)
+            frame_locals = coro.cr_frame.f_locals
+            coro = coro.cr_await
+        assert names == ["stream_reply"]
+        assert {"body", "headers", "url", "request"} & set(frame_locals) == set()
+        nursery.cancel_scope.cancel()
+    assert api.requests[0].body["messages"][1] == {
+        "role": "user", "content": "Weather in Paris?"
+    }
 
 
 async def test_stream_assembles_tool_call_fragments(api: FakeAPI) -> None:
