@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -46,10 +47,7 @@ async def complete(
         try:
             if not run.emit_now(EventKind.model_request):
                 await run.emit(EventKind.model_request)
-            if agent.streams:
-                response = await _stream(run, request)
-            else:
-                response = await agent.model.complete(request)
+            response = await call_model(run, request)
         except TransientModelError as exc:
             transient += 1
             await _retry_transient(run, exc, transient)
@@ -68,19 +66,30 @@ async def complete(
         return response
 
 
+def call_model(run: RunPort, request: ModelRequest) -> Awaitable[ModelResponse]:
+    """The turn's model call for ``request``, to await (a checkpoint): the model's
+    ``stream``, its deltas sent as ``model_delta`` events (:meth:`RunPort.emit_delta`),
+    when it streams, else its ``complete``. Not a checkpoint itself: it makes the
+    model's coroutine and adds no frame of its own to a run parked in the call."""
+    agent = run.agent
+    if agent.streams:
+        return agent.model.stream(request, run.emit_delta)  # type: ignore[attr-defined,no-any-return]
+    return agent.model.complete(request)
+
+
 def direct(run: RunPort, tools: tuple[ToolSpec, ...]) -> ModelRequest | None:
     """The request of the turn's model call when the run may await the model in its
     own frame (``Run.run`` does: a run parked in its model call then holds no frame
     of this module), else None: the run awaits :func:`complete`. Not a checkpoint.
 
-    Direct when the call is a plain one: no streaming, no ``before_model`` hook,
-    and the history within the agent's budget as it is. The run then emits
-    ``model_request``, awaits the model, and goes on with :func:`settle` (its
+    Direct when the call is a plain one: no ``before_model`` hook, and the history
+    within the agent's budget as it is. The run then emits ``model_request``, awaits
+    :func:`call_model` (streamed or not), and goes on with :func:`settle` (its
     response) or :func:`retry_direct` (a retried error): the same events, entries
     and retries as :func:`complete`.
     """
     agent = run.agent
-    if agent.streams or agent.hookset.before_model:
+    if agent.hookset.before_model:
         return None
     if agent.budgeted:
         # Within a budget of max_messages alone, a count says so as fit_history would.
@@ -205,14 +214,6 @@ async def _retry_length(run: RunPort, response: ModelResponse, attempt: int) -> 
         text="the response was cut off (finish_reason length); asking for a shorter one",
         attempt=attempt,
     )
-
-
-async def _stream(run: RunPort, request: ModelRequest) -> ModelResponse:
-    async def on_delta(text: str) -> None:
-        await run.emit(EventKind.model_delta, text=text)
-
-    response: ModelResponse = await run.agent.model.stream(request, on_delta)  # type: ignore[attr-defined]
-    return response
 
 
 async def _compressed(run: RunPort, messages: list[Message]) -> None:

@@ -142,6 +142,10 @@ class RunPort(Protocol):
         """Send one event of the run to its destination and observers."""
         ...
 
+    async def emit_delta(self, text: str) -> None:
+        """Send a ``model_delta`` event of ``text`` (a streamed call's ``on_delta``)."""
+        ...
+
     def emit_now(
         self, kind: EventKind, *, text: str = "", message: Message | None = None,
         call: ToolCall | None = None, decision: GateDecision | None = None,

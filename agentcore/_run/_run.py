@@ -21,7 +21,7 @@ from .._summary import EndReason, RunSummary
 from ._checkpoint import at_end, at_turn, opening
 from ._end import conclude, summarise
 from ._hookcall import call_hook
-from ._modelcall import complete, direct, retry_direct, settle
+from ._modelcall import call_model, complete, direct, retry_direct, settle
 from ._output import OutputCheck
 from ._port import _current_run as _current_run
 from ._result import RunResult
@@ -285,8 +285,9 @@ class Run:
                     await self._announce(injected)
                 if state.unreported:
                     await self._report_follow_ups()
-                # A plain model call is awaited here, not in complete(): a frame
-                # fewer for every run parked in it (see _modelcall.direct).
+                # A plain model call, streamed or not, is awaited here, not in
+                # complete(): a frame fewer for every run parked in it (see
+                # _modelcall.direct).
                 request = direct(self, self.agent.tool_specs)
                 if request is None:
                     response = await complete(self, self.agent.tool_specs)
@@ -294,7 +295,7 @@ class Run:
                     try:
                         if not self.emit_now(EventKind.model_request):
                             await self.emit(EventKind.model_request)
-                        response = await self.agent.model.complete(request)
+                        response = await call_model(self, request)
                     except (TransientModelError, ContextTooLongError) as exc:
                         response = await retry_direct(self, self.agent.tool_specs, exc)
                     else:
@@ -471,6 +472,11 @@ class Run:
 
     # emit_now takes the event's fields as named parameters, not as **fields: a dict
     # built and unpacked again into event_of for each of a run's events.
+    async def emit_delta(self, text: str) -> None:
+        """Send a ``model_delta`` event of ``text``: the ``on_delta`` of a streamed model
+        call (:func:`~._modelcall.call_model`). A checkpoint as :meth:`emit` is."""
+        await self.emit(EventKind.model_delta, text=text)
+
     def emit_now(
         self, kind: EventKind, text: str = "", message: Message | None = None,
         call: ToolCall | None = None, decision: GateDecision | None = None,

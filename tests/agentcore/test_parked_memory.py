@@ -32,6 +32,15 @@ class ParkingModel:
         raise AssertionError("unreachable")
 
 
+class StreamingParkingModel(ParkingModel):
+    """A streaming model whose every streamed call blocks until cancelled."""
+
+    async def stream(self, request: ModelRequest, on_delta: Any) -> ModelResponse:
+        self.requests.append(request)
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
 def _stack(coro: Any) -> Iterator[str]:
     # The qualified names of the coroutines (and generators) a task is parked in,
     # outermost first.
@@ -48,7 +57,7 @@ def _ours(coro: Any) -> list[str]:
     names = []
     for name in _stack(coro):
         names.append(name)
-        if name == "ParkingModel.complete":
+        if name in ("ParkingModel.complete", "StreamingParkingModel.stream"):
             break
     return names
 
@@ -67,6 +76,19 @@ async def test_a_parked_run_is_its_run_frame_over_the_models_call() -> None:
         # No _loop, no complete(): the turn loop and a plain model call are in run()
         # (a run without an owner is its own: run() awaits itself once, in its scope).
         assert _ours(task.coro) == ["Run.run", "Run.run", "ParkingModel.complete"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_run_parked_in_a_streamed_call_is_its_run_frame_over_the_models() -> None:
+    # A streamed call is awaited directly too: no complete(), no frame for on_delta.
+    model = StreamingParkingModel()
+    run = Agent(model=model, system_prompt="sys").new_run("hi")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run.run)
+        await trio.testing.wait_all_tasks_blocked()
+        (task,) = nursery.child_tasks
+        assert _ours(task.coro) == ["Run.run", "Run.run", "StreamingParkingModel.stream"]
+        assert model.requests == [ModelRequest(run.state.snapshot)]
         nursery.cancel_scope.cancel()
 
 
