@@ -125,7 +125,8 @@ class EntryKind(enum.StrEnum):
     whose run delegated it, or that call's ``tool_timeout``), ``parent_ended`` (its
     parent's run ended or stopped waiting for it: a background child that is not
     critical, a child of an aborted run), ``pool_closed`` (``Pool.cancel()``, the block
-    of ``open_pool`` raised or was cancelled, a cancel from outside the pool),
+    of ``open_pool`` raised or was cancelled, a cancel from outside the pool, the
+    ``subagent mcp`` server's calls in flight when its client closes stdin),
     ``interrupt`` (Ctrl-C or SIGTERM: a ``KeyboardInterrupt`` out of ``open_pool``'s
     block), ``budget`` (a budget over it was spent), ``temporal`` (Temporal cancelled
     the activity running its tree). The first cancel to reach a task names it; the

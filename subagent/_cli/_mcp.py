@@ -5,10 +5,12 @@ Each agent is a tool of the same name taking ``{"task": "..."}``; a call submits
 task to one pool (bounded, gated, audited like ``subagent run``) and answers with the
 task's output, or an error result saying how the task ended. A client's
 ``notifications/cancelled`` cancels the task (and so its subagents and their tool
-calls). Each request (line of stdin) is at most 4 MiB (:mod:`._serve_stdio`). When
-the client asks for progress, each event of the task's tree is sent as a
-progress notification (``"PATH: KIND"``); events the client is too slow for are
-dropped, never slowing the agents (at most :data:`PROGRESS_BUFFER` wait).
+calls; ledger cause ``caller``); a client that closes stdin (or dies) ends the server,
+whose pool is cancelled with the calls in flight (cause ``pool_closed``). Each
+request (line of stdin) is at most 4 MiB (:mod:`._serve_stdio`). When the client asks
+for progress, each event of the task's tree is sent as a progress notification
+(``"PATH: KIND"``); events the client is too slow for are dropped, never slowing the
+agents (at most :data:`PROGRESS_BUFFER` wait).
 
 This module has no ``from __future__ import annotations``: the SDK reads the tool
 functions' annotations (``Context``) at registration.
@@ -22,6 +24,7 @@ import trio
 
 from agentcore import Tool, ToolGate
 
+from .._core._core import CancelCause
 from .._delegation._results import SubagentResultsTool
 from .._delegation._tool import SubagentTool
 from .._errors import TaskError, format_path
@@ -40,7 +43,8 @@ PROGRESS_FLUSH = 5.0
 MAX_PROGRESS_MESSAGE = 200
 
 
-def _agent_tool(pool: Pool, name: str) -> Any:
+def _agent_tool(pool: Pool, name: str, client_gone: trio.Event) -> Any:
+    # ``client_gone``: set once stdin has ended (the server then stops).
     from mcp.server.mcpserver import Context
 
     async def run_agent(task: str, ctx: Context) -> str:
@@ -54,8 +58,13 @@ def _agent_tool(pool: Pool, name: str) -> Any:
             except TaskError as exc:
                 outcome = exc
             except BaseException:
-                # The client cancelled the call (or the server is closing).
-                handle.cancel()
+                # The client cancelled the call (caller), or it has gone: stdin ended,
+                # the server stops and cancels the pool (pool_closed, as the tasks
+                # it left running).
+                if client_gone.is_set():
+                    handle._cancel_for(CancelCause.pool_closed)
+                else:
+                    handle.cancel()
                 raise
             finally:
                 # The events already buffered still go out, within a bound.
@@ -96,13 +105,14 @@ async def serve_specs(specs: SpecFile, *, gate: ToolGate, audit: Any) -> None:
         for spec in specs.specs_for(pool_tools, pool.mcp_tools):
             pool.register(spec)
         server: MCPServer[Any] = MCPServer("subagent", instructions=_INSTRUCTIONS)
+        client_gone = trio.Event()
         for spec in specs.specs:
             server.add_tool(
-                _agent_tool(pool, spec.name),
+                _agent_tool(pool, spec.name, client_gone),
                 name=spec.name,
                 description=spec.description or f"Give the {spec.name} agent a task.",
             )
-        await serve_stdio(server)
+        await serve_stdio(server, on_eof=client_gone.set)
         # The client has gone: tasks it left running are not waited for.
         pool.cancel()
 

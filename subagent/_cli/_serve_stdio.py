@@ -94,16 +94,17 @@ def lowlevel_run(server: Any) -> Callable[[Any, Any], Awaitable[None]]:
     return serve
 
 
-async def serve_stdio(server: Any) -> None:
+async def serve_stdio(server: Any, *, on_eof: Callable[[], None] | None = None) -> None:
     """Serve ``server`` (the SDK's ``MCPServer``) over this process's stdin and stdout
-    until the client closes stdin. A checkpoint.
+    until the client closes stdin; ``on_eof()``, if given, is called once stdin has
+    ended, before the server stops (and cancels the calls in flight). A checkpoint.
 
     Raises:
       ImportError: the SDK lacks the call the server is run through.
     """
     run = lowlevel_run(server)
     with _claimed() as (stdin, stdout):
-        async with bounded_stdio_server(stdin, stdout) as (read_stream, write_stream):
+        async with bounded_stdio_server(stdin, stdout, on_eof) as (read_stream, write_stream):
             await run(read_stream, write_stream)
 
 
@@ -132,13 +133,14 @@ def _claimed() -> Iterator[tuple[int, int]]:
 
 @asynccontextmanager
 async def bounded_stdio_server(
-    stdin: int, stdout: int
+    stdin: int, stdout: int, on_eof: Callable[[], None] | None = None
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's (read, write) message streams over the file descriptors ``stdin``
     and ``stdout``; a request line past :data:`MAX_REQUEST` is answered
     :data:`TOO_LONG` and skipped, one with more than ``MAX_VALUES`` JSON values
     likewise, and one that is not JSON (``-32700``) or not a JSON-RPC message
-    (``-32600``) too. A checkpoint.
+    (``-32600``) too. ``on_eof()``, if given, is called when ``stdin`` ends (or
+    cannot be read), before the read stream ends. A checkpoint.
 
     When the block ends, the replies already given are written (within
     :data:`FLUSH` seconds) and reading stops.
@@ -171,6 +173,8 @@ async def bounded_stdio_server(
                 except OSError:
                     chunk = b""
                 if not chunk:
+                    if on_eof is not None:
+                        on_eof()
                     return
                 for line in lines.feed(chunk):
                     if line is None:

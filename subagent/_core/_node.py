@@ -57,7 +57,8 @@ class CancelCause(enum.StrEnum):
     delegating call was cancelled by its parent's ``Run.abort``."""
     pool_closed = "pool_closed"
     """The pool was cancelled: ``Pool.cancel()``, the block of ``open_pool`` raised or
-    was cancelled, or a cancel from outside the pool reached its tasks."""
+    was cancelled, or a cancel from outside the pool reached its tasks (the ``subagent
+    mcp`` server's calls in flight when its client closes stdin or dies)."""
     interrupt = "interrupt"
     """Ctrl-C or SIGTERM (a ``KeyboardInterrupt`` out of the block of ``open_pool``,
     as the CLI's commands stop)."""

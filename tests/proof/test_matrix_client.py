@@ -217,14 +217,19 @@ REQUESTED = [f"slow/0001: {kind}" for kind in
              ("task_queued", "task_started", "agent_start", "turn_start", "model_request")]
 ANSWERED = [*REQUESTED, *(f"slow/0001: {kind}" for kind in
                           ("model_delta", "model_response", "agent_end", "task_finished"))]
-#: The run's ``abort`` entry: who cancelled it (the server's handler of the call).
-ABORT = "cancelled (caller): Task.cancel() of it or of a task above it"
+#: The slow run's ``abort`` entry, by fault: who cancelled it. The client's cancel is
+#: the caller's; a client gone (stdin ended) ends the server, which cancels its pool.
+ABORT = {
+    "hangs": "cancelled (caller): Task.cancel() of it or of a task above it",
+    "killed_mid_call": "cancelled (pool_closed): the pool was cancelled",
+    "closes_early": "cancelled (pool_closed): the pool was cancelled",
+}
 
 
 #: fault: the answers in order (1: initialize, 2: the affected call, 3, 4, 9: the
 #: bystander's calls; None: an error without an id), the affected call's progress
 #: messages, and the ledger's kinds by run (runs interleave), its slow run's ``abort``
-#: (if any) saying ABORT.
+#: (if any) saying ABORT[fault].
 EXPECTED: dict[str, tuple[list[tuple[Any, str]], list[str], dict[str, list[str]]]] = {
     # Its pipes closed mid-call: the run is cancelled and audited, the server exits 0.
     "killed_mid_call": (
@@ -284,7 +289,7 @@ def test_mcp_client_cell(peer: str, fault: str, moment: str, tmp_path: Path) -> 
     assert by_run == entries
     errors = [(path, kind, error) for path, kind, error in got.entries if error is not None]
     cancelled = "abort" in entries.get("slow/0001", [])
-    assert errors == ([("slow/0001", "abort", ABORT)] if cancelled else [])
+    assert errors == ([("slow/0001", "abort", ABORT[fault])] if cancelled else [])
     # The affected run ends at once: its abort is written as soon as the server reads
     # the cancel or the end of stdin (FLUSH bounds what is written after that).
     assert (0 <= got.aborted_after < FLUSH) if cancelled else got.aborted_after == -1
