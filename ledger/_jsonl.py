@@ -15,7 +15,7 @@ from ._clock import read_clock, utc_now
 from ._encoding import check_content, line_from_body
 from ._entry import Entry, Record, Scalar
 from ._errors import SinkClosedError, SinkError
-from ._fieldline import LARGE, NOT_PLAIN, fields_body
+from ._fieldline import LARGE, NOT_PLAIN, fields_bytes
 from ._jsonl_file import MAX_LINE_BYTES, open_for_append
 from ._offload import is_large, redact_in_thread
 from ._oserror import describe
@@ -56,6 +56,17 @@ async def _wait_for(batch: _Batch) -> None:
     """Park until ``batch`` is written; not cancellable (see ``_cannot_abort``)."""
     batch.waiting.append(trio.lowlevel.current_task())
     await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
+
+
+def _moved_why(stat: os.stat_result, offset: int) -> str | None:
+    # Why a file of this stat, of which the sink wrote ``offset`` bytes, can take no
+    # more entries (removed, replaced or truncated since it was opened), or None.
+    if stat.st_nlink == 0:
+        return "the file was removed or replaced since the sink opened it"
+    if stat.st_size < offset:
+        return (f"the file was truncated since the sink opened it ({stat.st_size} bytes,"
+                f" {offset} written)")
+    return None
 
 
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
@@ -236,13 +247,16 @@ class JsonlSink:
             :meth:`record_nowait`.
         """
         fd = self._fd
+        cls = type(self)
         if (
             self.fsync
             or fd is None
             or self._closed
             or self._broken is not None
-            or type(self).record is not JsonlSink.record
-            or type(self).record_nowait is not JsonlSink.record_nowait
+            or (cls is not JsonlSink and (
+                cls.record is not JsonlSink.record
+                or cls.record_nowait is not JsonlSink.record_nowait
+            ))
         ):
             # The record_nowait path says which (WouldBlock, closed, broken).
             self.record_nowait(Record(
@@ -252,23 +266,21 @@ class JsonlSink:
             return
         chain = self._chain
         seq = chain.seq + 1
-        try:
-            when = read_clock(self.clock)
-        except TypeError:
-            when = NOT_PLAIN  # the Record path raises the first error, as record() would
-        body = when and fields_body(
+        when = self.clock()  # read_clock, inline; the Record path raises its TypeError
+        if type(when) is not str:
+            when = str.__str__(when) if isinstance(when, str) else NOT_PLAIN
+        encoded = when and fields_bytes(
             seq, when, chain.head, kind, run_id, path, agent_id, tool, call_id,
             arguments, verdict, reason, result, error, duration, data,
         )
-        if body is NOT_PLAIN or body is LARGE:
-            if body is LARGE:
+        if type(encoded) is not bytes:
+            if encoded is LARGE:
                 raise trio.WouldBlock
             self.record_nowait(Record(
                 kind, run_id, path, agent_id, tool, call_id, arguments, verdict, reason,
                 result, error, duration, {} if data is None else data,
             ))
             return
-        encoded = body.encode("utf-8", "surrogatepass")
         digest = sha256(encoded).hexdigest()
         line = b"%s,\"hash\":\"%s\"}\n" % (encoded[:-1], digest.encode("ascii"))
         if len(line) > MAX_LINE_BYTES + 1:
@@ -277,11 +289,30 @@ class JsonlSink:
                 f"the entry's line would be {len(line) - 1} bytes, over the"
                 f" {MAX_LINE_BYTES}-byte limit of a ledger line",
             )
-        broken = self._moved(fd)
+        # _moved and _append, inline for the common case (a frame each per entry).
+        try:
+            stat = os.fstat(fd)
+        except OSError as exc:
+            broken: str | None = describe(exc)
+        else:
+            broken = None if stat.st_nlink and stat.st_size >= self._offset else (
+                _moved_why(stat, self._offset))
         if broken is not None:
             self._broken = broken
             raise SinkError(self.path, broken)
-        cause = self._append(fd, line)
+        if _crashpoints.ON:
+            cause = self._append(fd, line)
+        else:
+            try:
+                done = _write(fd, line)
+            except OSError as exc:
+                cause = describe(exc)  # nothing written
+            else:
+                if done == len(line):
+                    self._offset += done
+                    cause = None
+                else:
+                    cause = self._append(fd, line, done)
         if cause is not None:
             raise SinkError(self.path, cause)
         chain.seq = self._written = seq
@@ -337,18 +368,13 @@ class JsonlSink:
             stat = os.fstat(fd)
         except OSError as exc:
             return describe(exc)
-        if stat.st_nlink == 0:
-            return "the file was removed or replaced since the sink opened it"
-        if stat.st_size < self._offset:
-            return (f"the file was truncated since the sink opened it ({stat.st_size} bytes,"
-                    f" {self._offset} written)")
-        return None
+        return _moved_why(stat, self._offset)
 
-    def _append(self, fd: int, data: bytes) -> str | None:
-        """Write ``data`` whole, or undo the part written; ``None``, or why it failed."""
-        done = 0
+    def _append(self, fd: int, data: bytes, done: int = 0) -> str | None:
+        """Write ``data`` whole (its first ``done`` bytes are written already), or undo
+        the part written; ``None``, or why it failed."""
         k = _crashpoints.before(f"jsonl ledger: {data.count(10)} entries") if (
-            _crashpoints.ON) else 0
+            _crashpoints.ON and not done) else 0
         try:
             while done < len(data):
                 done += _write(fd, data[done:] if done else data)

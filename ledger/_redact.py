@@ -59,6 +59,7 @@ _CANDIDATE_RE: Final = re.compile(
     r"|p(?:ass[wp]|wd)|secret|token|ur[il]|://|\\[ux]"
 )
 _RUN: Final = re.compile(r"[A-Za-z0-9+/_-]{15}")
+_ANY_CANDIDATE: Final = re.compile(_CANDIDATE_RE.pattern + r"|[a-z0-9+/_-]{15}")
 _ESCAPE: Final = re.compile(r"\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}")
 
 
@@ -290,6 +291,36 @@ def _redact_data(data: Mapping[str, Scalar]) -> Mapping[str, Scalar] | None:
                 clean = dict(data)
             clean[key] = new
     return clean
+
+
+CLEAN_TEXTS: Final[set[str]] = set()
+"""Texts that :func:`redact_text` returns as they are, found by :func:`all_clean`:
+short ones (at most :data:`_MAX_CLEAN_CHARS` characters, at most
+:data:`_MAX_CLEAN_TEXTS` of them; emptied when full). Read it with ``in`` only."""
+
+_MAX_CLEAN_CHARS: Final = 128
+_MAX_CLEAN_TEXTS: Final = 1024
+
+
+def all_clean(texts: list[str]) -> bool:
+    """Whether :func:`redact_text` returns each of ``texts`` (exact strs) as it is, by
+    its prefilter in one search; if so, the short ones join :data:`CLEAN_TEXTS`.
+    False means only that one of them may hold a secret. Not a checkpoint.
+
+    The texts are searched joined by ``"\\x00"``, lowered: the separator is in no
+    candidate word nor in a base64 run, and lowering keeps every ASCII letter,
+    digit and ``+/_-``, so a text with a candidate word or a run of 15 base64
+    characters gives a match in the whole.
+    """
+    joined = texts[0] if len(texts) == 1 else "\x00".join(texts)
+    if _ANY_CANDIDATE.search(joined.lower()) is not None:
+        return False
+    if len(CLEAN_TEXTS) + len(texts) > _MAX_CLEAN_TEXTS:
+        CLEAN_TEXTS.clear()
+    for text in texts:
+        if len(text) <= _MAX_CLEAN_CHARS:
+            CLEAN_TEXTS.add(text)
+    return True
 
 
 redact_text: Final = _settled
