@@ -98,13 +98,9 @@ async def _batch(run: RunPort, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
     limit = run.agent.max_parallel_tools
     slots = trio.Semaphore(limit) if len(calls) > limit else None
 
-    async def one(k: int, *, task_status: trio.TaskStatus[bool]) -> None:
+    async def one(k: int) -> None:
         try:
-            # Checked in the child too: the parent's start() lets other tasks run first.
-            if run.interrupt_requested or run.has_pending or run.pausing:
-                task_status.started(False)
-                return
-            outcomes[k] = await call_tool(run, calls[k], task_status=task_status)
+            outcomes[k] = await call_tool(run, calls[k], announced=True)
         finally:
             if slots is not None:
                 slots.release()
@@ -115,9 +111,14 @@ async def _batch(run: RunPort, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
             for k in range(len(calls)):
                 if slots is not None:
                     await slots.acquire()
-                # start() returns after the call's tool_start, so those come in call order.
-                if not await nursery.start(one, k):
+                if run.interrupt_requested or run.has_pending or run.pausing:
                     break
+                # Each call's tool_start is reported here, before its task starts, so
+                # those come in call order, and an audit failure is raised here with its
+                # cause (trio before 0.34 dropped the __cause__ of an exception raised
+                # before task_status.started(), as nursery.start re-raised it).
+                await announce_call(run, calls[k])
+                nursery.start_soon(one, k)
                 started += 1
     except BaseExceptionGroup as group:
         failure = batch_failure(group)
@@ -127,19 +128,29 @@ async def _batch(run: RunPort, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
     return [o for o in outcomes[:started] if o is not None]
 
 
-async def call_tool(
-    run: RunPort, call: ToolCall, *, task_status: trio.TaskStatus[bool] = trio.TASK_STATUS_IGNORED
-) -> ToolOutcome:
-    """Gate and execute one tool call, with its hooks, events and audit. A checkpoint.
+async def announce_call(run: RunPort, call: ToolCall) -> None:
+    """Count ``call`` and report its ``tool_start`` (audited as ``tool_request``), the
+    first step of :func:`call_tool`. A checkpoint.
 
-    Every failure (unknown tool, arguments that are not a JSON object or are past
-    a bound of :func:`load_arguments`, a denial, a ``before_tool`` hook that fails,
-    a tool that raises or times out) becomes an error outcome.
+    Raises:
+      AuditError: The audit sink could not record the entry.
     """
     run.count_calls(1)
     await run.report(EventKind.tool_start, "tool_request", call=call, tool=call.name,
                      call_id=call.id, arguments=call.arguments)
-    task_status.started(True)
+
+
+async def call_tool(run: RunPort, call: ToolCall, *, announced: bool = False) -> ToolOutcome:
+    """Gate and execute one tool call, with its hooks, events and audit. A checkpoint.
+
+    Every failure (unknown tool, arguments that are not a JSON object or are past
+    a bound of :func:`load_arguments`, a denial, a ``before_tool`` hook that fails,
+    a tool that raises or times out) becomes an error outcome. ``announced`` says
+    :func:`announce_call` already ran for ``call`` (a batch announces its calls in
+    order before their tasks start).
+    """
+    if not announced:
+        await announce_call(run, call)
     started = trio.current_time()
     hooks = run.agent.hookset
     effective = call

@@ -49,13 +49,14 @@ def check_threshold(value: float | None) -> None:
 
 
 def _running_call(frame: FrameType | None) -> tuple[str | None, str | None, AgentPath]:
-    # The innermost tool call on the stack: agentcore's call_tool frame holds the call
-    # and the run (read from the watchdog thread, like a debugger does).
+    # The innermost tool call on the stack: agentcore's call_tool frame (or announce_call's,
+    # while a batch reports a call's tool_start) holds the call and the run (read from
+    # the watchdog thread, like a debugger does).
     from agentcore._run import _toolcall
 
-    code = _toolcall.call_tool.__code__
+    codes = (_toolcall.call_tool.__code__, _toolcall.announce_call.__code__)
     while frame is not None:
-        if frame.f_code is code:
+        if any(frame.f_code is code for code in codes):
             names = frame.f_locals
             call, run = names.get("call"), names.get("run")
             path = getattr(run, "path", ())
