@@ -125,24 +125,33 @@ def _new_client(endpoint: Endpoint) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=endpoint.timeout, verify=_ssl_context())
 
 
-class _OnePass:
-    """A request body httpx reads once and that then holds nothing: given bytes, httpx
-    keeps them in the request, which its response keeps, for as long as a streamed
-    reply is open (the whole conversation, for every call parked in its stream)."""
+class _SentBody:
+    """A request body httpx reads as a stream, as many times as it sends the request
+    within ``send`` (a retrying transport, an auth flow answering a 401), and that
+    holds nothing once :meth:`release` is called when ``send`` has returned: given
+    bytes, httpx keeps them in the request, which its response keeps, for as long as
+    a streamed reply is open (the whole conversation, for every call parked in its
+    stream)."""
 
-    __slots__ = ("_content",)
+    __slots__ = ("_content", "_left")
 
     def __init__(self, content: bytes) -> None:
         self._content: bytes | None = content
+        self._left: bytes | None = None
 
-    def __aiter__(self) -> _OnePass:
+    def __aiter__(self) -> _SentBody:
+        self._left = self._content  # each pass sends the whole body again
         return self
 
     async def __anext__(self) -> bytes:
-        content, self._content = self._content, None
-        if content is None:
+        left, self._left = self._left, None
+        if left is None:
             raise StopAsyncIteration
-        return content
+        return left
+
+    def release(self) -> None:
+        """Let the body go (the request has been sent; no pass is made after it)."""
+        self._content = self._left = None
 
 
 def _request(
@@ -151,15 +160,18 @@ def _request(
     url: str,
     headers: Mapping[str, str],
     body: Mapping[str, Any],
-) -> httpx.Request:
+) -> tuple[httpx.Request, _SentBody | None]:
     # The body is encoded here, not by httpx: encode_input cannot hit RecursionError
     # on tool inputs nested as deep as a reply could carry them. Its length is given,
-    # so httpx sends it as it would bytes (not chunked).
+    # so httpx sends it as it would bytes (not chunked). A caller's client with
+    # request hooks is given the bytes: a hook may read ``request.content``, which
+    # httpx refuses for a streamed body.
     content = encode_input(body).encode()
-    return client.build_request(
+    sent = None if client.event_hooks["request"] else _SentBody(content)
+    request = client.build_request(
         "POST",
         url,
-        content=_OnePass(content),
+        content=content if sent is None else sent,
         headers={
             **headers,
             "Content-Type": "application/json",
@@ -167,6 +179,19 @@ def _request(
         },
         timeout=endpoint.timeout,
     )
+    return request, sent
+
+
+async def _send(
+    client: httpx.AsyncClient, request: httpx.Request, sent: _SentBody | None
+) -> httpx.Response:
+    # The reply to ``request`` (from _request), its head read, its body to stream;
+    # the request's body let go once sent. Redirects are never followed (_check_head).
+    try:
+        return await client.send(request, stream=True, follow_redirects=False)
+    finally:
+        if sent is not None:
+            sent.release()
 
 
 def _check_head(endpoint: Endpoint, response: httpx.Response) -> None:
@@ -263,11 +288,7 @@ async def post_json(
             client = endpoint.client or _new_client(endpoint)
             response: httpx.Response | None = None
             try:
-                response = await client.send(
-                    _request(client, endpoint, url, headers, body),
-                    stream=True,
-                    follow_redirects=False,
-                )
+                response = await _send(client, *_request(client, endpoint, url, headers, body))
                 _check_head(endpoint, response)
                 if response.status_code >= 400:
                     error = await _error_reply(endpoint, response)
@@ -420,7 +441,7 @@ async def stream_reply(
             try:
                 request = _request(client, endpoint, url, headers, body)
                 del url, headers, body  # not kept while the reply is read
-                response = await client.send(request, stream=True, follow_redirects=False)
+                response = await _send(client, *request)
                 del request
                 _check_head(endpoint, response)
                 content_type = response.headers.get("content-type", "")
