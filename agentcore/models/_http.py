@@ -486,7 +486,9 @@ async def stream_reply(
         except Malformed as exc:
             detail = shown(str(exc), endpoint.secret)
             error = ModelError(f"{endpoint.api} API returned a malformed stream: {detail}")
-    if deadline.cancelled_caught:
+    if deadline.cancelled_caught and not ended:
+        # (Once ended, the deadline can only have cut the drained tail, _read_rest:
+        # the reply is whole.)
         raise endpoint.timed_out()
     # Raised here, outside the handlers, so no httpx error is chained to it.
     if error is not None:

@@ -436,6 +436,22 @@ async def test_a_body_held_open_after_the_end_marker_costs_the_call_a_quarter_se
     assert trio.current_time() - start == 0.25
 
 
+async def test_a_complete_reply_is_kept_when_total_timeout_ends_the_drained_tail(
+    api: FakeAPI, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The end marker is in: what is left is only the body's tail, read for the pool's
+    # sake. total_timeout running out while it waits is no reason to throw the whole
+    # reply away (and have the run retry it, its deltas delivered twice).
+    events = (chunk({"content": "ok"}), chunk({}, "stop"), sse("[DONE]"))
+    api.replies.append(Reply(chunks=events, hold=True, content_type="text/event-stream"))
+    deltas = Deltas()
+    start = trio.current_time()
+    response = await model(api, total_timeout=0.1).stream(REQUEST, deltas)
+    assert response == ModelResponse(Message("assistant", "ok"), "stop", Usage(model="gpt-test"))
+    assert deltas == ["ok"]
+    assert trio.current_time() - start == 0.1
+
+
 async def test_read_timeout_is_transient(
     api: FakeAPI, autojump_clock: trio.testing.MockClock
 ) -> None:
