@@ -143,15 +143,18 @@ class ServeApp:
             except* (subagent.SubagentError, OSError) as group:
                 # The hub's own nursery wraps what its start raised (strict groups).
                 self.startup_error = " ".join(str(_first(group)).split())[:500]
-            if self.startup_error is not None:
-                await send({"type": "lifespan.startup.failed",
-                            "message": self.startup_error})
-                return
-            self._running = True
-            await send({"type": "lifespan.startup.complete"})
-            await receive()  # lifespan.shutdown
-            self._running = False
-            nursery.cancel_scope.cancel()
+            if self.startup_error is None:
+                self._running = True
+                await send({"type": "lifespan.startup.complete"})
+                await receive()  # lifespan.shutdown
+                self._running = False
+                nursery.cancel_scope.cancel()
+        if self.startup_error is not None:
+            # Sent out of the nursery: the server's answer to it (Hypercorn raises its
+            # LifespanFailureError from send) leaves the app bare, not in a group, which
+            # Hypercorn before 0.17.3 took for a lifespan it could go on without.
+            await send({"type": "lifespan.startup.failed", "message": self.startup_error})
+            return
         await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
