@@ -189,13 +189,16 @@ as the canonical encoding does; if not, :func:`fields_bytes` takes :func:`fields
 for every entry."""
 _CLEAN_KEYS: dict[tuple[str, ...], bool] = {}
 _MAX_CLEAN_KEYS: Final = 4096
+_MAX_CLEAN_KEY_CHARS: Final = 512
 
 
 def _clean_keys(keys: tuple[str, ...]) -> bool:
     # Whether no key of data names a credential (cached per tuple of keys, up to
-    # _MAX_CLEAN_KEYS of them: a recorder's data has a few fixed sets).
+    # _MAX_CLEAN_KEYS of them, each of at most _MAX_CLEAN_KEY_CHARS characters in
+    # all: a recorder's data has a few fixed sets of short labels; longer keys are
+    # classified again, never kept after their entry).
     clean = all(key_class(key) == NONE for key in keys)
-    if len(_CLEAN_KEYS) < _MAX_CLEAN_KEYS:
+    if len(_CLEAN_KEYS) < _MAX_CLEAN_KEYS and sum(map(len, keys)) <= _MAX_CLEAN_KEY_CHARS:
         _CLEAN_KEYS[keys] = clean
     return clean
 

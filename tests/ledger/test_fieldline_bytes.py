@@ -202,3 +202,31 @@ def test_without_msgspec_every_entry_takes_fields_body(monkeypatch: pytest.Monke
     for data in (None, {"n": 1, "s": "x"}):
         check((1, TIME, PREV, "prompt", "r", ("a",), "g", "echo", "c1", "args", None, None,
                None, None, 0.5, data))
+
+
+def test_long_data_keys_are_not_kept_after_their_entry() -> None:
+    # The cache of data keys found clean holds a recorder's few short label sets:
+    # entries whose keys are long (a hook's own data, say) leave nothing behind.
+    import gc
+    import tracemalloc
+
+    from ledger._keys import key_class
+
+    def entry(n: int) -> tuple[Any, ...]:
+        key = f"{n:05d}" + "k" * 20_000
+        return (1, TIME, PREV, "tool_result", "r", ("a",), "g", None, None, None, None,
+                None, None, None, None, {key: n, "n": 1})
+
+    check(entry(-1))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(200):
+            assert isinstance(fields_bytes(*entry(n)), bytes)
+        key_class.cache_clear()  # its own cache is bounded in count (2,048 keys)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 200_000  # 200 entries of 20 KB keys: 4 MB if the keys were kept
