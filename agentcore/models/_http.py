@@ -430,9 +430,11 @@ async def stream_reply(
       ContextTooLongError: the endpoint's context check matched the error.
       ModelError: any other failure: an error event as :func:`api_error_to_exception`
         maps it, a malformed or too large reply, no event stream.
+
+    Whatever ``on_delta`` raises propagates as it is (an httpx error of its own too).
     """
     await load_prices()
-    error: ModelError | None = None
+    error: Exception | None = None
     ended = False
     with trio.move_on_after(endpoint.total_timeout) as deadline:
         try:
@@ -486,6 +488,8 @@ async def stream_reply(
         except Malformed as exc:
             detail = shown(str(exc), endpoint.secret)
             error = ModelError(f"{endpoint.api} API returned a malformed stream: {detail}")
+        except _ConsumerFailed as exc:
+            error = exc.error  # on_delta's own, raised as it is
     if deadline.cancelled_caught and not ended:
         # (Once ended, the deadline can only have cut the drained tail, _read_rest:
         # the reply is whole.)
@@ -500,6 +504,15 @@ async def stream_reply(
     except Malformed as exc:
         error = malformed_response(endpoint, exc)
     raise error
+
+
+class _ConsumerFailed(Exception):
+    """An error of ``on_delta`` of a type :func:`stream_reply` takes for the server's
+    (an httpx error, say), carried past those handlers to be raised as it is."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
 
 
 async def _deliver(
@@ -528,6 +541,9 @@ async def _deliver(
             deadline.deadline = math.inf
             try:
                 await on_delta(delta)
+            except (httpx.HTTPError, httpx.InvalidURL, LimitExceeded, Malformed) as exc:
+                # The consumer's (an httpx call of its own, say), not the server's.
+                raise _ConsumerFailed(exc) from None
             finally:
                 deadline.deadline = trio.current_time() + left
         if state.stopped:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -509,6 +510,25 @@ async def test_on_delta_errors_propagate(api: FakeAPI) -> None:
 
     with pytest.raises(RuntimeError, match=r"^consumer gone$"):
         await model(api).stream(REQUEST, on_delta)
+
+
+@pytest.mark.parametrize("error", [
+    httpx.ConnectError("webhook down"), httpx.ReadTimeout("webhook slow"),
+    httpx.InvalidURL("no such webhook"),
+])
+async def test_on_delta_errors_of_httpx_propagate_as_they_are(
+    api: FakeAPI, error: Exception
+) -> None:
+    # A consumer forwarding deltas over httpx: its failure is its own, not the model
+    # server's (a TransientModelError would have the run call the model again).
+    api.replies.append(sse_reply([chunk({"content": "a"}), chunk({"content": "b"}), sse("[DONE]")]))
+
+    async def on_delta(text: str) -> None:
+        raise error
+
+    with pytest.raises(type(error)) as info:
+        await model(api).stream(REQUEST, on_delta)
+    assert info.value is error
 
 
 def test_repr_hides_the_key() -> None:
