@@ -230,3 +230,28 @@ def test_long_data_keys_are_not_kept_after_their_entry() -> None:
     finally:
         tracemalloc.stop()
     assert kept < 200_000  # 200 entries of 20 KB keys: 4 MB if the keys were kept
+
+
+def test_a_msgspec_that_sorts_keys_by_utf16_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Sorted by UTF-16 code units (as JavaScript sorts), a key of a character past the
+    # BMP comes before one of U+E000-U+FFFF; the canonical encoding sorts by code point.
+    import msgspec
+
+    fieldline: Any = ledger._fieldline
+
+    def utf16_sorted(body: Any) -> bytes:
+        data = dict(sorted(body.data.items(), key=lambda item: item[0].encode("utf-16-be")))
+        encoded: bytes = fieldline._encode(msgspec.structs.replace(body, data=data))
+        return encoded
+
+    monkeypatch.setattr(fieldline, "_encode_sorted", utf16_sorted)
+    assert fieldline._spelled_alike() is False
+
+
+def test_a_msgspec_that_refuses_a_probe_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (An int past 64 bits, say: then every entry takes fields_body, the import stands.)
+    def refuses(body: Any) -> bytes:
+        raise OverflowError("can't serialize ints < -2**63 or > 2**64 - 1")
+
+    monkeypatch.setattr(ledger._fieldline, "_encode_sorted", refuses)
+    assert ledger._fieldline._spelled_alike() is False
