@@ -43,33 +43,55 @@ PROGRESS_FLUSH = 5.0
 MAX_PROGRESS_MESSAGE = 200
 
 
-def _agent_tool(pool: Pool, name: str, client_gone: trio.Event) -> Any:
-    # ``client_gone``: set once stdin has ended (the server then stops).
+@attrs.define(eq=False)
+class _Client:
+    """What the server knows of its client: whether stdin has ended, and which of the
+    calls in flight it cancelled (``notifications/cancelled``, read before the end of
+    stdin): a call cancelled when both happened is told by this, not by the order in
+    which the server's tasks see them."""
+
+    gone: trio.Event = attrs.Factory(trio.Event)
+    #: The request id of each call in flight: whether the client cancelled it.
+    calls: dict[str, bool] = attrs.Factory(dict)
+
+    def cancelled(self, request_id: str) -> None:
+        """The client's ``notifications/cancelled`` of ``request_id`` was read (one of
+        a call not in flight is dropped). Not a checkpoint."""
+        if request_id in self.calls:
+            self.calls[request_id] = True
+
+
+def _agent_tool(pool: Pool, name: str, client: _Client) -> Any:
     from mcp.server.mcpserver import Context
 
     async def run_agent(task: str, ctx: Context) -> str:
         stream = Stream(PROGRESS_BUFFER, overflow="drop_newest")
-        handle = await pool.submit(name, task, events=stream)
+        request_id = ctx.request_id
+        client.calls[request_id] = False
         outcome: Any = None
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_progress, stream, ctx)
-            try:
-                outcome = await handle.wait()
-            except TaskError as exc:
-                outcome = exc
-            except BaseException:
-                # The client cancelled the call (caller), or it has gone: stdin ended,
-                # the server stops and cancels the pool (pool_closed, as the tasks
-                # it left running).
-                if client_gone.is_set():
-                    handle._cancel_for(CancelCause.pool_closed)
-                else:
-                    handle.cancel()
-                raise
-            finally:
-                # The events already buffered still go out, within a bound.
-                stream.close()
-                nursery.cancel_scope.deadline = trio.current_time() + PROGRESS_FLUSH
+        try:
+            handle = await pool.submit(name, task, events=stream)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_progress, stream, ctx)
+                try:
+                    outcome = await handle.wait()
+                except TaskError as exc:
+                    outcome = exc
+                except BaseException:
+                    # The client cancelled the call (caller), or it has gone: stdin
+                    # ended, the server stops and cancels the pool (pool_closed, as the
+                    # tasks it left running).
+                    if client.gone.is_set() and not client.calls.get(request_id):
+                        handle._cancel_for(CancelCause.pool_closed)
+                    else:
+                        handle.cancel()
+                    raise
+                finally:
+                    # The events already buffered still go out, within a bound.
+                    stream.close()
+                    nursery.cancel_scope.deadline = trio.current_time() + PROGRESS_FLUSH
+        finally:
+            client.calls.pop(request_id, None)
         if isinstance(outcome, TaskError):
             raise RuntimeError(f"the task did not finish: {one_line(str(outcome))}")
         return str(outcome.output)
@@ -105,14 +127,14 @@ async def serve_specs(specs: SpecFile, *, gate: ToolGate, audit: Any) -> None:
         for spec in specs.specs_for(pool_tools, pool.mcp_tools):
             pool.register(spec)
         server: MCPServer[Any] = MCPServer("subagent", instructions=_INSTRUCTIONS)
-        client_gone = trio.Event()
+        client = _Client()
         for spec in specs.specs:
             server.add_tool(
-                _agent_tool(pool, spec.name, client_gone),
+                _agent_tool(pool, spec.name, client),
                 name=spec.name,
                 description=spec.description or f"Give the {spec.name} agent a task.",
             )
-        await serve_stdio(server, on_eof=client_gone.set)
+        await serve_stdio(server, on_eof=client.gone.set, on_cancel=client.cancelled)
         # The client has gone: tasks it left running are not waited for.
         pool.cancel()
 

@@ -94,17 +94,23 @@ def lowlevel_run(server: Any) -> Callable[[Any, Any], Awaitable[None]]:
     return serve
 
 
-async def serve_stdio(server: Any, *, on_eof: Callable[[], None] | None = None) -> None:
+async def serve_stdio(
+    server: Any, *, on_eof: Callable[[], None] | None = None,
+    on_cancel: Callable[[str], None] | None = None,
+) -> None:
     """Serve ``server`` (the SDK's ``MCPServer``) over this process's stdin and stdout
     until the client closes stdin; ``on_eof()``, if given, is called once stdin has
-    ended, before the server stops (and cancels the calls in flight). A checkpoint.
+    ended, before the server stops (and cancels the calls in flight), and
+    ``on_cancel(request_id)`` as :func:`bounded_stdio_server` calls it. A checkpoint.
 
     Raises:
       ImportError: the SDK lacks the call the server is run through.
     """
     run = lowlevel_run(server)
     with _claimed() as (stdin, stdout):
-        async with bounded_stdio_server(stdin, stdout, on_eof) as (read_stream, write_stream):
+        async with bounded_stdio_server(stdin, stdout, on_eof, on_cancel) as (
+            read_stream, write_stream
+        ):
             await run(read_stream, write_stream)
 
 
@@ -133,14 +139,18 @@ def _claimed() -> Iterator[tuple[int, int]]:
 
 @asynccontextmanager
 async def bounded_stdio_server(
-    stdin: int, stdout: int, on_eof: Callable[[], None] | None = None
+    stdin: int, stdout: int, on_eof: Callable[[], None] | None = None,
+    on_cancel: Callable[[str], None] | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's (read, write) message streams over the file descriptors ``stdin``
     and ``stdout``; a request line past :data:`MAX_REQUEST` is answered
     :data:`TOO_LONG` and skipped, one with more than ``MAX_VALUES`` JSON values
     likewise, and one that is not JSON (``-32700``) or not a JSON-RPC message
     (``-32600``) too. ``on_eof()``, if given, is called when ``stdin`` ends (or
-    cannot be read), before the read stream ends. A checkpoint.
+    cannot be read), before the read stream ends; ``on_cancel(request_id)``, if
+    given, when a ``notifications/cancelled`` is read, before the SDK is given it
+    (the id as the SDK's ``Context.request_id`` spells it: ``str`` of the JSON id). A
+    checkpoint.
 
     When the block ends, the replies already given are written (within
     :data:`FLUSH` seconds) and reading stops.
@@ -193,6 +203,8 @@ async def bounded_stdio_server(
                         # Answered here: the SDK only logs a line it cannot read.
                         await send(_unreadable(line))
                         continue
+                    if on_cancel is not None:
+                        _tell_cancel(item.message, on_cancel)
                     try:
                         await incoming.send(item)
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -219,3 +231,14 @@ async def bounded_stdio_server(
             reading.cancel()
             await write_stream.aclose()
             nursery.cancel_scope.deadline = trio.current_time() + FLUSH
+
+
+def _tell_cancel(message: Any, on_cancel: Callable[[str], None]) -> None:
+    # on_cancel(str(id)) for a notifications/cancelled naming a request id (an int or
+    # a str, as JSON-RPC ids are); any other message, nothing.
+    if getattr(message, "method", None) != "notifications/cancelled":
+        return
+    params = getattr(message, "params", None)
+    request_id = params.get("requestId") if isinstance(params, dict) else None
+    if type(request_id) is int or type(request_id) is str:
+        on_cancel(str(request_id))

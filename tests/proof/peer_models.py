@@ -102,6 +102,13 @@ class ModelPeer:
     _listener: trio.SocketListener | None = None
     _conns: set[trio.SocketStream] = attrs.Factory(set)
     _scope: trio.CancelScope | None = None
+    _counted: trio.Event = attrs.Factory(trio.Event)  # set at each request, then new
+
+    async def wait_requests(self, count: int) -> None:
+        """Wait until ``count`` requests have been read. A checkpoint."""
+        while self.requests < count:
+            await self._counted.wait()
+        await trio.lowlevel.checkpoint()
 
     @property
     def url(self) -> str:
@@ -154,6 +161,8 @@ class ModelPeer:
         await _read_body(stream, data)
         self.requests += 1
         self.requested.set()
+        self._counted.set()
+        self._counted = trio.Event()
         behaviour = self.behaviour
         body = reply_body(self.api, "fine")
         if behaviour is Behaviour.answer:

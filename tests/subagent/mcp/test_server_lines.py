@@ -111,3 +111,39 @@ async def test_a_request_nested_past_the_parsers_is_answered_and_skipped() -> No
         "code": -32700,
         "message": "the request is nested too deeply to parse; it was skipped"}}
     assert message.message.id == 3
+
+
+async def test_a_clients_cancels_are_told_before_the_end_of_stdin() -> None:
+    # ``subagent mcp`` tells a call its client cancelled (caller) from one a client
+    # gone leaves (pool_closed) by these, whatever order its tasks then run in.
+    import os
+
+    from subagent._cli._serve_stdio import bounded_stdio_server
+
+    told: list[str] = []
+
+    def cancel(id: object) -> bytes:
+        return line({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                     "params": {"requestId": id, "reason": "quit"}})
+
+    client_in, server_in = os.pipe()
+    server_out, client_out = os.pipe()
+    try:
+        with trio.fail_after(PATIENCE):
+            async with bounded_stdio_server(
+                client_in, client_out, lambda: told.append("eof"), told.append
+            ) as (read_stream, _), read_stream:
+                await trio.to_thread.run_sync(
+                    os.write, server_in,
+                    cancel(2) + cancel("a-7") + cancel(True) + cancel(None)
+                    + line({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+                )
+                os.close(server_in)
+                got = [await read_stream.receive() for _ in range(5)]
+                async for _ in read_stream:
+                    pass  # the end of stdin
+    finally:
+        for fd in (client_in, server_out, client_out):
+            os.close(fd)
+    assert told == ["2", "a-7", "eof"]
+    assert got[-1].message.id == 3
