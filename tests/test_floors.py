@@ -21,6 +21,8 @@ NEEDED = [
      "msgspec.json.Encoder(order='sorted') in ledger/_fieldline.py"),
     ("dev", "jsonschema", "4.20.0", "4.21.0",
      "jsonschema's enum telling nested True/False from 1/0, the oracle of the enum tests"),
+    ("dev", "hypothesis", "6.100.2", "6.100.3",
+     "a lambda's source cached: the core state machine took over 10 minutes before"),
 ]
 
 
