@@ -206,19 +206,24 @@ class AnthropicChatModel:
         )
         return priced(response, self.model, self.prices)
 
+    def _stream_parts(self, request: ModelRequest) -> tuple[dict[str, str], dict[str, Any]]:
+        # A streamed call's headers and body, built when the call is awaited.
+        return self._headers(stream=True), self.request_body(request, stream=True)
+
     def stream(
         self, request: ModelRequest, on_delta: DeltaSink
     ) -> Coroutine[Any, Any, ModelResponse]:
         """The model's reply to ``request``, streamed: ``on_delta`` is awaited with each
         text delta as it arrives. A checkpoint (a coroutine to await: made here, without
         a frame of its own, so that a call parked in the stream holds one coroutine,
-        :func:`~._http.stream_reply`). Raises as :meth:`complete`."""
+        :func:`~._http.stream_reply`, which builds the request when awaited). Raises as
+        :meth:`complete`, when awaited."""
         endpoint = self._endpoint
         return stream_reply(
             endpoint,
             self._url,
-            self._headers(stream=True),
-            self.request_body(request, stream=True),
+            self._stream_parts,
+            request,
             read_anthropic_event,
             AnthropicStreamState(tally=Tally(endpoint.limits)),
             on_delta,

@@ -32,7 +32,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 from .._errors import ModelError, TransientModelError
-from .._messages import ModelResponse
+from .._messages import ModelRequest, ModelResponse
 from .._models import DeltaSink
 from ._apierror import (
     ApiError,
@@ -399,15 +399,17 @@ EventReader = Callable[[ServerSentEvent], Mapping[str, Any] | ApiError | None]
 async def stream_reply(
     endpoint: Endpoint,
     url: str,
-    headers: Mapping[str, str],
-    body: Mapping[str, Any],
+    build: Callable[[ModelRequest], tuple[Mapping[str, str], Mapping[str, Any]]],
+    model_request: ModelRequest,
     read_event: EventReader,
     state: StreamState,
     on_delta: DeltaSink,
     model: str,
     prices: PriceTable | None,
 ) -> ModelResponse:
-    """POST ``body`` as JSON and build the streamed reply in ``state`` from the
+    """POST the body ``build(model_request)`` gives (with its headers) as JSON,
+    built once this is awaited (as an ``async def`` model's would be: what ``build``
+    raises, it raises, in the awaiting task), and build the streamed reply in ``state`` from the
     server-sent events of the answer, awaiting ``on_delta`` with each text delta as it
     arrives; return it priced (:func:`~._prices.priced`, the configured ``model`` and
     the caller's ``prices``). A checkpoint.
@@ -434,6 +436,8 @@ async def stream_reply(
     Whatever ``on_delta`` raises propagates as it is (an httpx error of its own too).
     """
     await load_prices()
+    headers, body = build(model_request)
+    del build, model_request
     error: Exception | None = None
     ended = False
     with trio.move_on_after(endpoint.total_timeout) as deadline:
