@@ -10,6 +10,12 @@ says: many tests start interpreters that import this package (command lines, ser
 the crash tests' explorers), and without the caches each compiles it again
 (tests/subagent/test_cli.py and tests/ledger/test_cli.py in a fresh clone: 13.5 s of
 CPU with the variable set, 10.2 s without).
+
+``-n auto`` starts two workers a core (:func:`pytest_xdist_auto_num_workers`): most of
+the suite's slow tests wait on other processes (real servers, killed children, dev
+servers), not on the CPU, so two workers on two cores left them idle. A clean clone on
+2 cores: 307 s with 2 workers (CPU 434 s), 220 s with 4 (CPU 382 s).
+``PYTEST_XDIST_AUTO_NUM_WORKERS`` still sets the number.
 """
 
 from __future__ import annotations
@@ -25,6 +31,15 @@ import trio  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 from agentcore.models import load_prices  # noqa: E402
+
+
+def pytest_xdist_auto_num_workers(config: object) -> int | None:
+    """The workers ``-n auto`` starts: two a core, unless
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` says (then xdist's own hook reads it)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return 2 * (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                else os.cpu_count() or 1)
 
 settings.register_profile(
     "base", deadline=None, suppress_health_check=[HealthCheck.too_slow]
