@@ -98,8 +98,23 @@ async def _batch(run: RunPort, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
     limit = run.agent.max_parallel_tools
     slots = trio.Semaphore(limit) if len(calls) > limit else None
 
-    async def one(k: int) -> None:
+    async def one(k: int, *, task_status: trio.TaskStatus[bool | Exception]) -> None:
         try:
+            # Checked in the child too: the parent's start() lets other tasks run first.
+            if run.interrupt_requested or run.has_pending or run.pausing:
+                task_status.started(False)
+                return
+            try:
+                await announce_call(run, calls[k])
+            except Exception as exc:
+                # Handed to the parent, which raises it: trio before 0.34 dropped the
+                # __cause__ of an exception raised before task_status.started()
+                # (python-trio/trio#3394), and an audit failure must name its cause.
+                task_status.started(exc)
+                return
+            # The call goes on in this same step (its before_tool hooks included), so
+            # a hook's abort is seen before the next call of the batch is started.
+            task_status.started(True)
             outcomes[k] = await call_tool(run, calls[k], announced=True)
         finally:
             if slots is not None:
@@ -111,14 +126,12 @@ async def _batch(run: RunPort, calls: Sequence[ToolCall]) -> list[ToolOutcome]:
             for k in range(len(calls)):
                 if slots is not None:
                     await slots.acquire()
-                if run.interrupt_requested or run.has_pending or run.pausing:
+                # start() returns after the call's tool_start, so those come in call order.
+                status = await nursery.start(one, k)
+                if isinstance(status, Exception):
+                    raise status
+                if not status:
                     break
-                # Each call's tool_start is reported here, before its task starts, so
-                # those come in call order, and an audit failure is raised here with its
-                # cause (trio before 0.34 dropped the __cause__ of an exception raised
-                # before task_status.started(), as nursery.start re-raised it).
-                await announce_call(run, calls[k])
-                nursery.start_soon(one, k)
                 started += 1
     except BaseExceptionGroup as group:
         failure = batch_failure(group)

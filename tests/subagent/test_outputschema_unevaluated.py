@@ -124,7 +124,8 @@ def test_doubling_the_answer_at_most_doubles_and_a_half_the_check(
     # (4x) still fails.
     out = JsonSchemaOutput(schema)
     texts = [json.dumps({"result": make(k)} if out.wrapped else make(k)) for k in (n, 2 * n)]
-    one, two = [], []
+    one: list[tuple[float, int]] = []
+    two: list[tuple[float, int]] = []
     while len(one) < 5 or (
         len(one) < 25 and min(t for t, _ in two) > 2.5 * min(t for t, _ in one)
     ):
