@@ -125,13 +125,18 @@ def _new_client(endpoint: Endpoint) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=endpoint.timeout, verify=_ssl_context())
 
 
-class _SentBody:
+class _SentBody(httpx.AsyncByteStream):
     """A request body httpx reads as a stream, as many times as it sends the request
     within ``send`` (a retrying transport, an auth flow answering a 401), and that
     holds nothing once :meth:`release` is called when ``send`` has returned: given
     bytes, httpx keeps them in the request, which its response keeps, for as long as
     a streamed reply is open (the whole conversation, for every call parked in its
-    stream)."""
+    stream).
+
+    It is the request's ``stream`` itself, an iterator of its own class: given as
+    ``content``, httpx wraps it in an async generator, which a cancel in the middle of
+    the send (Ctrl-C) leaves unfinished, to be finalized after ``trio.run`` has
+    returned ("Exception ignored ... RunFinishedError" on stderr)."""
 
     __slots__ = ("_content", "_left")
 
@@ -171,7 +176,7 @@ def _request(
     request = client.build_request(
         "POST",
         url,
-        content=content if sent is None else sent,
+        content=content if sent is None else b"",
         headers={
             **headers,
             "Content-Type": "application/json",
@@ -179,6 +184,8 @@ def _request(
         },
         timeout=endpoint.timeout,
     )
+    if sent is not None:
+        request.stream = sent
     return request, sent
 
 
