@@ -4,6 +4,7 @@ come back to their level once the pool is closed."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import itertools
@@ -39,6 +40,16 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def fd_targets() -> set[str]:
+    """What the process's open file descriptors point at (``fd -> target``), to name
+    those a cell left open or closed."""
+    targets = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own, closed since
+            targets.add(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
+    return targets
+
+
 def resident() -> int:
     """The process's resident memory in bytes, after the heap's free memory is given
     back to the system where the C library can (glibc's ``malloc_trim``)."""
@@ -56,10 +67,13 @@ def check_levels(run: Callable[[], None], peer: str) -> None:
     slack = MEMORY_SLACK if peer in _warm else FIRST_CELL_SLACK
     _warm.add(peer)
     gc.collect()
-    fds, memory = open_fds(), resident()
+    fds, before, memory = open_fds(), fd_targets(), resident()
     run()
     gc.collect()
-    assert open_fds() == fds
+    if open_fds() != fds:
+        after = fd_targets()
+        raise AssertionError(f"{peer}: file descriptors left open {sorted(after - before)}, "
+                             f"closed {sorted(before - after)}")
     grown = resident() - memory
     assert grown < slack, f"{peer}: {grown} bytes of resident memory left behind"
 
